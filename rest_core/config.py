@@ -1,0 +1,104 @@
+"""Frozen settings dataclasses, validated once at construction, plus named presets.
+
+Every knob of the method lives here so that the engine, the app, the benchmark and the CLI
+share one definition (and one set of error messages) of what a valid setting is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+
+class ConfigError(ValueError):
+    """A setting is out of range or inconsistent with another; the message says which."""
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """How drafts are looked up (paper section 3.2)."""
+
+    n_min: int = 1  # shortest context suffix tried (the reference code stops at 2)
+    n_max: int = 16  # longest context suffix tried first
+    m: int = 10  # continuation length taken after each match
+    max_matches: int = 5000  # K: above this many occurrences a fair sample of K is used
+
+    def __post_init__(self) -> None:
+        if self.n_min < 1:
+            raise ConfigError(f"n_min must be >= 1, got {self.n_min}")
+        if self.n_max < self.n_min:
+            raise ConfigError(f"n_max ({self.n_max}) must be >= n_min ({self.n_min})")
+        if self.m < 1:
+            raise ConfigError(f"m (continuation length) must be >= 1, got {self.m}")
+        if self.max_matches < 1:
+            raise ConfigError(f"max_matches (K) must be >= 1, got {self.max_matches}")
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """How the draft tree is chosen from the retrieved continuations."""
+
+    c: int = 16  # node budget: at most c draft tokens are verified per step
+    budget: Literal["fixed", "auto"] = "fixed"  # auto: pick c per step from a measured cost curve
+    use_datastore: bool = True
+    use_context: bool = False  # the conversation itself as a second draft source (issue 6)
+    datastore_weight: float = 1.0
+    context_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.c < 1:
+            raise ConfigError(f"c (max draft tokens) must be >= 1, got {self.c}")
+        if self.budget not in ("fixed", "auto"):
+            raise ConfigError(f"budget must be 'fixed' or 'auto', got {self.budget!r}")
+        if self.datastore_weight < 0 or self.context_weight < 0:
+            raise ConfigError("source weights must be >= 0")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """temperature == 0 means greedy decoding."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """One generation request: method, length and the nested settings."""
+
+    method: Literal["rest", "ar"] = "rest"
+    max_new_tokens: int = 256
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    draft: DraftConfig = field(default_factory=DraftConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+    def __post_init__(self) -> None:
+        if self.method not in ("rest", "ar"):
+            raise ConfigError(f"method must be 'rest' or 'ar', got {self.method!r}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+    def with_method(self, method: Literal["rest", "ar"]) -> "GenerationConfig":
+        return replace(self, method=method)
+
+
+# Named presets. "paper" is the paper's setting; "cpu" / "gpu" are our measured defaults.
+PRESETS: dict[str, GenerationConfig] = {
+    "paper": GenerationConfig(draft=DraftConfig(c=64)),
+    "cpu": GenerationConfig(draft=DraftConfig(c=16)),
+    "gpu": GenerationConfig(draft=DraftConfig(c=64)),
+}

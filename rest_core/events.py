@@ -1,0 +1,101 @@
+"""Step events: the contract between the engine and every consumer (app, bench, CLI).
+
+The engine yields one immutable `StepEvent` per forward step. Consumers never reach into
+the engine: everything they show or measure is in these objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rest_core.trie import Trie
+
+# Bit flags naming where a draft token came from; a node proposed by several sources ORs them.
+SOURCE_DATASTORE = 1
+SOURCE_CONTEXT = 2
+SOURCE_NAMES: dict[int, str] = {SOURCE_DATASTORE: "datastore", SOURCE_CONTEXT: "context"}
+
+
+def source_names(mask: int) -> tuple[str, ...]:
+    """Names of the sources in a bitmask, e.g. 3 -> ("datastore", "context")."""
+    return tuple(name for bit, name in SOURCE_NAMES.items() if mask & bit)
+
+
+@dataclass(frozen=True)
+class MatchInfo:
+    """What one draft source found for this step."""
+
+    source: str  # "datastore" | "context"
+    suffix_len: int  # length of the longest matched context suffix; 0 = no match
+    suffix_tokens: tuple[int, ...]  # the matched suffix itself
+    occurrences: int  # total occurrences of that suffix in the source
+    sample: tuple[tuple[int, ...], ...]  # a few retrieved continuations (cut at separators)
+
+
+@dataclass(frozen=True)
+class StepTimings:
+    retrieve_ms: float = 0.0
+    tree_ms: float = 0.0
+    forward_ms: float = 0.0
+    accept_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Running totals after this step (prefill excluded from elapsed_s, reported apart)."""
+
+    prompt_tokens: int
+    new_tokens: int
+    steps: int
+    draft_tokens: int  # emitted tokens that came from accepted drafts
+    elapsed_s: float  # decode time since the end of prefill
+    prefill_ms: float
+    retrieval_ms: float  # retrieval + tree build, summed over steps
+
+    @property
+    def mean_generated_length(self) -> float:
+        """M: generated tokens per forward step."""
+        return self.new_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mean_token_ms(self) -> float:
+        return 1000.0 * self.elapsed_s / self.new_tokens if self.new_tokens else 0.0
+
+    @property
+    def retrieval_ms_per_token(self) -> float:
+        return self.retrieval_ms / self.new_tokens if self.new_tokens else 0.0
+
+    @property
+    def draft_share(self) -> float:
+        return self.draft_tokens / self.new_tokens if self.new_tokens else 0.0
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One forward step of REST (or of plain decoding, which has an empty draft)."""
+
+    step: int  # 0-based
+    method: Literal["rest", "ar"]
+    matches: tuple[MatchInfo, ...]  # one per enabled draft source
+    trie: Trie | None  # the whole retrieved (merged) trie; None when nothing was retrieved
+    draft_idx: tuple[int, ...]  # indices into `trie` of the selected top-c nodes
+    draft: Trie | None  # the selected subtree that was verified (nodes in BFS order)
+    accepted: tuple[int, ...]  # indices into `draft` of the accepted path, root side first
+    tokens: tuple[int, ...]  # every token emitted this step (accepted drafts, then the model's own)
+    token_sources: tuple[int, ...]  # per emitted token: source bitmask that drafted it; 0 = model's own
+    budget: int  # the node budget c used this step (chosen per step in auto mode)
+    timings: StepTimings
+    totals: Totals
+    finished: bool
+    finish_reason: Literal["eos", "length"] | None = None
+
+    @property
+    def accepted_len(self) -> int:
+        """How many draft tokens this step accepted (tokens beyond the model's own)."""
+        return sum(1 for s in self.token_sources if s)
