@@ -1,0 +1,725 @@
+"""Build, save and open a datastore: a token corpus plus its suffix array (paper section 3.1).
+
+On disk a datastore is one folder:
+
+    meta.json          format version, tokenizer name + fingerprint, sizes, source, build info
+    tokens-00000.bin   shard 0: token ids, little-endian uint16 (uint32 past 65,535 ids)
+    sa-00000.bin       shard 0: suffix array over tokens-00000.bin, little-endian int32 (int64
+                       past 2^31 positions)
+    tokens-00001.bin   further shards, if the corpus was too big for one suffix array
+    ...
+
+Every document is followed by the separator id (== the tokenizer's vocabulary size, an id the
+tokenizer never produces), so a continuation read after a match stops at the document's end.
+A shard holds whole documents (a document longer than a shard is split), and each shard has its
+own suffix array; retrieval searches every shard and merges the results.
+
+Opening maps the files with `np.memmap`: nothing is read until it is used, so opening a
+70M-token store is instant. Builds write into a temporary folder next to the target and rename
+it into place once complete, so an interrupted build leaves nothing that `Datastore.open` accepts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+INT32_MAX = 2**31 - 1
+
+
+class DatastoreError(ValueError):
+    """A datastore folder is missing, damaged, or does not belong to the given tokenizer."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One slice of the corpus with its own suffix array.
+
+    tokens: (n,) uint16/uint32 token ids, every document followed by the separator.
+    sa: (n,) int32/int64, the start positions of all suffixes of `tokens` in sorted order.
+    """
+
+    tokens: np.ndarray
+    sa: np.ndarray
+    n_documents: int = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.tokens.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_tokens
+
+
+@dataclass
+class Datastore:
+    """An opened datastore: shards plus metadata. Use `Datastore.open` or `build_datastore`."""
+
+    path: Path | None
+    meta: dict[str, Any]
+    shards: list[Shard] = field(default_factory=list)
+
+    @property
+    def separator(self) -> int:
+        return int(self.meta["separator"])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.meta["vocab_size"])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.meta["n_tokens"])
+
+    @property
+    def n_documents(self) -> int:
+        return int(self.meta["n_documents"])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.meta["dtype"])
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.meta.get("tokenizer", {}).get("name", "?"))
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "in memory"
+        return (
+            f"Datastore({where}: {self.n_tokens:,} tokens, {self.n_documents:,} documents, "
+            f"{len(self.shards)} shard(s), tokenizer {self.tokenizer_name})"
+        )
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, tokenizer: Any = None) -> "Datastore":
+        """Map a datastore folder; check its files, sizes and format (and tokenizer, if given).
+
+        Raises DatastoreError naming the problem.
+        """
+        return _open(Path(path), tokenizer)
+
+    @classmethod
+    def from_token_ids(
+        cls,
+        documents: Iterable[Sequence[int]],
+        vocab_size: int,
+        *,
+        shard_tokens: int | None = None,
+        source: str = "token ids",
+    ) -> "Datastore":
+        """An in-memory datastore over already tokenized documents (for tests and small corpora)."""
+        writer = _ShardWriter(None, vocab_size, _resolve_shard_tokens(shard_tokens))
+        for doc in documents:
+            writer.add(np.asarray(doc, dtype=np.int64))
+        shards_meta, shards = writer.finish()
+        meta = _make_meta(
+            vocab_size=vocab_size,
+            tokenizer_name="(token ids)",
+            fingerprint="",
+            writer=writer,
+            shards_meta=shards_meta,
+            source=source,
+            extra={},
+            started=time.time(),
+        )
+        return cls(path=None, meta=meta, shards=shards)
+
+    def disk_bytes(self) -> int:
+        """Total size of the datastore's files on disk (0 for an in-memory store)."""
+        if self.path is None:
+            return 0
+        return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
+
+    def verify(self, sample: int = 2000, seed: int = 0) -> None:
+        """Deeper checks than `open` (reads data): separator placement, id range, and the
+        sortedness of a random sample of adjacent suffix-array entries. Raises DatastoreError."""
+        rng = np.random.default_rng(seed)
+        sep = self.separator
+        for i, shard in enumerate(self.shards):
+            n = shard.n_tokens
+            if n == 0:
+                continue
+            if int(shard.tokens[-1]) != sep:
+                raise DatastoreError(f"shard {i}: does not end with the separator {sep}")
+            if int(shard.tokens.max()) > sep:
+                raise DatastoreError(f"shard {i}: token ids above the separator {sep}")
+            n_sep = int(np.count_nonzero(shard.tokens == sep))
+            if shard.n_documents and n_sep < shard.n_documents:
+                raise DatastoreError(f"shard {i}: {n_sep} separators for {shard.n_documents} documents")
+            if int(shard.sa.min()) < 0 or int(shard.sa.max()) >= n:
+                raise DatastoreError(f"shard {i}: suffix array entries out of range")
+            if n > 1:
+                for j in rng.integers(0, n - 1, size=min(sample, n - 1)):
+                    a, b = int(shard.sa[j]), int(shard.sa[j + 1])
+                    if not _suffix_less(shard.tokens, a, b):
+                        raise DatastoreError(f"shard {i}: suffix array not sorted at entry {j}")
+
+
+def _suffix_less(tokens: np.ndarray, a: int, b: int, chunk: int = 64) -> bool:
+    """tokens[a:] < tokens[b:] lexicographically (a != b)."""
+    n = tokens.shape[0]
+    while True:
+        x = np.asarray(tokens[a : a + chunk])
+        y = np.asarray(tokens[b : b + chunk])
+        k = min(len(x), len(y))
+        diff = np.nonzero(x[:k] != y[:k])[0]
+        if len(diff):
+            return bool(x[diff[0]] < y[diff[0]])
+        if len(x) < chunk or len(y) < chunk:
+            return len(x) < len(y)  # the shorter suffix is a prefix of the longer one
+        a, b = a + chunk, b + chunk
+        if a >= n or b >= n:
+            return a >= n
+
+
+# --- tokenizer identity -------------------------------------------------------------------
+
+
+def tokenizer_vocab_size(tokenizer: Any) -> int:
+    """Number of ids the tokenizer can produce (added tokens included): `len(tokenizer)`."""
+    return int(len(tokenizer))
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """sha256 over the tokenizer's sorted (token, id) vocabulary: two tokenizers with the same
+    fingerprint map text to the same ids, so a datastore built with one is valid for the other."""
+    vocab = tokenizer.get_vocab()
+    h = hashlib.sha256()
+    for token, idx in sorted(vocab.items(), key=lambda kv: (kv[1], kv[0])):
+        h.update(f"{idx}\t{token}\n".encode("utf-8", "surrogatepass"))
+    return "sha256:" + h.hexdigest()
+
+
+def tokenizer_display_name(tokenizer: Any) -> str:
+    name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+    return str(name)
+
+
+def encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, without special tokens (BOS/EOS): the fast tokenizers' batch call."""
+    out = tokenizer(texts, add_special_tokens=False, return_attention_mask=False)
+    return out["input_ids"]
+
+
+# --- building -----------------------------------------------------------------------------
+
+
+def token_dtype(separator: int) -> np.dtype:
+    """uint16 when every id including the separator fits, else uint32."""
+    return np.dtype("<u2") if separator <= np.iinfo(np.uint16).max else np.dtype("<u4")
+
+
+def default_shard_tokens() -> int:
+    """Largest shard we build by default: bounded by int32 suffix-array positions and by memory.
+
+    pydivsufsort sorts the tokens as big-endian bytes (2 or 4 per token) and keeps an int32 or
+    int64 entry per byte, so building one shard of n tokens needs roughly 20-40 bytes per token
+    at its peak. We budget a quarter of physical memory.
+    """
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        mem = 8 * 2**30
+    by_memory = max(1 << 20, mem // 4 // 40)
+    return int(min(INT32_MAX // 4, by_memory))
+
+
+def _resolve_shard_tokens(shard_tokens: int | None) -> int:
+    if shard_tokens is None:
+        return default_shard_tokens()
+    if shard_tokens < 2:
+        raise DatastoreError(f"shard_tokens must be >= 2 (a token and a separator), got {shard_tokens}")
+    return int(shard_tokens)
+
+
+def suffix_array(tokens: np.ndarray) -> np.ndarray:
+    """Suffix array of a token array: int32 when positions fit, else int64.
+
+    pydivsufsort handles integer arrays by sorting them as fixed-width big-endian bytes, which
+    gives the same order as comparing token ids (checked against `sorted` in the tests).
+    """
+    from pydivsufsort import divsufsort
+
+    n = int(tokens.shape[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    sa = divsufsort(np.ascontiguousarray(tokens))
+    out_dtype = np.int32 if n <= INT32_MAX else np.int64
+    return np.ascontiguousarray(sa, dtype=out_dtype)
+
+
+class _ShardWriter:
+    """Appends documents (token ids + separator) to shard files, or to memory if folder is None."""
+
+    def __init__(self, folder: Path | None, vocab_size: int, shard_tokens: int) -> None:
+        self.folder = folder
+        self.separator = int(vocab_size)
+        self.dtype = token_dtype(self.separator)
+        self.shard_tokens = shard_tokens
+        self.n_documents = 0
+        self.n_split_documents = 0
+        self.n_tokens = 0
+        self._sizes: list[int] = []  # tokens per shard
+        self._docs: list[int] = []  # documents started per shard
+        self._file = None
+        self._memory: list[list[np.ndarray]] = []
+
+    def _new_shard(self) -> None:
+        self._close_file()
+        self._sizes.append(0)
+        self._docs.append(0)
+        if self.folder is not None:
+            self._file = open(self.folder / _tokens_name(len(self._sizes) - 1), "wb")
+        else:
+            self._memory.append([])
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def _write(self, piece: np.ndarray) -> None:
+        if self._file is not None:
+            self._file.write(piece.tobytes())
+        else:
+            self._memory[-1].append(piece)
+        self._sizes[-1] += len(piece)
+        self.n_tokens += len(piece)
+
+    def add(self, ids: np.ndarray) -> None:
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= self.separator):
+            raise DatastoreError(f"token id out of range [0, {self.separator}) in document {self.n_documents}")
+        ids = ids.astype(self.dtype)
+        sep = np.array([self.separator], dtype=self.dtype)
+        max_piece = self.shard_tokens - 1
+        if len(ids) > max_piece:
+            self.n_split_documents += 1
+        first = True
+        start = 0
+        while first or start < len(ids):
+            piece = ids[start : start + max_piece]
+            need = len(piece) + 1
+            if not self._sizes or self._sizes[-1] + need > self.shard_tokens:
+                self._new_shard()
+            self._write(np.concatenate([piece, sep]))
+            if first:
+                self._docs[-1] += 1
+            start += max_piece
+            first = False
+        self.n_documents += 1
+
+    def finish(self, progress: bool = False) -> tuple[list[dict[str, Any]], list[Shard]]:
+        """Close the token files, build every shard's suffix array; return (shards meta, shards)."""
+        self._close_file()
+        shards_meta: list[dict[str, Any]] = []
+        shards: list[Shard] = []
+        for i, (size, docs) in enumerate(zip(self._sizes, self._docs)):
+            if self.folder is not None:
+                tokens = np.fromfile(self.folder / _tokens_name(i), dtype=self.dtype)
+            else:
+                tokens = np.concatenate(self._memory[i]) if self._memory[i] else np.zeros(0, self.dtype)
+            assert len(tokens) == size
+            t0 = time.perf_counter()
+            sa = suffix_array(tokens)
+            sa_seconds = time.perf_counter() - t0
+            if progress:
+                print(f"  shard {i}: suffix array over {size:,} tokens in {sa_seconds:.1f} s", flush=True)
+            entry = {
+                "n_tokens": size,
+                "n_documents": docs,
+                "tokens": _tokens_name(i),
+                "sa": _sa_name(i),
+                "sa_dtype": np.dtype(sa.dtype).newbyteorder("<").str,
+                "sa_seconds": round(sa_seconds, 3),
+            }
+            if self.folder is not None:
+                with open(self.folder / entry["sa"], "wb") as f:
+                    f.write(sa.astype(entry["sa_dtype"], copy=False).tobytes())
+                    f.flush()
+                    os.fsync(f.fileno())
+                del tokens, sa
+            else:
+                shards.append(Shard(tokens=tokens, sa=sa, n_documents=docs))
+            shards_meta.append(entry)
+        self._memory = []
+        return shards_meta, shards
+
+
+def _tokens_name(i: int) -> str:
+    return f"tokens-{i:05d}.bin"
+
+
+def _sa_name(i: int) -> str:
+    return f"sa-{i:05d}.bin"
+
+
+def _make_meta(
+    *,
+    vocab_size: int,
+    tokenizer_name: str,
+    fingerprint: str,
+    writer: _ShardWriter,
+    shards_meta: list[dict[str, Any]],
+    source: str,
+    extra: dict[str, Any],
+    started: float,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "tokenizer": {"name": tokenizer_name, "fingerprint": fingerprint},
+        "vocab_size": int(vocab_size),
+        "separator": writer.separator,
+        "dtype": writer.dtype.str,
+        "n_documents": writer.n_documents,
+        "n_split_documents": writer.n_split_documents,
+        "n_tokens": writer.n_tokens,
+        "shard_tokens": writer.shard_tokens,
+        "shards": shards_meta,
+        "source": source,
+        "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "build_seconds": round(time.time() - started, 3),
+    }
+    meta.update(extra)
+    return meta
+
+
+def _batched(documents: Iterable[str], max_docs: int, max_chars: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    chars = 0
+    for doc in documents:
+        batch.append(doc)
+        chars += len(doc)
+        if len(batch) >= max_docs or chars >= max_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def build_datastore(
+    documents: Iterable[str],
+    tokenizer: Any,
+    out_dir: str | os.PathLike,
+    *,
+    source: str = "",
+    shard_tokens: int | None = None,
+    force: bool = False,
+    tokenizer_name: str | None = None,
+    extra_meta: dict[str, Any] | None = None,
+    extra_meta_fn: Callable[[], dict[str, Any]] | None = None,
+    batch_docs: int = 512,
+    batch_chars: int = 4_000_000,
+    progress: bool = True,
+    total_documents: int | None = None,
+) -> Datastore:
+    """Tokenize `documents` (no special tokens), write the shards and suffix arrays into
+    `out_dir` atomically, and return the opened store.
+
+    out_dir must not exist unless `force` is set; it is replaced only once the new store is
+    complete. `extra_meta_fn` is called after the documents are consumed (for reader statistics
+    such as skipped records) and its result is merged into meta.json.
+    """
+    out = Path(out_dir)
+    if out.exists() and not force:
+        raise DatastoreError(f"{out} exists (use --force / force=True to replace it)")
+    vocab_size = tokenizer_vocab_size(tokenizer)
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    name = tokenizer_name or tokenizer_display_name(tokenizer)
+
+    def token_docs() -> Iterator[np.ndarray]:
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total_documents, unit="doc", desc="tokenizing", dynamic_ncols=True)
+        n_tokens = 0
+        try:
+            for batch in _batched(documents, batch_docs, batch_chars):
+                for ids in encode_batch(tokenizer, batch):
+                    arr = np.asarray(ids, dtype=np.int64)
+                    n_tokens += len(arr)
+                    yield arr
+                if bar is not None:
+                    bar.update(len(batch))
+                    bar.set_postfix_str(f"{n_tokens / 1e6:.1f}M tokens", refresh=False)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    return _write_store(
+        token_docs(),
+        out,
+        vocab_size=vocab_size,
+        tokenizer_name=name,
+        fingerprint=fingerprint,
+        source=source,
+        shard_tokens=shard_tokens,
+        extra_meta=extra_meta,
+        extra_meta_fn=extra_meta_fn,
+        progress=progress,
+        tokenizer=tokenizer,
+    )
+
+
+def build_from_token_ids(
+    documents: Iterable[Sequence[int]],
+    vocab_size: int,
+    out_dir: str | os.PathLike,
+    *,
+    source: str = "token ids",
+    shard_tokens: int | None = None,
+    force: bool = False,
+    tokenizer_name: str = "(token ids)",
+    fingerprint: str = "",
+) -> Datastore:
+    """Write a datastore from already tokenized documents (no tokenizer involved)."""
+    out = Path(out_dir)
+    if out.exists() and not force:
+        raise DatastoreError(f"{out} exists (use --force / force=True to replace it)")
+    return _write_store(
+        (np.asarray(d, dtype=np.int64) for d in documents),
+        out,
+        vocab_size=vocab_size,
+        tokenizer_name=tokenizer_name,
+        fingerprint=fingerprint,
+        source=source,
+        shard_tokens=shard_tokens,
+        progress=False,
+    )
+
+
+def _write_store(
+    token_docs: Iterable[np.ndarray],
+    out: Path,
+    *,
+    vocab_size: int,
+    tokenizer_name: str,
+    fingerprint: str,
+    source: str,
+    shard_tokens: int | None,
+    extra_meta: dict[str, Any] | None = None,
+    extra_meta_fn: Callable[[], dict[str, Any]] | None = None,
+    progress: bool = False,
+    tokenizer: Any = None,
+) -> Datastore:
+    started = time.time()
+    limit = _resolve_shard_tokens(shard_tokens)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temp_folders(out)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        writer = _ShardWriter(tmp, vocab_size, limit)
+        for ids in token_docs:
+            writer.add(ids)
+        if writer.n_documents == 0:
+            raise DatastoreError("no documents to build a datastore from")
+        if progress:
+            print(f"building suffix arrays for {len(writer._sizes)} shard(s)", flush=True)
+        shards_meta, _ = writer.finish(progress=progress)
+        extra = dict(extra_meta or {})
+        if extra_meta_fn is not None:
+            extra.update(extra_meta_fn())
+        meta = _make_meta(
+            vocab_size=vocab_size,
+            tokenizer_name=tokenizer_name,
+            fingerprint=fingerprint,
+            writer=writer,
+            shards_meta=shards_meta,
+            source=source,
+            extra=extra,
+            started=started,
+        )
+        # meta.json last: a folder without it is never a datastore.
+        _write_json_synced(tmp / META_FILE, meta)
+        _fsync_dir(tmp)
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Datastore.open(out, tokenizer)
+
+
+def _write_json_synced(path: Path, obj: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Move the finished build into place; an existing target is removed only after that."""
+    old = None
+    if out.exists() or out.is_symlink():
+        old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    _fsync_dir(out.parent)
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
+
+
+def _remove_stale_temp_folders(out: Path) -> None:
+    """Temp folders of builds whose process is gone (killed mid-build)."""
+    for p in out.parent.glob(f".{out.name}.tmp-*"):
+        try:
+            pid = int(p.name.split(".tmp-")[1].split("-")[0])
+        except (IndexError, ValueError):
+            continue
+        if pid == os.getpid() or not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- opening ------------------------------------------------------------------------------
+
+_REQUIRED_KEYS = ("format_version", "tokenizer", "vocab_size", "separator", "dtype", "n_documents", "n_tokens", "shards")
+
+
+def read_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """meta.json of a datastore folder, with a DatastoreError if it is missing or unreadable."""
+    path = Path(path)
+    if not path.exists():
+        raise DatastoreError(f"no datastore at {path}: the folder does not exist")
+    if not path.is_dir():
+        raise DatastoreError(f"no datastore at {path}: not a folder")
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise DatastoreError(f"no datastore at {path}: {META_FILE} is missing (not a datastore, or an interrupted build)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatastoreError(f"{meta_path} is not valid JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise DatastoreError(f"{meta_path}: expected a JSON object")
+    return meta
+
+
+def _open(path: Path, tokenizer: Any) -> Datastore:
+    meta = read_meta(path)
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise DatastoreError(
+            f"{path}: unknown datastore format version {version!r} (this code reads version {FORMAT_VERSION}); rebuild it"
+        )
+    missing = [k for k in _REQUIRED_KEYS if k not in meta]
+    if missing:
+        raise DatastoreError(f"{path}/{META_FILE}: missing keys {', '.join(missing)}")
+    try:
+        dtype = np.dtype(meta["dtype"])
+        separator = int(meta["separator"])
+        vocab_size = int(meta["vocab_size"])
+        n_tokens = int(meta["n_tokens"])
+        shards_meta = list(meta["shards"])
+    except (TypeError, ValueError) as exc:
+        raise DatastoreError(f"{path}/{META_FILE}: bad value: {exc}") from None
+    if separator != vocab_size:
+        raise DatastoreError(f"{path}: separator {separator} differs from vocab size {vocab_size}")
+    if dtype not in (np.dtype("<u2"), np.dtype("<u4")) or dtype != token_dtype(separator):
+        raise DatastoreError(f"{path}: token dtype {dtype} does not fit separator {separator}")
+
+    if tokenizer is not None:
+        check_tokenizer(meta, tokenizer, where=str(path))
+
+    shards: list[Shard] = []
+    total = 0
+    for i, sm in enumerate(shards_meta):
+        try:
+            n = int(sm["n_tokens"])
+            tok_file = path / str(sm["tokens"])
+            sa_file = path / str(sm["sa"])
+            sa_dtype = np.dtype(sm.get("sa_dtype", "<i4"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DatastoreError(f"{path}/{META_FILE}: shard {i} entry is malformed ({exc})") from None
+        if sa_dtype not in (np.dtype("<i4"), np.dtype("<i8")):
+            raise DatastoreError(f"{path}: shard {i} has unsupported suffix-array dtype {sa_dtype}")
+        tokens = _map(tok_file, dtype, n, f"shard {i} tokens")
+        sa = _map(sa_file, sa_dtype, n, f"shard {i} suffix array")
+        shards.append(Shard(tokens=tokens, sa=sa, n_documents=int(sm.get("n_documents", 0))))
+        total += n
+    if total != n_tokens:
+        raise DatastoreError(f"{path}: shards hold {total:,} tokens but meta.json says {n_tokens:,}")
+    if not shards:
+        raise DatastoreError(f"{path}: no shards")
+    return Datastore(path=path, meta=meta, shards=shards)
+
+
+def _map(file: Path, dtype: np.dtype, n: int, what: str) -> np.ndarray:
+    if not file.is_file():
+        raise DatastoreError(f"{what}: file {file} is missing")
+    expected = n * dtype.itemsize
+    actual = file.stat().st_size
+    if actual != expected:
+        state = "truncated" if actual < expected else "too long"
+        raise DatastoreError(
+            f"{what}: {file} is {state} ({actual:,} bytes, expected {expected:,} for {n:,} entries of {dtype})"
+        )
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(file, dtype=dtype, mode="r", shape=(n,))
+
+
+def check_tokenizer(meta: dict[str, Any], tokenizer: Any, where: str = "datastore") -> None:
+    """Refuse a datastore built with a different tokenizer: its drafts would be garbage."""
+    stored = meta.get("tokenizer", {}) or {}
+    stored_name = stored.get("name", "?")
+    stored_fp = stored.get("fingerprint", "")
+    vocab_size = tokenizer_vocab_size(tokenizer)
+    if int(meta["vocab_size"]) != vocab_size:
+        raise DatastoreError(
+            f"{where} was built for tokenizer {stored_name!r} with {int(meta['vocab_size']):,} ids, "
+            f"but the model's tokenizer {tokenizer_display_name(tokenizer)!r} has {vocab_size:,}: rebuild the datastore for this model"
+        )
+    fp = tokenizer_fingerprint(tokenizer)
+    if stored_fp != fp:
+        raise DatastoreError(
+            f"{where} was built for tokenizer {stored_name!r} (fingerprint {str(stored_fp)[:19]}...), "
+            f"which differs from the model's tokenizer {tokenizer_display_name(tokenizer)!r} "
+            f"(fingerprint {fp[:19]}...): rebuild the datastore for this model"
+        )
