@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -338,7 +339,7 @@ class _ShardWriter:
             sa = suffix_array(tokens)
             sa_seconds = time.perf_counter() - t0
             if progress:
-                print(f"  shard {i}: suffix array over {size:,} tokens in {sa_seconds:.1f} s", flush=True)
+                print(f"  shard {i}: suffix array over {size:,} tokens in {sa_seconds:.1f} s", file=sys.stderr, flush=True)
             entry = {
                 "n_tokens": size,
                 "n_documents": docs,
@@ -530,7 +531,7 @@ def _write_store(
         if writer.n_documents == 0:
             raise DatastoreError("no documents to build a datastore from")
         if progress:
-            print(f"building suffix arrays for {len(writer._sizes)} shard(s)", flush=True)
+            print(f"building suffix arrays for {len(writer._sizes)} shard(s)", file=sys.stderr, flush=True)
         shards_meta, _ = writer.finish(progress=progress)
         extra = dict(extra_meta or {})
         if extra_meta_fn is not None:

