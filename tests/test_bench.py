@@ -1,0 +1,206 @@
+"""Benchmark: metric arithmetic on synthetic step events, suite loaders on the real data files,
+the random-selection baseline, datastore subsets, and a tiny end-to-end run of the command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rest_core.ablations import document_subset, select_random_continuations, suffix_histogram
+from rest_core.bench import BenchResult, Run, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
+from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.suites import load_suite
+from rest_core.trie import Trie
+
+
+def chain(tokens: list[int], source: int = SOURCE_DATASTORE) -> Trie:
+    n = len(tokens)
+    return Trie(
+        tokens=np.array(tokens, dtype=np.int64),
+        parents=np.arange(-1, n - 1, dtype=np.int64),
+        depths=np.arange(1, n + 1, dtype=np.int64),
+        weights=np.ones(n),
+        sources=np.full(n, source, dtype=np.uint8),
+    )
+
+
+def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, elapsed_s, retrieve_ms=0.5, tree_ms=0.25,
+          finished=False):
+    draft = chain(list(range(draft_len))) if draft_len else None
+    return StepEvent(
+        step=step,
+        method="rest",
+        matches=(MatchInfo("datastore", suffix_len, (), 3, ()),),
+        trie=draft,
+        draft_idx=tuple(range(draft_len)),
+        draft=draft,
+        accepted=tuple(range(sum(1 for s in sources if s))),
+        tokens=tuple(tokens),
+        token_sources=tuple(sources),
+        budget=4,
+        timings=StepTimings(retrieve_ms=retrieve_ms, tree_ms=tree_ms, forward_ms=10.0, total_ms=12.0),
+        totals=Totals(prompt_tokens=5, new_tokens=new_total, steps=steps, draft_tokens=0, elapsed_s=elapsed_s,
+                      prefill_ms=20.0, retrieval_ms=0.0),
+        finished=finished,
+        finish_reason="length" if finished else None,
+    )
+
+
+def synthetic_events():
+    # 3 steps: 1 model token; 2 datastore + 1 model; 1 context + 1 both + 1 model = 6 tokens.
+    both = SOURCE_DATASTORE | SOURCE_CONTEXT
+    return [
+        event(0, [7], [0], draft_len=0, suffix_len=0, new_total=1, steps=1, elapsed_s=0.01),
+        event(1, [8, 9, 10], [SOURCE_DATASTORE, SOURCE_DATASTORE, 0], draft_len=4, suffix_len=3, new_total=4, steps=2,
+              elapsed_s=0.03),
+        event(2, [11, 12, 13], [SOURCE_CONTEXT, both, 0], draft_len=4, suffix_len=2, new_total=6, steps=3,
+              elapsed_s=0.06, finished=True),
+    ]
+
+
+def test_run_from_events_counts_tokens_sources_and_timings():
+    run = run_from_events(synthetic_events(), problem_id="p", turn=0, method="hybrid", prompt_tokens=5, wall_ms=80.0)
+    assert run.token_ids == [7, 8, 9, 10, 11, 12, 13]
+    assert run.steps == 3 and run.draft_tokens == 4 and run.drafted_nodes == 8
+    assert run.source_tokens == {"model": 3, "datastore": 2, "context": 1, "both": 1}
+    assert run.suffix_lens == {"datastore": [0, 3, 2]}
+    assert run.retrieval_ms == pytest.approx(3 * 0.75)
+    assert run.prefill_ms == 20.0 and run.decode_ms == pytest.approx(60.0)
+    assert run.finish_reason == "length"
+    # Without a wall clock, the engine's own totals (prefill + decode) stand in.
+    run2 = run_from_events(synthetic_events(), problem_id="p", turn=0, method="hybrid", prompt_tokens=5)
+    assert run2.wall_ms == pytest.approx(80.0)
+
+
+def make_run(method, n_tokens, wall_ms, prefill_ms, steps, draft=0, retrieval_ms=0.0, sources=None):
+    return Run("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
+               retrieval_ms=retrieval_ms, source_tokens=sources or {})
+
+
+def test_summary_is_pooled_and_speedup_is_a_ratio_of_the_same_run():
+    ar = [make_run("ar", 10, 120.0, 20.0, 10), make_run("ar", 30, 320.0, 20.0, 30)]
+    rest = [
+        make_run("rest", 10, 60.0, 20.0, 5, draft=5, retrieval_ms=1.0, sources={"model": 5, "datastore": 5}),
+        make_run("rest", 30, 140.0, 20.0, 10, draft=20, retrieval_ms=3.0,
+                 sources={"model": 10, "datastore": 15, "context": 5}),
+    ]
+    result = BenchResult(ar + rest, {"ar": [True, True], "rest": [True, False]}, [])
+    s = summarize(result)
+    assert s["ar"].mean_token_ms == pytest.approx(440 / 40)
+    assert s["ar"].mean_token_ms_decode == pytest.approx(400 / 40)
+    assert s["ar"].mean_generated_length == pytest.approx(1.0)
+    assert s["rest"].mean_token_ms == pytest.approx(200 / 40)
+    assert s["rest"].mean_token_ms_decode == pytest.approx(160 / 40)
+    assert s["rest"].speedup_vs_ar == pytest.approx(11 / 5)
+    assert s["rest"].speedup_vs_ar_decode == pytest.approx(10 / 4)
+    assert s["rest"].mean_generated_length == pytest.approx(40 / 15)
+    assert s["rest"].identical_to_ar == 0.5
+    assert s["rest"].draft_share == pytest.approx(25 / 40)
+    assert s["rest"].retrieval_ms_per_token == pytest.approx(4 / 40)
+    assert s["rest"].retrieval_share_of_decode == pytest.approx(4 / 160)
+    assert s["rest"].accepted_share_by_source == pytest.approx({"datastore": 20 / 25, "context": 5 / 25})
+    assert s["rest"].source_share["model"] == pytest.approx(15 / 40)
+    assert s["ar"].speedup_vs_ar == pytest.approx(1.0)
+
+
+def test_summary_without_runs_or_steps_does_not_divide_by_zero():
+    s = summarize_method("x", [make_run("x", 0, 0.0, 0.0, 0)])
+    assert s.mean_generated_length is None and s.draft_share == 0.0
+
+
+def test_strip_eos():
+    assert strip_eos([1, 2, 0, 3], [0]) == [1, 2]
+    assert strip_eos([1, 2], [0]) == [1, 2]
+
+
+class EchoRunner:
+    """Emits the prompt's last tokens; 'broken' differs once the prompt is longer than 10 tokens."""
+
+    def __init__(self, name, broken=False):
+        self.name, self.broken, self.calls = name, broken, []
+
+    def run(self, prompt_ids, max_new_tokens, seed):
+        self.calls.append(list(prompt_ids))
+        out = list(prompt_ids[-max_new_tokens:])
+        if self.broken and len(prompt_ids) > 10:
+            out[-1] += 1
+        return Run("", 0, self.name, len(prompt_ids), out, 10.0, 1.0, len(out))
+
+
+def test_chat_identity_compares_like_with_like():
+    from rest_core.suites import Problem
+
+    def encode(prompt, chat):
+        text = "".join(m["content"] for m in prompt) if chat else prompt
+        return [ord(ch) for ch in text]
+
+    decode = lambda ids: "".join(chr(i) for i in ids)  # noqa: E731
+    problems = [Problem("chat/1", "chat", ("abcdef", "ghijkl"))]
+    ar, good, bad = EchoRunner("ar"), EchoRunner("rest"), EchoRunner("pld", broken=True)
+    result = run_benchmark(problems, [ar, good, bad], encode=encode, decode=decode, max_new_tokens=3, progress=False)
+    assert result.identical == {"ar": [True, True], "rest": [True, True], "pld": [True, False]}
+    (diff,) = result.differences
+    assert diff.method == "pld" and diff.turn == 1
+    # Turn 2 carries each method's own turn-1 answer: "abcdef" + "def" + "ghijkl".
+    assert good.calls[1] == encode([{"content": "abcdefdefghijkl"}], True)
+    # The methods ran interleaved, every one on every turn.
+    assert [r.method for r in result.runs] == ["ar", "rest", "pld", "ar", "rest", "pld"]
+
+
+def test_select_random_continuations_is_a_connected_exact_budget():
+    # Root children a(3), b(1); a has children c(2), d(1); c has child e(2).
+    trie = Trie(
+        tokens=np.array([10, 11, 12, 13, 14]),
+        parents=np.array([-1, -1, 0, 0, 2]),
+        depths=np.array([1, 1, 2, 2, 3]),
+        weights=np.array([3.0, 1.0, 2.0, 1.0, 2.0]),
+        sources=np.ones(5, dtype=np.uint8),
+    )
+    rng = np.random.default_rng(0)
+    for c in range(0, 7):
+        for _ in range(20):
+            idx = select_random_continuations(trie, c, rng)
+            assert len(idx) == min(c, 5)
+            assert list(idx) == sorted(set(idx.tolist()))
+            chosen = set(idx.tolist())
+            assert all(trie.parents[i] < 0 or trie.parents[i] in chosen for i in chosen)
+    # Random: different draws pick different single continuations at c=1.
+    picks = {tuple(select_random_continuations(trie, 3, np.random.default_rng(s))) for s in range(30)}
+    assert len(picks) > 1
+
+
+def test_document_subset_is_exact_and_nested():
+    from rest_core.datastore import Datastore
+
+    rng = np.random.default_rng(1)
+    docs = [rng.integers(0, 20, size=rng.integers(3, 12)).tolist() for _ in range(64)]
+    store = Datastore.from_token_ids(docs, vocab_size=20)
+    half = document_subset(store, 0.5, seed=3)
+    quarter = document_subset(store, 0.25, seed=3)
+    assert half.n_documents == 32 and quarter.n_documents == 16
+    for sub in (half, quarter):
+        for shard in sub.shards:
+            tokens = np.asarray(shard.tokens)
+            suffixes = [tuple(tokens[p:].tolist()) for p in shard.sa]
+            assert suffixes == sorted(suffixes)  # still a sorted suffix array
+    assert set(quarter.shards[0].sa.tolist()) <= set(half.shards[0].sa.tolist())
+    assert document_subset(store, 1.0) is store
+
+
+def test_suffix_histogram_counts_steps_per_length():
+    runs = [run_from_events(synthetic_events(), problem_id="p", turn=0, method="rest", prompt_tokens=5)]
+    assert suffix_histogram(BenchResult(runs, {}, []), "rest") == {"datastore": {0: 1, 2: 1, 3: 1}}
+
+
+def test_suite_loaders_read_the_real_files():
+    humaneval = load_suite("humaneval")
+    mtbench = load_suite("mtbench")
+    assert len(humaneval) == 164 and len(mtbench) == 80
+    assert humaneval[0].id == "HumanEval/0" and humaneval[0].kind == "completion"
+    assert humaneval[0].turns[0].startswith("from typing import List")
+    assert all(p.kind == "chat" and len(p.turns) == 2 for p in mtbench)
+    assert [p.id for p in load_suite("mtbench", limit=2, offset=1)] == [mtbench[1].id, mtbench[2].id]
+    with pytest.raises(ValueError):
+        load_suite("nope")
