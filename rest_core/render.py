@@ -1,0 +1,692 @@
+"""Step events -> what the app shows: highlighted answer HTML, the Plotly draft-tree figure,
+the per-step inspector, live statistics and the REST-vs-plain speed comparison.
+
+Pure functions and small accumulator classes over `StepEvent`s and a tokenizer; no Gradio here,
+so everything is testable on hand-made events. Class names used in the HTML are styled by
+assets/app.css.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent, Totals, source_names
+from rest_core.trie import Trie
+
+# One colour per draft-source combination, shared by the highlighting (CSS) and the trie figure.
+SOURCE_COLORS: dict[int, str] = {
+    SOURCE_DATASTORE: "#2563eb",  # blue
+    SOURCE_CONTEXT: "#d97706",  # amber
+    SOURCE_DATASTORE | SOURCE_CONTEXT: "#7c3aed",  # violet: proposed by both
+}
+ACCEPTED_COLOR = "#16a34a"
+MODEL_COLOR = "#111827"
+GREY = "#9ca3af"
+
+
+class Tokenizer(Protocol):
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = ..., **kwargs: Any) -> str: ...
+
+
+def _decode(tokenizer: Tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def esc(text: str) -> str:
+    """HTML-escape model output, quotes included (it also lands inside attributes)."""
+    return html.escape(text, quote=True)
+
+
+def source_class(mask: int) -> str:
+    return {SOURCE_DATASTORE: "ds", SOURCE_CONTEXT: "cx"}.get(mask, "both" if mask else "model")
+
+
+def source_label(mask: int) -> str:
+    return " + ".join(source_names(mask)) or "model"
+
+
+# ----------------------------------------------------------------------------------------------
+# Incremental detokenization
+
+
+class IncrementalDecoder:
+    """Turns a stream of token ids into text pieces, one per token, that concatenate to the
+    decoded text exactly.
+
+    Decoding token by token is wrong for byte-level vocabularies: one character (an emoji, a CJK
+    character) can span several tokens, and a token can end inside a character. So each new token
+    decodes a short window of recent ids and takes the growth of that text; while the window ends
+    inside a character (the decoded text ends with U+FFFD) the token yields None and its bytes are
+    carried into the next token's piece.
+    """
+
+    MAX_PENDING = 4  # a UTF-8 character is at most 4 bytes: never wait for more tokens than that
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self._prefix = 0  # start of the decode window (kept one token back for word-start spaces)
+        self._read = 0  # ids before this index have been emitted as text
+
+    def push(self, token_id: int) -> str | None:
+        """Add one token; return the text it completes, or None if it ends inside a character."""
+        self.ids.append(int(token_id))
+        prefix_text = _decode(self.tokenizer, self.ids[self._prefix : self._read])
+        full_text = _decode(self.tokenizer, self.ids[self._prefix :])
+        pending = len(self.ids) - self._read
+        if full_text.endswith("\ufffd") and pending < self.MAX_PENDING:
+            return None
+        return self._emit(prefix_text, full_text)
+
+    def flush(self) -> str:
+        """Text of tokens still waiting for the rest of a character (at the end of an answer)."""
+        if self._read == len(self.ids):
+            return ""
+        prefix_text = _decode(self.tokenizer, self.ids[self._prefix : self._read])
+        return self._emit(prefix_text, _decode(self.tokenizer, self.ids[self._prefix :]))
+
+    def _emit(self, prefix_text: str, full_text: str) -> str:
+        # The window's text extends the prefix's text; its growth is this token's piece.
+        piece = full_text[len(prefix_text) :]
+        self._prefix = self._read
+        self._read = len(self.ids)
+        return piece
+
+
+# ----------------------------------------------------------------------------------------------
+# Highlighted answer
+
+
+def run_level(accepted_len: int) -> int:
+    """Shade strength for a step that accepted this many draft tokens: 1..4."""
+    if accepted_len <= 1:
+        return 1
+    if accepted_len <= 3:
+        return 2
+    if accepted_len <= 7:
+        return 3
+    return 4
+
+
+@dataclass(frozen=True)
+class Span:
+    """One highlighted piece of the answer: the text of one token, or of a few tokens when a
+    character straddles token boundaries (then the first token's attributes are shown)."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    step: int
+    source: int  # bitmask of the sources that drafted it; 0 = the model's own token
+    accepted_len: int  # draft tokens accepted in this step
+    suffix_lens: tuple[tuple[str, int], ...]  # (source name, matched suffix length) per source
+
+    def title(self) -> str:
+        parts = [f"step {self.step + 1}"]
+        if self.source:
+            parts.append(f"drafted by {source_label(self.source)}")
+        else:
+            parts.append("model's own token")
+        if self.suffix_lens:
+            parts.append(
+                "matched suffix " + ", ".join(f"{n} ({name})" if len(self.suffix_lens) > 1 else str(n) for name, n in self.suffix_lens)
+            )
+        parts.append(f"{self.accepted_len} draft token{'s' if self.accepted_len != 1 else ''} accepted this step")
+        if len(self.token_ids) > 1:
+            parts.append(f"{len(self.token_ids)} tokens form this character")
+        return " · ".join(parts)
+
+    def html(self) -> str:
+        parity = self.step % 2
+        if self.source:
+            cls = f"tok d {source_class(self.source)} r{run_level(self.accepted_len)} p{parity}"
+        else:
+            cls = f"tok m p{parity}"
+        return f'<span class="{cls}" data-step="{self.step}" title="{esc(self.title())}">{esc(self.text)}</span>'
+
+
+class AnswerView:
+    """Accumulates one answer's step events into highlighted spans (cheap to extend per step)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.events: list[StepEvent] = []
+        self.spans: list[Span] = []
+        self._decoder = IncrementalDecoder(tokenizer)
+        self._html: list[str] = []
+        self._waiting: list[tuple[int, int, StepEvent]] = []  # tokens inside an unfinished character
+
+    def add(self, event: StepEvent) -> None:
+        self.events.append(event)
+        for token, src in zip(event.tokens, event.token_sources):
+            self._waiting.append((token, src, event))
+            piece = self._decoder.push(token)
+            if piece is not None:
+                self._add_span(piece)
+        if event.finished:
+            self.finish()
+
+    def finish(self) -> None:
+        """Flush tokens that were waiting for the rest of a character."""
+        if self._waiting:
+            self._add_span(self._decoder.flush())
+
+    def _add_span(self, text: str) -> None:
+        waiting, self._waiting = self._waiting, []
+        if not text:  # special tokens (EOS) decode to nothing
+            return
+        _, src, event = waiting[0]
+        span = Span(
+            text=text,
+            token_ids=tuple(t for t, _, _ in waiting),
+            step=event.step,
+            source=src,
+            accepted_len=event.accepted_len,
+            suffix_lens=tuple((m.source, m.suffix_len) for m in event.matches),
+        )
+        self.spans.append(span)
+        self._html.append(span.html())
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.spans)
+
+    @property
+    def totals(self) -> Totals | None:
+        return self.events[-1].totals if self.events else None
+
+    def html(self) -> str:
+        return "".join(self._html)
+
+
+def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
+    """Highlighted HTML of a whole answer (see AnswerView for the incremental form)."""
+    view = AnswerView(tokenizer)
+    for e in events:
+        view.add(e)
+    view.finish()
+    return view.html()
+
+
+def legend_html() -> str:
+    def sample(cls: str, text: str, title: str) -> str:
+        return f'<span class="{cls}" title="{esc(title)}">{esc(text)}</span>'
+
+    return (
+        '<div class="legend">'
+        + sample("tok d ds r1 p0", "datastore", "draft tokens retrieved from the datastore")
+        + sample("tok d cx r1 p0", "context", "draft tokens found earlier in this conversation")
+        + sample("tok d both r1 p0", "both", "draft tokens proposed by both sources")
+        + '<span class="legend-item">shade: tokens accepted in one step '
+        + "".join(sample(f"tok d ds r{k} p0", label, f"{label} tokens") for k, label in ((1, "1"), (2, "2-3"), (3, "4-7"), (4, "8+")))
+        + "</span>"
+        + sample("tok m p0", "model", "the model's own token that ends every step")
+        + '<span class="legend-item">hover a token for its step; click it to inspect the step</span>'
+        + "</div>"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Conversation
+
+
+@dataclass
+class Turn:
+    """One exchange as shown in the chat: the user's text and the (possibly partial) answer."""
+
+    user: str
+    answer_html: str = ""
+    note: str = ""  # e.g. "stopped", an error message, the finish reason
+    error: bool = False
+
+
+def conversation_html(turns: Sequence[Turn], placeholder: str = "") -> str:
+    if not turns:
+        return f'<div class="convo empty"><div class="placeholder">{esc(placeholder)}</div></div>'
+    parts = []
+    for t in turns:
+        parts.append(f'<div class="msg user"><div class="bubble">{esc(t.user)}</div></div>')
+        note = f'<div class="note{" err" if t.error else ""}">{esc(t.note)}</div>' if t.note else ""
+        body = f'<div class="answer">{t.answer_html}</div>' if t.answer_html else ""
+        if not body and not note:
+            body = '<div class="answer thinking">…</div>'
+        parts.append(f'<div class="msg bot"><div class="bubble">{body}{note}</div></div>')
+    # column-reverse keeps the newest message in view while streaming, without any script.
+    return '<div class="convo"><div class="convo-inner">' + "".join(parts) + "</div></div>"
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics
+
+
+def source_counts(events: Sequence[StepEvent]) -> dict[str, int]:
+    """Emitted tokens by origin: 'datastore', 'context', 'both', 'model'."""
+    counts = {"datastore": 0, "context": 0, "both": 0, "model": 0}
+    for e in events:
+        for s in e.token_sources:
+            key = {0: "model", SOURCE_DATASTORE: "datastore", SOURCE_CONTEXT: "context"}.get(s, "both")
+            counts[key] += 1
+    return counts
+
+
+def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
+    if not events:
+        return '<div class="stats muted">Stats appear here while the answer streams.</div>'
+    t = events[-1].totals
+    c = source_counts(events)
+    n = max(t.new_tokens, 1)
+    items = [
+        ("tokens/s", f"{t.tokens_per_s:.1f}"),
+        ("tokens / step (M)", f"{t.mean_generated_length:.2f}"),
+        ("steps", f"{t.steps}"),
+        ("tokens", f"{t.new_tokens}"),
+        ("from drafts", f"{100 * t.draft_share:.0f}%"),
+    ]
+    if events[-1].method == "rest":
+        shares = ", ".join(f"{k} {100 * c[k] / n:.0f}%" for k in ("datastore", "context", "both") if c[k])
+        items.append(("by source", shares or "none"))
+    state = '<span class="live">generating…</span>' if running else ""
+    cells = "".join(f'<div class="stat"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>' for k, v in items)
+    return f'<div class="stats">{cells}{state}</div>'
+
+
+# ----------------------------------------------------------------------------------------------
+# Token labels
+
+
+def token_text(tokenizer: Tokenizer, token_id: int) -> str:
+    return _decode(tokenizer, [int(token_id)])
+
+
+def visible(text: str, limit: int = 10) -> str:
+    """Make whitespace visible and cut long labels (for tree labels and inspector chips)."""
+    shown = text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "·")
+    if not shown:
+        shown = "∅"
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+# ----------------------------------------------------------------------------------------------
+# Draft-tree figure
+
+
+@dataclass(frozen=True)
+class TreeView:
+    """The part of a step's trie that is drawn, with each node's role (testable without Plotly)."""
+
+    nodes: np.ndarray  # trie indices shown, BFS order
+    selected: np.ndarray  # bool per shown node: in the verified top-c draft
+    accepted: np.ndarray  # bool per shown node: on the accepted path
+    x: np.ndarray  # depth
+    y: np.ndarray  # vertical position
+    parent_pos: np.ndarray  # position in `nodes` of each node's parent, -1 = root
+    total_nodes: int
+    model_token: int | None  # the token the model emitted itself at the end of the accepted path
+    model_parent_pos: int  # where that token hangs (-1 = root)
+    model_in_trie_pos: int  # its shown position if the retrieved trie had it (but not drafted), else -1
+
+
+def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
+    """Trie index of every draft node (matched by token path, so any node order works)."""
+    child: dict[tuple[int, int], int] = {(int(p), int(t)): i for i, (p, t) in enumerate(zip(trie.parents, trie.tokens))}
+    out = np.full(len(draft), -1, dtype=np.int64)
+    for i in range(len(draft)):
+        p = int(draft.parents[i])
+        tp = -1 if p < 0 else int(out[p])
+        out[i] = child.get((tp, int(draft.tokens[i])), -1)
+    return out
+
+
+def tree_view(event: StepEvent, max_nodes: int = 40) -> TreeView | None:
+    """Choose which trie nodes to draw (accepted path, then drafted, then retrieved, heaviest
+    first, closed under ancestors) and lay them out: depth to the right, heaviest branch on top."""
+    trie = event.trie
+    if trie is None or len(trie) == 0:
+        return None
+    n = len(trie)
+    selected = np.zeros(n, dtype=bool)
+    accepted = np.zeros(n, dtype=bool)
+    if event.draft is not None and len(event.draft):
+        d2t = draft_to_trie(trie, event.draft)
+        ok = d2t >= 0
+        selected[d2t[ok]] = True
+        acc = [int(d2t[i]) for i in event.accepted if d2t[i] >= 0]
+        accepted[acc] = True
+    else:
+        selected[[i for i in event.draft_idx if 0 <= i < n]] = True
+
+    # Priority: accepted path, drafted nodes, the rest; heavier first; shallower on ties.
+    order = np.lexsort((np.arange(n), trie.depths, -trie.weights, ~selected, ~accepted))
+    keep = np.zeros(n, dtype=bool)
+    count = 0
+    for i in order:
+        if count >= max_nodes:
+            break
+        j = int(i)
+        while j >= 0 and not keep[j]:  # add the node with its missing ancestors
+            keep[j] = True
+            count += 1
+            j = int(trie.parents[j])
+    nodes = np.flatnonzero(keep)  # BFS order, so parents come before children
+    pos = {int(t): k for k, t in enumerate(nodes)}
+    parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
+
+    # The model's own last token: where it hangs, and whether the trie had it (retrieved, not drafted).
+    model_token = None
+    model_parent_pos = -1
+    model_in_trie_pos = -1
+    if event.tokens and event.token_sources and event.token_sources[-1] == 0:
+        model_token = int(event.tokens[-1])
+        acc_nodes = [k for k, t in enumerate(nodes) if accepted[t]]
+        model_parent_pos = max(acc_nodes, key=lambda k: trie.depths[nodes[k]]) if acc_nodes else -1
+        for k in range(len(nodes)):
+            if parent_pos[k] == model_parent_pos and int(trie.tokens[nodes[k]]) == model_token:
+                model_in_trie_pos = k
+
+    # Layout: leaves get consecutive rows in depth-first order (heavy children first); a parent
+    # sits at the mean of its children's rows.
+    children: list[list[int]] = [[] for _ in range(len(nodes) + 1)]  # last list = root's children
+    for k, p in enumerate(parent_pos):
+        children[p if p >= 0 else len(nodes)].append(k)
+    for ch in children:
+        ch.sort(key=lambda k: (-trie.weights[nodes[k]], int(trie.tokens[nodes[k]])))
+    y = np.zeros(len(nodes))
+    next_row = [0.0]
+
+    def place(k: int) -> float:
+        kids = children[k]
+        if not kids:
+            y[k] = next_row[0]
+            next_row[0] += 1
+        else:
+            y[k] = float(np.mean([place(c) for c in kids]))
+        return y[k]
+
+    for k in children[len(nodes)]:
+        place(k)
+    return TreeView(
+        nodes=nodes,
+        selected=selected[nodes],
+        accepted=accepted[nodes],
+        x=trie.depths[nodes].astype(float),
+        y=-y,
+        parent_pos=parent_pos,
+        total_nodes=n,
+        model_token=model_token,
+        model_parent_pos=model_parent_pos,
+        model_in_trie_pos=model_in_trie_pos,
+    )
+
+
+def _empty_figure(message: str, height: int = 260):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=10, b=10),
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+        annotations=[dict(text=message, showarrow=False, font=dict(size=14, color="#6b7280"), x=0.5, y=0.5, xref="paper", yref="paper")],
+    )
+    return fig
+
+
+def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 40):
+    """Plotly figure of one step's retrieved trie: drafted (top-c) nodes filled in their source's
+    colour, the rest hollow grey, the accepted path outlined in green, marker size by weight."""
+    import plotly.graph_objects as go
+
+    if event is None:
+        return _empty_figure("The draft tree of each step appears here.")
+    view = tree_view(event, max_nodes=max_nodes)
+    if view is None:
+        why = "plain decoding: no draft" if event.method == "ar" else "no match in any source: a plain one-token step"
+        return _empty_figure(f"Step {event.step + 1}: {why}")
+    trie = event.trie
+    assert trie is not None
+    tok = [int(trie.tokens[t]) for t in view.nodes]
+    labels = [visible(token_text(tokenizer, t)) for t in tok]
+    w = trie.weights[view.nodes]
+    wmax = float(max(w.max(), 1e-9))
+    sizes = 9 + 19 * np.sqrt(w / wmax)
+    srcs = trie.sources[view.nodes]
+
+    def hover(k: int) -> str:
+        state = "accepted" if view.accepted[k] else ("drafted, rejected" if view.selected[k] else "retrieved, not drafted")
+        return (
+            f"<b>{esc(visible(token_text(tokenizer, tok[k]), 24))}</b> (id {tok[k]})<br>"
+            f"weight {w[k]:.3g} · depth {int(view.x[k])}<br>source: {source_label(int(srcs[k]))}<br>{state}"
+        )
+
+    # Root sits at the mean row of its children.
+    root_kids = np.flatnonzero(view.parent_pos < 0)
+    root_y = float(np.mean(view.y[root_kids])) if len(root_kids) else 0.0
+
+    def parent_xy(p: int) -> tuple[float, float]:
+        return (0.0, root_y) if p < 0 else (float(view.x[p]), float(view.y[p]))
+
+    def edge_trace(mask: np.ndarray, name: str, color: str, width: float, dash: str) -> dict:
+        xs: list = []
+        ys: list = []
+        for k in np.flatnonzero(mask):
+            px, py = parent_xy(int(view.parent_pos[k]))
+            xs += [px, float(view.x[k]), None]
+            ys += [py, float(view.y[k]), None]
+        return dict(type="scatter", x=xs, y=ys, mode="lines", line=dict(color=color, width=width, dash=dash), hoverinfo="skip", showlegend=False, name=name)
+
+    not_sel = ~view.selected
+    rejected = view.selected & ~view.accepted
+    data: list[dict] = [
+        edge_trace(not_sel, "retrieved", "#d1d5db", 1, "dot"),
+        edge_trace(rejected, "drafted", "#9ca3af", 1.2, "solid"),
+        edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
+    ]
+
+    def node_trace(mask: np.ndarray, name: str, **marker: Any) -> dict:
+        idx = np.flatnonzero(mask)
+        return dict(
+            type="scatter",
+            x=view.x[idx].tolist(),
+            y=view.y[idx].tolist(),
+            mode="markers+text",
+            text=[labels[k] for k in idx],
+            textposition="middle right",
+            textfont=dict(size=11, color=marker.pop("textcolor", "#111827")),
+            hovertext=[hover(k) for k in idx],
+            hoverinfo="text",
+            name=name,
+            marker=dict(size=sizes[idx].tolist(), **marker),
+            showlegend=bool(len(idx)),
+        )
+
+    def colors(idx_mask: np.ndarray) -> list[str]:
+        return [SOURCE_COLORS.get(int(srcs[k]), GREY) for k in np.flatnonzero(idx_mask)]
+
+    data.append(node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af"))
+    data.append(node_trace(rejected, "drafted, rejected", color=colors(rejected), opacity=0.45, line=dict(color="#6b7280", width=1), textcolor="#6b7280"))
+    data.append(node_trace(view.accepted, "accepted", color=colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)))
+
+    # The model's own token that closes the step.
+    if view.model_token is not None:
+        label = visible(token_text(tokenizer, view.model_token))
+        px, py = parent_xy(view.model_parent_pos)
+        if view.model_in_trie_pos >= 0:
+            mx, my = float(view.x[view.model_in_trie_pos]), float(view.y[view.model_in_trie_pos])
+        else:
+            mx, my = px + 1, py
+        data.append(dict(type="scatter", x=[px, mx], y=[py, my], mode="lines", line=dict(color=MODEL_COLOR, width=1.5, dash="dash"), hoverinfo="skip", showlegend=False))
+        data.append(
+            dict(
+                type="scatter",
+                x=[mx],
+                y=[my],
+                mode="markers+text",
+                text=[label],
+                textposition="middle right",
+                textfont=dict(size=11, color=MODEL_COLOR),
+                marker=dict(symbol="star", size=15, color=MODEL_COLOR),
+                name="model's own token",
+                hovertext=[f"<b>{esc(visible(token_text(tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"],
+                hoverinfo="text",
+            )
+        )
+    data.append(
+        dict(type="scatter", x=[0], y=[root_y], mode="markers", marker=dict(symbol="square", size=12, color="#374151"), name="last token", hovertext=["root: the last accepted token"], hoverinfo="text", showlegend=False)
+    )
+
+    rows = max(1.0, float(-view.y.min()) + 1) if len(view.y) else 1.0
+    height = int(min(560, max(260, 24 * rows + 90)))
+    max_depth = float(view.x.max()) + (1 if view.model_token is not None else 0)
+    shown = len(view.nodes)
+    title = (
+        f"Step {event.step + 1}: {event.accepted_len} accepted of {len(event.draft) if event.draft is not None else 0} drafted "
+        f"(c={event.budget}); {view.total_nodes} nodes retrieved"
+        + (f", top {shown} shown" if shown < view.total_nodes else "")
+    )
+    layout = dict(
+        title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),
+        height=height,
+        margin=dict(l=10, r=10, t=36, b=10),
+        xaxis=dict(visible=False, range=[-0.4, max_depth + 1.2]),
+        yaxis=dict(visible=False),
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+        legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
+        hoverlabel=dict(font=dict(size=12)),
+        showlegend=True,
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+# ----------------------------------------------------------------------------------------------
+# Step inspector
+
+
+def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int | None = None, samples: int = 4) -> str:
+    if event is None:
+        return '<div class="inspector muted">Pick a step to see what was matched, drafted and accepted.</div>'
+    dec = lambda ids: _decode(tokenizer, ids)  # noqa: E731
+    own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
+    of = f" of {n_steps}" if n_steps else ""
+    head = (
+        f'<div class="ins-head"><b>Step {event.step + 1}{of}</b> · {"REST" if event.method == "rest" else "plain decoding"}'
+        f" · budget c={event.budget} · drafted {len(event.draft) if event.draft is not None else 0}"
+        f" · accepted {event.accepted_len}</div>"
+    )
+    rows = []
+    for m in event.matches:
+        if m.suffix_len:
+            conts = "".join(f'<li><code>{esc(visible(dec(c), 60))}</code></li>' for c in m.sample[:samples])
+            rows.append(
+                f'<div class="ins-src"><span class="chip {source_class(SOURCE_DATASTORE if m.source == "datastore" else SOURCE_CONTEXT)}">{esc(m.source)}</span> '
+                f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
+                f'<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{"s" if m.occurrences != 1 else ""}'
+                + (f'<ul class="conts">{conts}</ul>' if conts else "")
+                + "</div>"
+            )
+        else:
+            rows.append(f'<div class="ins-src"><span class="chip">{esc(m.source)}</span> no match</div>')
+    if not event.matches:
+        rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
+    acc = "".join(f'<span class="tok d {source_class(s)} r1 p0">{esc(visible(dec([t]), 20))}</span>' for t, s in zip(event.tokens, event.token_sources) if s)
+    own_html = "".join(f'<span class="tok m p0">{esc(visible(dec([t]), 20))}</span>' for t in own)
+    t = event.timings
+    timing = (
+        f"retrieve {t.retrieve_ms:.2f} ms · tree {t.tree_ms:.2f} ms · forward {t.forward_ms:.1f} ms · "
+        f"accept {t.accept_ms:.2f} ms · step {t.total_ms:.1f} ms"
+    )
+    return (
+        '<div class="inspector">'
+        + head
+        + "".join(rows)
+        + f'<div class="ins-acc">accepted: {acc or "<i>none</i>"} then the model\'s own: {own_html or "<i>none</i>"}</div>'
+        + f'<div class="ins-time">{timing}</div>'
+        + "</div>"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Speed comparison
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rest: Totals
+    ar: Totals
+    identical: bool | None  # None when sampling (outputs may differ by design)
+
+    @property
+    def speedup(self) -> float:
+        return self.rest.tokens_per_s / self.ar.tokens_per_s if self.ar.tokens_per_s > 0 else 0.0
+
+
+def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], greedy: bool) -> Comparison:
+    if not rest_events or not ar_events:
+        raise ValueError("both runs need at least one step")
+    identical = None
+    if greedy:
+        rest_ids = [t for e in rest_events for t in e.tokens]
+        ar_ids = [t for e in ar_events for t in e.tokens]
+        identical = rest_ids == ar_ids
+    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical)
+
+
+def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
+    r, a = cmp.rest, cmp.ar
+    rows = [
+        ("tokens / s", f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
+        ("mean token time", f"{r.mean_token_ms:.1f} ms", f"{a.mean_token_ms:.1f} ms"),
+        ("tokens / steps (M)", f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}", f"{a.new_tokens} / {a.steps} = {a.mean_generated_length:.2f}"),
+        ("retrieval per token", f"{r.retrieval_ms_per_token:.2f} ms", "-"),
+        ("tokens from drafts", f"{100 * r.draft_share:.0f}%", "-"),
+        ("prefill", f"{r.prefill_ms:.0f} ms", f"{a.prefill_ms:.0f} ms"),
+    ]
+    if cmp.identical is not None:
+        rows.append(("same output (greedy)", "yes" if cmp.identical else "NO", ""))
+    return rows
+
+
+def comparison_html(cmp: Comparison) -> str:
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in comparison_rows(cmp))
+    badge = ""
+    if cmp.identical is not None:
+        badge = (
+            '<span class="same ok">identical output ✓</span>' if cmp.identical else '<span class="same bad">outputs differ</span>'
+        )
+    return (
+        '<div class="compare">'
+        f'<div class="speedup">speedup <b id="speedup-value">{cmp.speedup:.2f}×</b> {badge}</div>'
+        '<table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]):
+    """Cumulative tokens over decode time for both runs (prefill excluded, as in the paper)."""
+    import plotly.graph_objects as go
+
+    def series(events: Sequence[StepEvent]) -> tuple[list[float], list[int]]:
+        return [0.0] + [e.totals.elapsed_s for e in events], [0] + [e.totals.new_tokens for e in events]
+
+    data = []
+    for name, events, color in (("REST", rest_events, SOURCE_COLORS[SOURCE_DATASTORE]), ("plain", ar_events, "#6b7280")):
+        if events:
+            x, y = series(events)
+            data.append(dict(type="scatter", x=x, y=y, mode="lines", name=name, line=dict(color=color, width=2.5, shape="hv")))
+    layout = dict(
+        height=260,
+        margin=dict(l=50, r=10, t=10, b=40),
+        xaxis=dict(title="decode time (s)", rangemode="tozero"),
+        yaxis=dict(title="tokens", rangemode="tozero"),
+        legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+    )
+    return go.Figure(data=data, layout=layout)
+

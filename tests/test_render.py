@@ -1,0 +1,319 @@
+"""Render functions on hand-made step events and a tiny byte-level tokenizer (no model)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import pytest
+
+from rest_core import render
+from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.trie import Trie
+
+EOS = 256
+
+
+class ByteTokenizer:
+    """ids 0..255 are bytes, 256 is a special EOS, 257+ are multi-byte words (like byte-level BPE)."""
+
+    words = [b" hello", b"<b>", b" &", b"\xe4\xb8", b"\x96\xe7\x95\x8c", b" 'q'", b'"']
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def piece(self, i: int) -> bytes:
+        if i < 256:
+            return bytes([i])
+        if i == EOS:
+            return b""
+        return self.words[i - 257]
+
+    def word(self, w: bytes) -> int:
+        return 257 + self.words.index(w)
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        self.calls += 1
+        return b"".join(self.piece(int(i)) for i in ids).decode("utf-8", errors="replace")
+
+    def encode_bytes(self, s: str) -> list[int]:
+        return list(s.encode("utf-8"))
+
+
+def totals(new: int, steps: int, drafts: int = 0, elapsed: float = 0.1) -> Totals:
+    return Totals(prompt_tokens=5, new_tokens=new, steps=steps, draft_tokens=drafts, elapsed_s=elapsed, prefill_ms=12.0, retrieval_ms=0.5 * steps)
+
+
+def event(step, tokens, sources, *, trie=None, draft=None, draft_idx=(), accepted=(), new=0, finished=False, matches=(), method="rest", elapsed=None):
+    n_drafts = sum(1 for s in sources if s)
+    return StepEvent(
+        step=step,
+        method=method,
+        matches=tuple(matches),
+        trie=trie,
+        draft_idx=tuple(draft_idx),
+        draft=draft,
+        accepted=tuple(accepted),
+        tokens=tuple(tokens),
+        token_sources=tuple(sources),
+        budget=4,
+        timings=StepTimings(retrieve_ms=0.1, tree_ms=0.05, forward_ms=40.0, accept_ms=0.1, total_ms=41.0),
+        totals=totals(new or len(tokens), step + 1, n_drafts, elapsed if elapsed is not None else 0.05 * (step + 1)),
+        finished=finished,
+        finish_reason="eos" if finished else None,
+    )
+
+
+def spans(html_text: str) -> list[tuple[str, str]]:
+    """(class, unescaped text) of every token span."""
+    return [(c, html.unescape(t)) for c, t in re.findall(r'<span class="([^"]*)"[^>]*>(.*?)</span>', html_text)]
+
+
+# ------------------------------------------------------------------ incremental decoding
+
+
+def test_incremental_decoder_pieces_concatenate_to_full_text_with_multibyte():
+    tok = ByteTokenizer()
+    text = "héllo 世界 🎉 ok"
+    ids = tok.encode_bytes(text)
+    dec = render.IncrementalDecoder(tok)
+    pieces = [dec.push(i) for i in ids]
+    assert "".join(p for p in pieces if p) + dec.flush() == text
+    # Bytes inside a character yield None; the byte completing it yields the whole character.
+    assert pieces[:3] == ["h", None, "é"]
+    assert "🎉" in pieces and "\ufffd" not in "".join(p for p in pieces if p)
+
+
+def test_incremental_decoder_window_stays_short():
+    tok = ByteTokenizer()
+    dec = render.IncrementalDecoder(tok)
+    for i in tok.encode_bytes("a" * 500):
+        dec.push(i)
+    # Each push decodes a window of at most a few tokens, not the whole answer.
+    assert dec._read - dec._prefix <= 2
+
+
+def test_partial_character_tokens_merge_into_one_span():
+    tok = ByteTokenizer()
+    # "世界" split across tokens as e4b8 | 96 e7 95 8c: the first token ends inside 世.
+    ids = [tok.word(b"\xe4\xb8"), tok.word(b"\x96\xe7\x95\x8c"), ord("!")]
+    e = event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, 0), finished=True)
+    view = render.AnswerView(tok)
+    view.add(e)
+    got = spans(view.html())
+    assert [t for _, t in got] == ["世界", "!"]
+    assert view.spans[0].token_ids == tuple(ids[:2])
+    assert view.text == "世界!"
+
+
+def test_dangling_partial_character_is_flushed_at_the_end():
+    tok = ByteTokenizer()
+    e = event(0, [ord("a"), 0xE4], (0, 0), finished=True)
+    view = render.AnswerView(tok)
+    view.add(e)
+    assert view.text == "a\ufffd"
+
+
+# ------------------------------------------------------------------ highlighting
+
+
+def test_token_boundaries_step_classes_and_titles():
+    tok = ByteTokenizer()
+    ev = [
+        event(0, [ord("A")], (0,)),  # no draft accepted
+        event(1, [ord("B"), ord("C"), ord("D")], (SOURCE_DATASTORE, SOURCE_DATASTORE, 0), matches=[MatchInfo("datastore", 3, (1, 2, 3), 7, ())]),
+        event(2, [ord("E"), ord("F")], (SOURCE_CONTEXT, 0)),
+        event(3, [ord("G"), ord("H")], (SOURCE_DATASTORE | SOURCE_CONTEXT, 0), finished=True),
+    ]
+    out = render.highlight_html(ev, tok)
+    got = spans(out)
+    assert [t for _, t in got] == list("ABCDEFGH")  # one span per token
+    classes = [c for c, _ in got]
+    assert classes[0] == "tok m p0"
+    assert classes[1] == "tok d ds r2 p1" and classes[3] == "tok m p1"  # 2 accepted -> level 2
+    assert classes[4] == "tok d cx r1 p0"
+    assert classes[6] == "tok d both r1 p1"
+    titles = re.findall(r'title="([^"]*)"', out)
+    assert "step 2" in titles[1] and "matched suffix 3" in titles[1] and "2 draft tokens accepted" in titles[1]
+    assert "drafted by datastore" in titles[1]
+    assert "drafted by context" in titles[4]
+    assert "model&#x27;s own token" in titles[3]
+    assert re.findall(r'data-step="(\d+)"', out) == ["0", "1", "1", "1", "2", "2", "3", "3"]
+
+
+def test_run_level_thresholds():
+    assert [render.run_level(n) for n in (0, 1, 2, 3, 4, 7, 8, 30)] == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_model_output_is_escaped():
+    tok = ByteTokenizer()
+    ids = [tok.word(b"<b>"), tok.word(b" &"), tok.word(b" 'q'"), tok.word(b'"'), EOS]
+    out = render.highlight_html([event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, SOURCE_DATASTORE, 0, 0), finished=True)], tok)
+    assert "<b>" not in out.replace('<span class="', "")
+    assert "&lt;b&gt;" in out and " &amp;" in out and "&#x27;q&#x27;" in out and "&quot;" in out
+    assert [t for _, t in spans(out)] == ["<b>", " &", " 'q'", '"']  # EOS shows nothing
+
+
+def test_conversation_html_escapes_user_text():
+    out = render.conversation_html([render.Turn(user="<script>x</script>", answer_html='<span class="tok m p0">hi</span>', note="stopped")])
+    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "stopped" in out and "tok m p0" in out
+
+
+def test_legend_mentions_every_style():
+    out = render.legend_html()
+    for cls in ("tok d ds", "tok d cx", "tok d both", "tok m", "r4"):
+        assert cls in out
+
+
+# ------------------------------------------------------------------ trie figure
+
+
+def small_trie() -> Trie:
+    # root -> A(5) -> C(4) -> E(3); A -> D(1); root -> B(2); BFS order by depth, parent, token.
+    tokens = np.array([ord("A"), ord("B"), ord("C"), ord("D"), ord("E")], dtype=np.int64)
+    parents = np.array([-1, -1, 0, 0, 2], dtype=np.int64)
+    depths = np.array([1, 1, 2, 2, 3], dtype=np.int64)
+    weights = np.array([5.0, 2.0, 4.0, 1.0, 3.0])
+    sources = np.array([1, 2, 1, 3, 1], dtype=np.uint8)
+    return Trie(tokens, parents, depths, weights, sources)
+
+
+def sub(trie: Trie, idx: list[int]) -> Trie:
+    remap = {t: k for k, t in enumerate(idx)}
+    return Trie(
+        trie.tokens[idx], np.array([remap.get(int(trie.parents[t]), -1) for t in idx]), trie.depths[idx], trie.weights[idx], trie.sources[idx]
+    )
+
+
+def trie_event() -> StepEvent:
+    trie = small_trie()
+    draft_idx = [0, 1, 2, 4]  # A, B, C, E
+    draft = sub(trie, draft_idx)
+    # accepted A, C (draft nodes 0, 2); then the model's own token "Z".
+    return event(
+        5,
+        [ord("A"), ord("C"), ord("Z")],
+        (SOURCE_DATASTORE, SOURCE_DATASTORE, 0),
+        trie=trie,
+        draft=draft,
+        draft_idx=draft_idx,
+        accepted=(0, 2),
+        matches=[MatchInfo("datastore", 2, (ord("x"), ord("y")), 12, ((ord("A"), ord("C")), (ord("B"),)))],
+    )
+
+
+def test_tree_view_roles_and_layout():
+    view = render.tree_view(trie_event())
+    assert view is not None
+    assert view.nodes.tolist() == [0, 1, 2, 3, 4]
+    assert view.selected.tolist() == [True, True, True, False, True]
+    assert view.accepted.tolist() == [True, False, True, False, False]
+    assert view.parent_pos.tolist() == [-1, -1, 0, 0, 2]
+    assert view.model_token == ord("Z") and view.model_parent_pos == 2
+    # heaviest branch on top: A above B, C above D
+    assert view.y[0] > view.y[1] and view.y[2] > view.y[3]
+
+
+def test_tree_view_caps_nodes_but_keeps_accepted_path_and_ancestors():
+    view = render.tree_view(trie_event(), max_nodes=3)
+    assert view is not None
+    assert len(view.nodes) == 3
+    shown = set(view.nodes.tolist())
+    assert {0, 2} <= shown  # the accepted path
+    for k, t in enumerate(view.nodes):  # closed under parents
+        assert view.parent_pos[k] >= 0 or small_trie().parents[t] == -1
+
+
+def test_draft_to_trie_matches_by_token_path():
+    trie = small_trie()
+    draft = sub(trie, [0, 2, 4])
+    assert render.draft_to_trie(trie, draft).tolist() == [0, 2, 4]
+
+
+def test_trie_figure_data():
+    tok = ByteTokenizer()
+    fig = render.trie_figure(trie_event(), tok)
+    by_name = {t.name: t for t in fig.data if t.name}
+    assert list(by_name["accepted"].text) == ["A", "C"]
+    assert list(by_name["drafted, rejected"].text) == ["B", "E"]
+    assert list(by_name["retrieved only"].text) == ["D"]
+    assert list(by_name["model's own token"].text) == ["Z"]
+    nodes = sum(len(t.text) for t in fig.data if t.mode == "markers+text")
+    assert nodes == 5 + 1  # all trie nodes + the model's token
+    # accepted edges: root->A and A->C
+    acc_edges = [t for t in fig.data if t.mode == "lines" and t.line.color == render.ACCEPTED_COLOR][0]
+    assert sum(1 for x in acc_edges.x if x is None) == 2
+    # the context-proposed B is drawn in the context colour
+    assert list(by_name["drafted, rejected"].marker.color)[0] == render.SOURCE_COLORS[SOURCE_CONTEXT]
+    assert "Step 6" in fig.layout.title.text
+
+
+def test_trie_figure_without_trie_explains_itself():
+    tok = ByteTokenizer()
+    fig = render.trie_figure(event(0, [65], (0,), method="ar"), tok)
+    assert "plain decoding" in fig.layout.annotations[0].text
+    fig = render.trie_figure(event(0, [65], (0,)), tok)
+    assert "no match" in fig.layout.annotations[0].text
+    assert "appears here" in render.trie_figure(None, tok).layout.annotations[0].text
+
+
+def test_labels_make_whitespace_visible_and_cut_long_text():
+    assert render.visible(" a\n") == "·a↵"
+    assert render.visible("abcdefghijklmnop", 6) == "abcde…"
+    assert render.visible("") == "∅"
+
+
+# ------------------------------------------------------------------ inspector, stats, comparison
+
+
+def test_inspector_shows_suffix_occurrences_continuations_and_accepted():
+    tok = ByteTokenizer()
+    out = render.inspector_html(trie_event(), tok, n_steps=9)
+    assert "Step 6 of 9" in out
+    assert "<code>xy</code>" in out and "<b>12</b> occurrences" in out
+    assert "<code>AC</code>" in out and "<code>B</code>" in out
+    assert ">A</span>" in out and ">C</span>" in out and ">Z</span>" in out
+    assert "forward 40.0 ms" in out
+
+
+def test_stats_and_source_counts():
+    ev = [event(0, [65, 66], (SOURCE_DATASTORE, 0)), event(1, [67, 68, 69], (SOURCE_CONTEXT, SOURCE_DATASTORE | SOURCE_CONTEXT, 0), new=5)]
+    assert render.source_counts(ev) == {"datastore": 1, "context": 1, "both": 1, "model": 2}
+    out = render.stats_html(ev, running=True)
+    assert "generating" in out and "steps" in out
+
+
+def test_comparison_identity_speedup_and_figure():
+    rest = [event(0, [1, 2, 3], (1, 1, 0), elapsed=0.1), event(1, [4], (0,), new=4, elapsed=0.2, finished=True)]
+    ar = [event(i, [i + 1], (0,), method="ar", new=i + 1, elapsed=0.1 * (i + 1), finished=i == 3) for i in range(4)]
+    cmp = render.compare(rest, ar, greedy=True)
+    assert cmp.identical is True
+    assert cmp.speedup == pytest.approx((4 / 0.2) / (4 / 0.4))
+    out = render.comparison_html(cmp)
+    assert 'id="speedup-value">2.00×' in out and "identical output" in out
+    rows = dict((k, (r, a)) for k, r, a in render.comparison_rows(cmp))
+    assert rows["tokens / steps (M)"] == ("4 / 2 = 2.00", "4 / 4 = 1.00")
+    ar_diff = ar[:-1] + [event(3, [9], (0,), method="ar", new=4, elapsed=0.4, finished=True)]
+    assert render.compare(rest, ar_diff, greedy=True).identical is False
+    assert render.compare(rest, ar_diff, greedy=False).identical is None
+    fig = render.speed_figure(rest, ar)
+    assert [t.name for t in fig.data] == ["REST", "plain"]
+    assert list(fig.data[0].y) == [0, 3, 4]
+
+
+def test_answer_view_render_cost_is_small():
+    """Per-step render work (decode + span HTML) stays far below a model step (~40 ms)."""
+    import time
+
+    tok = ByteTokenizer()
+    view = render.AnswerView(tok)
+    ids = tok.encode_bytes("def f(x):\n    return x * 2  # 世界\n" * 20)
+    t0 = time.perf_counter()
+    for k in range(0, len(ids), 3):
+        chunk = ids[k : k + 3]
+        view.add(event(k // 3, chunk, tuple([SOURCE_DATASTORE] * (len(chunk) - 1) + [0])))
+        view.html()
+    per_step_ms = 1000 * (time.perf_counter() - t0) / (len(ids) / 3)
+    assert per_step_ms < 5
