@@ -1,0 +1,62 @@
+"""Model loading: device / dtype resolution, clear errors, the tiny test models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rest_core.models import ModelLoadError, load_model, resolve_device, resolve_dtype
+from tests.tiny_models import ARCHITECTURES, EOS_ID, tiny_loaded, tiny_tokenizer
+
+
+def test_resolve_device_and_dtype():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type in ("cpu", "cuda")
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    assert resolve_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+    assert resolve_dtype(torch.float16, torch.device("cpu")) == torch.float16
+    for bad in ("tpu", "gpu0", "", "cuda:abc"):
+        with pytest.raises(ValueError, match="device"):
+            resolve_device(bad)
+    with pytest.raises(ValueError, match="dtype"):
+        resolve_dtype("float7", torch.device("cpu"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        load_model("embedded", device="cuda")
+
+
+def test_missing_model_names_offline_default(tmp_path):
+    with pytest.raises(ModelLoadError, match="offline default is --model embedded"):
+        load_model(str(tmp_path / "no-such-model"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelLoadError, match="embedded"):
+        load_model(str(empty))
+
+
+def test_bad_attention_implementation_rejected_before_loading():
+    with pytest.raises(ValueError, match="tree attention mask"):
+        load_model("embedded", attn_implementation="flash_attention_2")
+
+
+def test_tiny_tokenizer_round_trips_text():
+    tok = tiny_tokenizer()
+    text = "héllo wörld € 🎉\n  x"
+    ids = tok(text).input_ids
+    assert all(0 <= i < 256 for i in ids)
+    assert tok.decode(ids) == text
+    assert tok.eos_token_id == EOS_ID
+    chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert chat == "<|user|>hi\n<|assistant|>"
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_tiny_models_generate(arch):
+    lm = tiny_loaded(arch)
+    assert lm.dtype == torch.float64 and lm.device.type == "cpu"
+    assert lm.model.config._attn_implementation == "sdpa"
+    out = lm.model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=5, do_sample=False)
+    assert out.shape[1] <= 8
