@@ -163,7 +163,11 @@ class Datastore:
             if int(shard.sa.min()) < 0 or int(shard.sa.max()) >= n:
                 raise DatastoreError(f"shard {i}: suffix array entries out of range")
             if n > 1:
-                for j in rng.integers(0, n - 1, size=min(sample, n - 1)):
+                if n - 1 <= sample:
+                    entries = np.arange(n - 1)
+                else:
+                    entries = np.sort(rng.choice(n - 1, size=sample, replace=False))
+                for j in entries:
                     a, b = int(shard.sa[j]), int(shard.sa[j + 1])
                     if not _suffix_less(shard.tokens, a, b):
                         raise DatastoreError(f"shard {i}: suffix array not sorted at entry {j}")
