@@ -1,0 +1,314 @@
+"""Draft sources: the longest context suffix found in a datastore (REST, paper section 3.2) or
+in the context itself, and the continuations that follow its occurrences.
+
+Both sources answer `retrieve(context_ids) -> Retrieved`. The datastore search works on plain
+(tokens, suffix array) pairs, so a store of several shards is searched as one: the longest
+length over all shards wins and the sample of continuations is spread over the union of their
+occurrences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from rest_core._jit import jit
+from rest_core.config import RetrievalConfig
+from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+
+PAD = -1  # continuation slot after a separator or past the end of the tokens
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What one source found for one context.
+
+    continuations: (k, m) int64; row i holds the m tokens after the i-th sampled occurrence,
+    -1 from the first separator (or the end of the text) on. k == 0 when nothing matched.
+    """
+
+    source_bit: int
+    suffix_len: int  # 0 = no suffix of length >= n_min matched
+    suffix_tokens: tuple[int, ...]
+    occurrences: int  # all occurrences of the suffix, before sampling
+    continuations: np.ndarray = field(repr=False)
+    weight: float = 1.0
+
+    @classmethod
+    def empty(cls, source_bit: int, m: int, weight: float = 1.0) -> "Retrieved":
+        return cls(source_bit, 0, (), 0, np.empty((0, m), dtype=np.int64), weight)
+
+
+# --- suffix-array search (compiled kernels; plain Python without numba) -------------------
+
+
+@jit
+def _compare_at(tokens: np.ndarray, start: int, pattern: np.ndarray) -> int:
+    """Compare the suffix tokens[start:] with `pattern` on len(pattern) tokens: -1 if the
+    suffix sorts first, 0 if it starts with the pattern, 1 if it sorts after. A suffix that
+    ends early sorts first (the suffix array's convention)."""
+    size = tokens.shape[0]
+    for j in range(pattern.shape[0]):
+        p = start + j
+        if p >= size:
+            return -1
+        t = np.int64(tokens[p])
+        q = pattern[j]
+        if t < q:
+            return -1
+        if t > q:
+            return 1
+    return 0
+
+
+@jit
+def _sa_range(tokens: np.ndarray, sa: np.ndarray, pattern: np.ndarray) -> tuple[int, int]:
+    """[lo, hi): the suffix-array ranks of all suffixes that start with `pattern`."""
+    lo = 0
+    hi = sa.shape[0]
+    upper = hi  # smallest rank seen so far that sorts after the pattern
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        c = _compare_at(tokens, np.int64(sa[mid]), pattern)
+        if c < 0:
+            lo = mid + 1
+        else:
+            if c > 0 and mid < upper:
+                upper = mid
+            hi = mid
+    start = lo
+    hi = upper
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _compare_at(tokens, np.int64(sa[mid]), pattern) <= 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return start, lo
+
+
+@jit
+def _longest_match(tokens: np.ndarray, sa: np.ndarray, tail: np.ndarray, n_lo: int) -> tuple[int, int, int]:
+    """Longest n in [n_lo, len(tail)] such that tail[-n:] occurs; returns (n, lo, hi), n = 0
+    when none does. Occurrence is monotone in n (a suffix of a match matches), so binary search."""
+    best_n = 0
+    best_lo = 0
+    best_hi = 0
+    a = n_lo
+    b = tail.shape[0]
+    while a <= b:
+        n = (a + b) >> 1
+        lo, hi = _sa_range(tokens, sa, tail[tail.shape[0] - n :])
+        if hi > lo:
+            best_n = n
+            best_lo = lo
+            best_hi = hi
+            a = n + 1
+        else:
+            b = n - 1
+    return best_n, best_lo, best_hi
+
+
+@jit
+def _gather(
+    tokens: np.ndarray, sa: np.ndarray, ranks: np.ndarray, skip: int, separator: int, out: np.ndarray
+) -> None:
+    """out[i] = the len(out[i]) tokens after position sa[ranks[i]] + skip, cut at the separator
+    and at the end of the tokens (the rest of the row is left as it is: prefilled with -1)."""
+    size = tokens.shape[0]
+    m = out.shape[1]
+    for i in range(ranks.shape[0]):
+        p = np.int64(sa[ranks[i]]) + skip
+        for j in range(m):
+            q = p + j
+            if q >= size:
+                break
+            t = np.int64(tokens[q])
+            if t == separator:
+                break
+            out[i, j] = t
+
+
+def even_sample(count: int, k: int) -> np.ndarray:
+    """k of the offsets 0..count-1, evenly spread over the whole range (all of them if k >= count).
+
+    Suffix-array neighbours share long continuations, so the first K in suffix-array order
+    (what the reference code keeps) are a biased sample; evenly spaced ranks are a fair one
+    and, being increasing, keep the continuations in sorted order.
+    """
+    if k >= count:
+        return np.arange(count, dtype=np.int64)
+    return (np.arange(k, dtype=np.int64) * count) // k
+
+
+def _as_array(a: Any) -> np.ndarray:
+    # A plain ndarray view of a memmap: numba and fancy indexing skip the subclass overhead.
+    return np.asarray(a)
+
+
+def search_shards(
+    shards: Sequence[tuple[np.ndarray, np.ndarray]],
+    context: np.ndarray,
+    cfg: RetrievalConfig,
+    separator: int,
+) -> tuple[int, int, np.ndarray]:
+    """Longest suffix of `context` (length in [n_min, n_max]) occurring in any shard, and a
+    fair sample of the continuations after its occurrences over all shards together.
+
+    shards: (tokens, sa) pairs. Returns (n, occurrences, continuations (k, m) int64).
+    """
+    m = cfg.m
+    ctx = np.asarray(context, dtype=np.int64).reshape(-1)
+    tail = ctx[max(0, ctx.shape[0] - cfg.n_max) :]
+    # A context token equal to the separator (or outside the store's id range) could make a
+    # match span documents: only the part after the last such token is searched.
+    bad = np.flatnonzero((tail >= separator) | (tail < 0))
+    if bad.size:
+        tail = tail[bad[-1] + 1 :]
+    tail = np.ascontiguousarray(tail)
+    if tail.shape[0] < cfg.n_min or not shards:
+        return 0, 0, np.empty((0, m), dtype=np.int64)
+
+    found = [_longest_match(tokens, sa, tail, cfg.n_min) for tokens, sa in shards]
+    n = max(f[0] for f in found)
+    if n == 0:
+        return 0, 0, np.empty((0, m), dtype=np.int64)
+    # Shards whose own longest match is shorter have no occurrence of the n-token suffix.
+    ranges = [(f[1], f[2]) if f[0] == n else (0, 0) for f in found]
+    counts = np.array([hi - lo for lo, hi in ranges], dtype=np.int64)
+    total = int(counts.sum())
+    picks = even_sample(total, cfg.max_matches)  # offsets into the union, shard after shard
+    out = np.full((picks.shape[0], m), PAD, dtype=np.int64)
+    if len(shards) == 1:
+        _gather(shards[0][0], shards[0][1], picks + ranges[0][0], n, separator, out)
+        return n, total, out
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    cut = np.searchsorted(picks, bounds)
+    for i, (tokens, sa) in enumerate(shards):
+        a, b = cut[i], cut[i + 1]
+        if b > a:
+            _gather(tokens, sa, picks[a:b] - bounds[i] + ranges[i][0], n, separator, out[a:b])
+    return n, total, out
+
+
+class DatastoreSource:
+    """The paper's draft source: continuations of the longest context suffix in a datastore.
+
+    `datastore` is anything with `.shards` (each with `.tokens` and `.sa`) and `.separator`,
+    e.g. `rest_core.datastore.Datastore`.
+    """
+
+    name = "datastore"
+    bit = SOURCE_DATASTORE
+
+    def __init__(self, datastore: Any, cfg: RetrievalConfig | None = None, weight: float = 1.0) -> None:
+        self.datastore = datastore
+        self.cfg = cfg or RetrievalConfig()
+        self.weight = float(weight)
+        self.separator = int(datastore.separator)
+        self._shards = [(_as_array(s.tokens), _as_array(s.sa)) for s in datastore.shards]
+
+    def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
+        """Nothing to do: the datastore does not depend on the context."""
+
+    def extend(self, new_ids: Sequence[int] | np.ndarray) -> None:
+        """Nothing to do: the datastore does not depend on the context."""
+
+    def retrieve(self, context_ids: Sequence[int] | np.ndarray) -> Retrieved:
+        ctx = np.asarray(context_ids, dtype=np.int64).reshape(-1)
+        n, count, conts = search_shards(self._shards, ctx, self.cfg, self.separator)
+        suffix = tuple(int(t) for t in ctx[ctx.shape[0] - n :]) if n else ()
+        return Retrieved(self.bit, n, suffix, count, conts, self.weight)
+
+
+class ContextSource:
+    """The context itself (prompt, history and the tokens generated so far) as a draft source.
+
+    Finds the longest suffix of the context (length in [n_min, n_max]) that also occurs earlier
+    in it, and returns the m tokens after each earlier occurrence, most recent first (at most
+    max_matches of them). An index from every n-gram (n <= n_max) to the positions where it
+    ends is kept up to date as tokens arrive, so a step costs O(n_max) per new token plus the
+    continuations it returns, not a rescan of the context.
+    """
+
+    name = "context"
+    bit = SOURCE_CONTEXT
+
+    def __init__(self, cfg: RetrievalConfig | None = None, weight: float = 1.0) -> None:
+        self.cfg = cfg or RetrievalConfig()
+        self.weight = float(weight)
+        self.reset(())
+
+    def __len__(self) -> int:
+        return self._len
+
+    def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
+        """Forget everything and index `context_ids`."""
+        self._ids: list[int] = []
+        self._buf = np.empty(256, dtype=np.int64)  # the same ids, for vectorized gathers
+        self._len = 0
+        # n-gram (as a tuple, n <= n_max) -> end positions p (ids[p - n:p] == n-gram), ascending
+        self._ends: dict[tuple[int, ...], list[int]] = {}
+        self.extend(context_ids)
+
+    def extend(self, new_ids: Sequence[int] | np.ndarray) -> None:
+        """Append tokens to the indexed context."""
+        new = [int(t) for t in np.asarray(new_ids, dtype=np.int64).reshape(-1)]
+        if not new:
+            return
+        need = self._len + len(new)
+        if need > self._buf.shape[0]:
+            grown = np.empty(max(need, 2 * self._buf.shape[0]), dtype=np.int64)
+            grown[: self._len] = self._buf[: self._len]
+            self._buf = grown
+        self._buf[self._len : need] = new
+        ids, ends, n_max = self._ids, self._ends, self.cfg.n_max
+        for t in new:
+            ids.append(t)
+            end = len(ids)
+            window = tuple(ids[max(0, end - n_max) :])
+            for n in range(1, len(window) + 1):
+                key = window[-n:]
+                found = ends.get(key)
+                if found is None:
+                    ends[key] = [end]
+                else:
+                    found.append(end)
+        self._len = need
+
+    def _sync(self, ctx: np.ndarray) -> None:
+        """Make the index match `ctx`: extend it when ctx continues the indexed context, else
+        rebuild it."""
+        known = self._len
+        if ctx.shape[0] >= known and np.array_equal(self._buf[:known], ctx[:known]):
+            if ctx.shape[0] > known:
+                self.extend(ctx[known:])
+        else:
+            self.reset(ctx)
+
+    def retrieve(self, context_ids: Sequence[int] | np.ndarray) -> Retrieved:
+        cfg = self.cfg
+        ctx = np.asarray(context_ids, dtype=np.int64).reshape(-1)
+        self._sync(ctx)
+        size = self._len
+        window = tuple(self._ids[max(0, size - cfg.n_max) :])
+        best_n, best_ends = 0, None
+        # Longest n whose suffix also ends before `size`; monotone in n, so binary search.
+        a, b = cfg.n_min, min(cfg.n_max, size - 1)
+        while a <= b:
+            n = (a + b) >> 1
+            ends = self._ends.get(window[-n:])
+            if ends is not None and len(ends) >= 2:  # ends[-1] == size is the suffix itself
+                best_n, best_ends = n, ends
+                a = n + 1
+            else:
+                b = n - 1
+        if best_ends is None:
+            return Retrieved.empty(self.bit, cfg.m, self.weight)
+        earlier = best_ends[:-1]
+        picked = np.array(earlier[::-1][: cfg.max_matches], dtype=np.int64)  # most recent first
+        idx = picked[:, None] + np.arange(cfg.m, dtype=np.int64)  # (k, m)
+        conts = np.where(idx < size, self._buf[np.minimum(idx, size - 1)], PAD)
+        return Retrieved(self.bit, best_n, window[-best_n:], len(earlier), conts, self.weight)

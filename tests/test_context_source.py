@@ -1,0 +1,75 @@
+"""The context as a draft source: incremental index vs a brute-force scan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rest_core.config import RetrievalConfig
+from rest_core.events import SOURCE_CONTEXT
+from rest_core.retrieval import ContextSource
+
+
+def brute_force(ctx, cfg: RetrievalConfig):
+    """(n, occurrences, rows most recent first) for the longest suffix occurring earlier."""
+    ctx = [int(t) for t in ctx]
+    size = len(ctx)
+    for n in range(min(cfg.n_max, size - 1), cfg.n_min - 1, -1):
+        pattern = ctx[size - n :]
+        ends = [e for e in range(n, size) if ctx[e - n : e] == pattern]  # e < size: not itself
+        if ends:
+            rows = []
+            for e in sorted(ends, reverse=True)[: cfg.max_matches]:
+                row = ctx[e : e + cfg.m]
+                rows.append(row + [-1] * (cfg.m - len(row)))
+            return n, len(ends), rows
+    return 0, 0, []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_incremental_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n_min = int(rng.integers(1, 3))
+    cfg = RetrievalConfig(n_min=n_min, n_max=int(rng.integers(n_min, 8)), m=int(rng.integers(1, 6)),
+                          max_matches=int(rng.integers(1, 50)))
+    vocab = int(rng.integers(2, 6))
+    ctx = rng.integers(0, vocab, int(rng.integers(0, 5))).tolist()
+    source = ContextSource(cfg, weight=0.5)
+    for _ in range(60):
+        got = source.retrieve(np.array(ctx, dtype=np.int64))
+        assert len(source) == len(ctx)  # the index followed the context
+        n, count, rows = brute_force(ctx, cfg)
+        assert got.suffix_len == n and got.occurrences == count
+        assert got.continuations.tolist() == rows
+        assert got.continuations.shape == (len(rows), cfg.m) and got.continuations.dtype == np.int64
+        assert got.suffix_tokens == (tuple(ctx[len(ctx) - n :]) if n else ())
+        assert got.source_bit == SOURCE_CONTEXT and got.weight == 0.5
+        ctx = ctx + rng.integers(0, vocab, int(rng.integers(1, 4))).tolist()
+
+
+def test_explicit_extend_and_reset():
+    cfg = RetrievalConfig(m=3)
+    source = ContextSource(cfg)
+    source.reset([1, 2, 3, 4])
+    source.extend([1, 2])
+    assert len(source) == 6
+    got = source.retrieve([1, 2, 3, 4, 1, 2])
+    assert got.suffix_len == 2 and got.continuations.tolist() == [[3, 4, 1]]
+    # A different context (not a continuation of the indexed one) is re-indexed from scratch.
+    got = source.retrieve([7, 8, 9, 7, 8])
+    assert got.suffix_len == 2 and got.continuations.tolist() == [[9, 7, 8]]
+    assert len(source) == 5
+
+
+def test_no_match_and_trivial_self_match_excluded():
+    source = ContextSource(RetrievalConfig(m=2))
+    for ctx in ([], [5], [1, 2, 3]):
+        got = source.retrieve(ctx)
+        assert got.suffix_len == 0 and got.occurrences == 0 and got.continuations.shape == (0, 2)
+
+
+def test_most_recent_first_and_cap():
+    source = ContextSource(RetrievalConfig(n_max=1, m=1, max_matches=2))
+    got = source.retrieve([0, 1, 0, 2, 0, 3, 0])
+    assert got.occurrences == 3
+    assert got.continuations.tolist() == [[3], [2]]

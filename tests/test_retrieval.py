@@ -1,0 +1,219 @@
+"""Retrieval against a brute-force scan: longest suffix, occurrences, continuations, sampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pydivsufsort
+import pytest
+
+from rest_core.config import RetrievalConfig
+from rest_core.events import SOURCE_DATASTORE
+from rest_core.retrieval import DatastoreSource, Retrieved, even_sample, search_shards
+
+
+def make_store(tokens, separator: int, dtype=np.uint16) -> SimpleNamespace:
+    """A one-shard datastore over raw tokens (the suffix array built here, as the store would)."""
+    tokens = np.asarray(tokens, dtype=dtype)
+    sa = pydivsufsort.divsufsort(tokens.astype(np.int32))
+    return SimpleNamespace(shards=[SimpleNamespace(tokens=tokens, sa=sa)], separator=separator)
+
+
+def brute_force(tokens, context, cfg: RetrievalConfig, separator: int):
+    """(n, sorted list of continuation tuples) by scanning every position."""
+    tokens = [int(t) for t in tokens]
+    tail = [int(t) for t in context][-cfg.n_max :] if len(context) else []
+    for i in range(len(tail) - 1, -1, -1):
+        if tail[i] >= separator:
+            tail = tail[i + 1 :]
+            break
+    for n in range(len(tail), cfg.n_min - 1, -1):
+        pattern = tail[len(tail) - n :]
+        ends = [p + n for p in range(len(tokens) - n + 1) if tokens[p : p + n] == pattern]
+        if ends:
+            rows = []
+            for e in ends:
+                row = []
+                for t in tokens[e : e + cfg.m]:
+                    if t == separator:
+                        break
+                    row.append(t)
+                rows.append(tuple(row + [-1] * (cfg.m - len(row))))
+            return n, sorted(rows)
+    return 0, []
+
+
+def rows_of(retrieved: Retrieved) -> list[tuple[int, ...]]:
+    return sorted(tuple(int(t) for t in row) for row in retrieved.continuations)
+
+
+def random_corpus(rng, size: int, vocab: int, sep: int, sep_rate: float = 0.05) -> np.ndarray:
+    tokens = rng.integers(0, vocab, size)
+    tokens[rng.random(size) < sep_rate] = sep
+    tokens[-1] = sep  # every document ends with the separator, as in a built store
+    return tokens
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_brute_force_on_random_corpora(seed):
+    rng = np.random.default_rng(seed)
+    vocab = int(rng.integers(2, 7))
+    sep = vocab
+    tokens = random_corpus(rng, int(rng.integers(20, 600)), vocab, sep)
+    if seed % 3 == 0:
+        tokens = tokens[:-1]  # also a token array that does not end with a separator
+    n_min = int(rng.integers(1, 3))
+    cfg = RetrievalConfig(n_min=n_min, n_max=int(rng.integers(n_min, 9)), m=int(rng.integers(1, 6)), max_matches=10**6)
+    source = DatastoreSource(make_store(tokens, sep), cfg)
+    for _ in range(25):
+        if rng.random() < 0.5:  # a context that ends inside the corpus: long matches
+            end = int(rng.integers(1, len(tokens) + 1))
+            context = tokens[max(0, end - 20) : end]
+            context = context[context != sep]
+        else:
+            context = rng.integers(0, vocab + 1, int(rng.integers(0, 12)))
+        got = source.retrieve(context)
+        n, rows = brute_force(tokens, context, cfg, sep)
+        assert got.suffix_len == n
+        assert got.occurrences == len(rows)
+        assert rows_of(got) == rows
+        assert got.suffix_tokens == tuple(int(t) for t in context[len(context) - n :]) if n else got.suffix_tokens == ()
+        assert got.source_bit == SOURCE_DATASTORE
+
+
+def test_real_text_matches_brute_force():
+    # Real text, one byte per token: this repository's own retrieval module.
+    text = Path(__file__).resolve().parents[1].joinpath("rest_core", "retrieval.py").read_bytes()[:6000]
+    sep = 256
+    tokens = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
+    tokens = np.concatenate([tokens[:3000], [sep], tokens[3000:], [sep]])
+    cfg = RetrievalConfig(n_max=12, m=8, max_matches=10**6)
+    source = DatastoreSource(make_store(tokens, sep), cfg)
+    probe = np.frombuffer(b"    def retrieve(self, context_ids", dtype=np.uint8).astype(np.int64)
+    for cut in range(1, len(probe) + 1):
+        got = source.retrieve(probe[:cut])
+        n, rows = brute_force(tokens, probe[:cut], cfg, sep)
+        assert (got.suffix_len, got.occurrences, rows_of(got)) == (n, len(rows), rows)
+
+
+def test_longest_match_is_found_and_capped_at_n_max():
+    sep = 9
+    tokens = [1, 2, 3, 4, 5, 6, 7, sep, 3, 4, 5, 8, sep]
+    store = make_store(tokens, sep)
+    got = DatastoreSource(store, RetrievalConfig(n_max=16, m=3)).retrieve([0, 0, 2, 3, 4, 5])
+    assert got.suffix_len == 4 and got.suffix_tokens == (2, 3, 4, 5)
+    assert got.occurrences == 1
+    assert rows_of(got) == [(6, 7, -1)]
+    # [3, 4, 5] occurs twice; n_max = 3 stops there
+    got = DatastoreSource(store, RetrievalConfig(n_max=3, m=3)).retrieve([2, 3, 4, 5])
+    assert got.suffix_len == 3 and got.occurrences == 2
+    assert rows_of(got) == [(6, 7, -1), (8, -1, -1)]
+
+
+def test_separator_is_never_crossed():
+    sep = 9
+    # "1 2" ends document one, "3 4" starts document two: [2, 3] must not match across them.
+    tokens = [5, 1, 2, sep, 3, 4, sep, 1, 2, 7, sep]
+    source = DatastoreSource(make_store(tokens, sep), RetrievalConfig(m=4))
+    got = source.retrieve([1, 2, 3])
+    assert got.suffix_len == 1 and got.suffix_tokens == (3,)
+    assert rows_of(got) == [(4, -1, -1, -1)]
+    got = source.retrieve([1, 2])
+    assert got.suffix_len == 2 and rows_of(got) == [(-1, -1, -1, -1), (7, -1, -1, -1)]
+    # A context holding the separator id itself: only the part after it is searched.
+    got = source.retrieve([1, 2, sep, 3])
+    assert got.suffix_len == 1 and got.suffix_tokens == (3,)
+
+
+def test_end_of_tokens_pads():
+    tokens = [1, 2, 3, 1, 2]  # no trailing separator
+    got = DatastoreSource(make_store(tokens, 9), RetrievalConfig(m=3)).retrieve([1, 2])
+    assert rows_of(got) == [(-1, -1, -1), (3, 1, 2)]
+
+
+def test_no_match_and_empty_context():
+    source = DatastoreSource(make_store([1, 2, 3, 9], 9), RetrievalConfig(m=4))
+    for context in ([], [7], [7, 8], np.array([], dtype=np.int64)):
+        got = source.retrieve(context)
+        assert got.suffix_len == 0 and got.occurrences == 0 and got.suffix_tokens == ()
+        assert got.continuations.shape == (0, 4) and got.continuations.dtype == np.int64
+    # shorter than n_min
+    got = DatastoreSource(make_store([1, 2, 3, 9], 9), RetrievalConfig(n_min=2)).retrieve([3])
+    assert got.suffix_len == 0
+
+
+def test_even_sample_spreads_over_the_range():
+    assert even_sample(5, 10).tolist() == [0, 1, 2, 3, 4]
+    s = even_sample(10_000, 100)
+    assert s.tolist() == list(range(0, 10_000, 100))
+    s = even_sample(1_000_003, 4999)
+    assert len(s) == 4999 and s[0] == 0 and s[-1] < 1_000_003 and np.all(np.diff(s) > 0)
+    assert s[-1] >= 1_000_003 - 1_000_003 // 4999 - 1  # reaches the last stride of the range
+
+
+def test_cap_sampling_is_fair_and_deterministic():
+    # 5000 occurrences of token 0, followed by values 1..50 in turn. In suffix-array order the
+    # continuations are sorted, so the first K would all start with 1; a fair sample sees all 50.
+    sep = 100
+    values = np.arange(5000) % 50 + 1
+    tokens = np.stack([np.zeros(5000, dtype=np.int64), values], axis=1).reshape(-1)
+    tokens = np.concatenate([tokens, [sep]])
+    source = DatastoreSource(make_store(tokens, sep), RetrievalConfig(n_max=1, m=1, max_matches=100))
+    got = source.retrieve([0])
+    assert got.occurrences == 5000 and got.continuations.shape == (100, 1)
+    first = got.continuations[:, 0]
+    assert sorted(set(first.tolist())) == list(range(1, 51))
+    assert np.bincount(first, minlength=51)[1:].tolist() == [2] * 50  # evenly: 2 of each
+    again = source.retrieve([0])
+    assert np.array_equal(again.continuations, got.continuations)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sharded_store_is_searched_as_one(seed):
+    from rest_core.datastore import Datastore
+
+    rng = np.random.default_rng(100 + seed)
+    vocab = int(rng.integers(2, 5))
+    docs = [rng.integers(0, vocab, int(rng.integers(1, 40))).tolist() for _ in range(30)]
+    whole = Datastore.from_token_ids(docs, vocab_size=vocab)
+    sharded = Datastore.from_token_ids(docs, vocab_size=vocab, shard_tokens=64)
+    assert len(sharded.shards) > 1
+    flat = np.concatenate([np.asarray(s.tokens, dtype=np.int64) for s in whole.shards])
+    cfg = RetrievalConfig(n_max=6, m=4, max_matches=10**6)
+    one, many = DatastoreSource(whole, cfg), DatastoreSource(sharded, cfg)
+    for _ in range(20):
+        context = rng.integers(0, vocab, int(rng.integers(0, 10)))
+        a, b = one.retrieve(context), many.retrieve(context)
+        n, rows = brute_force(flat, context, cfg, whole.separator)
+        assert a.suffix_len == b.suffix_len == n
+        assert a.occurrences == b.occurrences == len(rows)
+        assert rows_of(a) == rows_of(b) == rows
+
+
+def test_sharded_sampling_covers_every_shard():
+    from rest_core.datastore import Datastore
+
+    docs = [[0, i % 7 + 1] for i in range(400)]
+    store = Datastore.from_token_ids(docs, vocab_size=8, shard_tokens=100)
+    assert len(store.shards) > 3
+    got = DatastoreSource(store, RetrievalConfig(n_max=1, m=1, max_matches=40)).retrieve([0])
+    assert got.occurrences == 400 and got.continuations.shape == (40, 1)
+    assert sorted(set(got.continuations[:, 0].tolist())) == list(range(1, 8))
+
+
+def test_large_vocabulary_tokens():
+    sep = 200_000
+    tokens = np.array([150_000, 70_000, 5, sep, 150_000, 70_000, 6, sep], dtype=np.uint32)
+    got = DatastoreSource(make_store(tokens, sep, dtype=np.uint32), RetrievalConfig(m=2)).retrieve([70_000, 150_000, 70_000])
+    assert got.suffix_len == 2 and got.occurrences == 2
+    assert rows_of(got) == [(5, -1), (6, -1)]
+
+
+def test_search_shards_on_plain_arrays():
+    tokens = np.array([1, 2, 3, 1, 2, 4, 9], dtype=np.uint16)
+    sa = pydivsufsort.divsufsort(tokens.astype(np.int32))
+    n, count, conts = search_shards([(tokens, sa)], np.array([7, 1, 2]), RetrievalConfig(m=2), 9)
+    assert (n, count) == (2, 2)
+    assert conts.tolist() == [[3, 1], [4, -1]]  # suffix-array order: sorted continuations
