@@ -303,14 +303,17 @@ def iter_json_records(path: str | os.PathLike, stats: ReadStats, chunk_chars: in
             pos = 0
             return True
 
-        def skip_ws(chars: str) -> None:
-            # Skip whitespace and the given punctuation, reading more as needed.
+        def skip_ws(chars: str) -> str:
+            # Skip whitespace and the given punctuation, reading more as needed; return the skipped text.
             nonlocal pos
+            skipped = []
             while True:
+                begin = pos
                 while pos < len(buf) and (buf[pos].isspace() or buf[pos] in chars):
                     pos += 1
+                skipped.append(buf[begin:pos])
                 if pos < len(buf) or not fill():
-                    return
+                    return "".join(skipped)
 
         fill()
         skip_ws("")
@@ -319,7 +322,7 @@ def iter_json_records(path: str | os.PathLike, stats: ReadStats, chunk_chars: in
             pos += 1
         record_prefix: str | None = None  # e.g. "\n  {": how records start in this file
         while True:
-            skip_ws(",")
+            gap = skip_ws(",")
             if pos >= len(buf):
                 return
             if in_array and buf[pos] == "]":
@@ -335,11 +338,9 @@ def iter_json_records(path: str | os.PathLike, stats: ReadStats, chunk_chars: in
                     value = end = None
                 break
             if end is not None:
-                if record_prefix is None:
-                    line_start = buf.rfind("\n", 0, start)
-                    indent = buf[line_start + 1 : start]
-                    if line_start >= 0 and (indent == "" or indent.isspace()):
-                        record_prefix = buf[line_start:start] + buf[start]
+                if record_prefix is None and "\n" in gap:
+                    # Pretty-printed: records start on a new line at this indentation.
+                    record_prefix = gap[gap.rfind("\n") :] + buf[start]
                 stats.records += 1
                 yield value
                 pos = end
@@ -426,30 +427,23 @@ def _repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def code_corpus(pattern: str = "*.py") -> Corpus:
-    """Python sources of this machine: the standard library plus the running interpreter's
-    site-packages, without benchmark packages and without this project's own code.
+def code_files(pattern: str = "*.py") -> list[Path]:
+    """The files of the `code` corpus: Python sources of the standard library plus the running
+    interpreter's site-packages, without benchmark packages and without this project's own code.
 
     The standard library's own `site-packages` folder (the base interpreter's packages, when
     running in a virtual environment) is not part of it.
     """
     roots = python_source_roots()
-    site_roots = {os.path.realpath(r) for r in roots[1:]}
-    stdlib = roots[0]
+    stdlib, site_roots = roots[0], roots[1:]
     repo = _repo_root()
-    own = [repo / "rest_core", repo / "tests", repo / "app.py"]
+    own_real = [os.path.realpath(p) for p in (repo / "rest_core", repo / "tests", repo / "app.py")]
     exclude_files = benchmark_files()
-    files: list[Path] = []
-    # Skip site-packages/dist-packages inside the stdlib unless it is one of our site roots.
     stdlib_skip = ["__pycache__", "site-packages", "dist-packages"]
-    files += list_source_files([stdlib], pattern, exclude_names=BENCHMARK_NAME_PATTERNS, exclude_files=exclude_files, skip_dirs=stdlib_skip)
-    files += list_source_files(
-        [r for r in roots[1:] if os.path.realpath(r) in site_roots],
-        pattern,
-        exclude_names=BENCHMARK_NAME_PATTERNS,
-        exclude_files=exclude_files,
+    files = list_source_files(
+        [stdlib], pattern, exclude_names=BENCHMARK_NAME_PATTERNS, exclude_files=exclude_files, skip_dirs=stdlib_skip
     )
-    own_real = [os.path.realpath(p) for p in own]
+    files += list_source_files(site_roots, pattern, exclude_names=BENCHMARK_NAME_PATTERNS, exclude_files=exclude_files)
     seen: set[str] = set()
     kept: list[Path] = []
     for p in files:
@@ -458,6 +452,13 @@ def code_corpus(pattern: str = "*.py") -> Corpus:
             continue
         seen.add(real)
         kept.append(p)
+    return kept
+
+
+def code_corpus(pattern: str = "*.py") -> Corpus:
+    """The `code` corpus (see `code_files`): each source file is one document."""
+    roots = python_source_roots()
+    kept = code_files(pattern)
     if not kept:
         raise CorpusError("no Python source files found for the 'code' corpus")
     corpus = read_text_files(
