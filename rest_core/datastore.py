@@ -39,6 +39,7 @@ import numpy as np
 FORMAT_VERSION = 1
 META_FILE = "meta.json"
 INT32_MAX = 2**31 - 1
+SA_INT32_LIMIT = INT32_MAX  # longest shard whose suffix array is stored as int32 (tests lower it)
 
 
 class DatastoreError(ValueError):
@@ -262,7 +263,7 @@ def suffix_array(tokens: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int32)
     sa = divsufsort(np.ascontiguousarray(tokens))
-    out_dtype = np.int32 if n <= INT32_MAX else np.int64
+    out_dtype = np.int32 if n <= SA_INT32_LIMIT else np.int64
     return np.ascontiguousarray(sa, dtype=out_dtype)
 
 
@@ -464,6 +465,9 @@ def build_datastore(
                     bar.set_postfix_str(f"{n_tokens / 1e6:.1f}M tokens", refresh=False)
         finally:
             if bar is not None:
+                if bar.total is not None and bar.n < bar.total:
+                    bar.total = bar.n  # some items held no document (empty files, skipped records)
+                    bar.refresh()
                 bar.close()
 
     return _write_store(
@@ -684,6 +688,8 @@ def _open(path: Path, tokenizer: Any) -> Datastore:
             raise DatastoreError(f"{path}/{META_FILE}: shard {i} entry is malformed ({exc})") from None
         if sa_dtype not in (np.dtype("<i4"), np.dtype("<i8")):
             raise DatastoreError(f"{path}: shard {i} has unsupported suffix-array dtype {sa_dtype}")
+        if n > INT32_MAX and sa_dtype.itemsize < 8:
+            raise DatastoreError(f"{path}: shard {i} has {n:,} tokens, too many for a {sa_dtype} suffix array")
         tokens = _map(tok_file, dtype, n, f"shard {i} tokens")
         sa = _map(sa_file, sa_dtype, n, f"shard {i} suffix array")
         shards.append(Shard(tokens=tokens, sa=sa, n_documents=int(sm.get("n_documents", 0))))

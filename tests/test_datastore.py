@@ -246,6 +246,17 @@ def test_real_wordlevel_tokenizer_with_big_vocab(tmp_path):
         Datastore.open(tmp_path / "wl", tokenizer=CharTokenizer(70_000))
 
 
+def test_int64_suffix_array_round_trip(tmp_path, monkeypatch):
+    """Shards past 2^31 positions store an int64 suffix array (simulated with a lower limit)."""
+    monkeypatch.setattr(dsmod, "SA_INT32_LIMIT", 4)
+    docs = [[1, 2, 3], [3, 2], [1]]
+    ds = build_from_token_ids(docs, 10, tmp_path / "s", shard_tokens=5)
+    assert [s.sa.dtype for s in ds.shards] == [np.dtype("<i4"), np.dtype("<i8")]
+    assert [m["sa_dtype"] for m in ds.meta["shards"]] == ["<i4", "<i8"]
+    for s in ds.shards:
+        assert s.sa.tolist() == brute_force_sa(s.tokens)
+
+
 def test_no_documents(tmp_path):
     with pytest.raises(DatastoreError, match="no documents"):
         build_from_token_ids([], 10, tmp_path / "empty")
