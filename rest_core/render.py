@@ -289,7 +289,10 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
         shares = ", ".join(f"{k} {100 * c[k] / n:.0f}%" for k in ("datastore", "context", "both") if c[k])
         items.append(("by source", shares or "none"))
     state = '<span class="live">generating…</span>' if running else ""
-    cells = "".join(f'<div class="stat"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>' for k, v in items)
+    cells = "".join(
+        f'<div class="stat{" small" if len(v) > 12 else ""}"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
+        for k, v in items
+    )
     return f'<div class="stats">{cells}{state}</div>'
 
 
@@ -684,7 +687,7 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
         margin=dict(l=50, r=10, t=10, b=40),
         xaxis=dict(title="decode time (s)", rangemode="tozero"),
         yaxis=dict(title="tokens", rangemode="tozero"),
-        legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
+        legend=dict(x=0.99, xanchor="right", y=0.02, yanchor="bottom", bgcolor="rgba(255,255,255,0.6)"),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
