@@ -102,10 +102,10 @@ def _sort_rows(rows: np.ndarray) -> np.ndarray:
 def _build(rows: np.ndarray, row_weight: np.ndarray, row_bits: np.ndarray):
     """Trie arrays (tokens, parents, depths, weights, sources) in breadth-first order.
 
-    Rows are visited in sorted order, so the rows sharing a prefix are adjacent: each row
-    reuses the nodes of the previous row up to their first difference and creates the rest.
-    Nodes are created in depth-first (= lexicographic) order; within one depth that is
-    already (parent order, token order), so a stable counting sort by depth gives BFS order.
+    With the rows in sorted order, the rows sharing a prefix are adjacent, so the trie is
+    built one depth at a time in a single sweep over the rows per depth: a row starts a new
+    node where its parent or its token differs from the previous row's. Nodes are numbered
+    as they appear, which is already breadth-first order (depth, then parent, then token).
     """
     k, m = rows.shape
     order = _sort_rows(rows)
@@ -115,55 +115,33 @@ def _build(rows: np.ndarray, row_weight: np.ndarray, row_bits: np.ndarray):
     dep = np.empty(cap, np.int64)
     wgt = np.zeros(cap, np.float64)
     src = np.zeros(cap, np.uint8)
-    path = np.full(m, -1, np.int64)  # node of the previous row at each depth
-    prev = -1
+    node_of = np.full(k, -1, np.int64)  # each sorted row's node at the previous depth
     count = 0
-    for r in range(k):
-        row = order[r]
-        w = row_weight[row]
-        bits = row_bits[row]
-        shared = True
-        for j in range(m):
+    for j in range(m):
+        prev_parent = -2
+        prev_token = -1
+        node = -1
+        for r in range(k):
+            parent = node_of[r]
+            if j > 0 and parent < 0:
+                continue  # this row ended at an earlier depth
+            row = order[r]
             t = rows[row, j]
             if t < 0:
-                break
-            if shared and prev >= 0 and rows[prev, j] == t:
-                node = path[j]
-            else:
-                shared = False
+                node_of[r] = -1
+                continue
+            if parent != prev_parent or t != prev_token:
                 node = count
                 count += 1
                 tok[node] = t
-                par[node] = path[j - 1] if j > 0 else -1
+                par[node] = parent
                 dep[node] = j + 1
-                path[j] = node
-            wgt[node] += w
-            src[node] |= bits
-        prev = row
-    # Stable counting sort by depth: BFS rank of every node.
-    per_depth = np.zeros(m + 2, np.int64)
-    for i in range(count):
-        per_depth[dep[i] + 1] += 1
-    for d in range(1, m + 2):
-        per_depth[d] += per_depth[d - 1]
-    rank = np.empty(count, np.int64)
-    for i in range(count):
-        d = dep[i]
-        rank[i] = per_depth[d]
-        per_depth[d] += 1
-    out_tok = np.empty(count, np.int64)
-    out_par = np.empty(count, np.int64)
-    out_dep = np.empty(count, np.int64)
-    out_wgt = np.empty(count, np.float64)
-    out_src = np.empty(count, np.uint8)
-    for i in range(count):
-        b = rank[i]
-        out_tok[b] = tok[i]
-        out_par[b] = rank[par[i]] if par[i] >= 0 else -1
-        out_dep[b] = dep[i]
-        out_wgt[b] = wgt[i]
-        out_src[b] = src[i]
-    return out_tok, out_par, out_dep, out_wgt, out_src
+                prev_parent = parent
+                prev_token = t
+            wgt[node] += row_weight[row]
+            src[node] |= row_bits[row]
+            node_of[r] = node
+    return tok[:count].copy(), par[:count].copy(), dep[:count].copy(), wgt[:count].copy(), src[:count].copy()
 
 
 def empty_trie() -> Trie:
@@ -271,25 +249,35 @@ def select_top_c(trie: Trie, c: int) -> np.ndarray:
     return _top_c(trie.parents, trie.weights, int(c))
 
 
+@jit
+def _remap_parents(parents: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Parents of the nodes idx (sorted, unique) as positions in idx; -2 where the parent is
+    not among them."""
+    out = np.empty(idx.shape[0], np.int64)
+    for i in range(idx.shape[0]):
+        p = parents[idx[i]]
+        if p < 0:
+            out[i] = -1
+        else:
+            at = np.searchsorted(idx, p)
+            out[i] = at if at < idx.shape[0] and idx[at] == p else -2
+    return out
+
+
 def subtree(trie: Trie, idx: np.ndarray | Sequence[int]) -> Trie:
     """The nodes `idx` (which must include every selected node's parent) as a Trie of their own,
     in BFS order with parents remapped."""
-    idx = np.unique(np.asarray(idx, dtype=np.int64))
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if idx.size > 1 and not np.all(idx[1:] > idx[:-1]):
+        idx = np.unique(idx)
     if idx.size == 0:
         return empty_trie()
     if idx[0] < 0 or idx[-1] >= len(trie):
         raise IndexError(f"node index out of range for a trie of {len(trie)} nodes")
-    old_parents = trie.parents[idx]
-    new_parents = np.searchsorted(idx, old_parents)
-    has_parent = old_parents >= 0
-    found = np.zeros(idx.shape[0], dtype=bool)
-    found[has_parent] = idx[np.minimum(new_parents[has_parent], idx.size - 1)] == old_parents[has_parent]
-    if not np.array_equal(found, has_parent):
+    new_parents = _remap_parents(trie.parents, idx)
+    if new_parents.min() < -1:
         raise ValueError("subtree: the selected nodes are not connected (a parent is missing)")
-    new_parents = np.where(has_parent, new_parents, -1).astype(np.int64)
-    return Trie(
-        trie.tokens[idx], new_parents, trie.depths[idx], trie.weights[idx], trie.sources[idx]
-    )
+    return Trie(trie.tokens[idx], new_parents, trie.depths[idx], trie.weights[idx], trie.sources[idx])
 
 
 def node_path(trie: Trie, i: int) -> list[int]:
