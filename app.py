@@ -276,10 +276,12 @@ class Session:
         if self.run is not None:
             self.run.cancel()
             self.run = None
-        if self.view is not None:
+        text = ""
+        if self.view is not None:  # None when stopped before the first step
             self.view.finish()
             self.turns[-1].answer_html = self.view.html()
-            self.messages.append({"role": "assistant", "content": self.view.text})
+            text = self.view.text
+        self.messages.append({"role": "assistant", "content": text})
         if note:
             self.turns[-1].note = note
 
@@ -387,6 +389,8 @@ def respond(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
         return
 
     session.turns.append(render.Turn(user=message))
+    session.messages.append({"role": "user", "content": message})
+    session.view = None
     session.active = True
     note = ""
     if not RUNTIME.ready:
@@ -394,15 +398,15 @@ def respond(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
     try:
         engine = RUNTIME.engine(store)
         lm = RUNTIME.loaded()
-        prompt_ids = list(engine.encode(session.messages + [{"role": "user", "content": message}], chat=True))
+        prompt_ids = list(engine.encode(session.messages, chat=True))
         config, note = fit_context(len(prompt_ids), config)
     except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:
         log.warning("request refused: %s", exc)
         session.turns[-1].note, session.turns[-1].error = str(exc), True
+        session.messages.pop()  # the model never answered it: keep it out of the history
         session.active = False
         yield (chat_html(session), gr.skip(), gr.skip(), gr.skip(), gr.skip(), status_html(render.esc(str(exc)), "err"), session, "")
         return
-    session.messages.append({"role": "user", "content": message})
     session.view = render.AnswerView(lm.tokenizer)
     session.prompt_ids = prompt_ids
     session.store = store
