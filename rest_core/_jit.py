@@ -20,8 +20,14 @@ except ImportError:  # pragma: no cover - numba is in requirements.txt
 HAVE_NUMBA = _njit is not None
 
 
-def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Compile `fn` with numba (nopython, cached) when available, else return it unchanged."""
+def jit(fn: Callable[..., Any] | None = None, *, inline: bool = False) -> Any:
+    """Compile `fn` with numba (nopython, cached) when available, else return it unchanged.
+
+    inline=True inlines a small helper into its (compiled) callers: a call that passes arrays
+    otherwise costs reference counting on every call, which dominates tight loops.
+    """
+    if fn is None:
+        return lambda f: jit(f, inline=inline)
     if _njit is None:  # pragma: no cover
         return fn
-    return _njit(cache=True, nogil=True)(fn)
+    return _njit(cache=True, nogil=True, inline="always" if inline else "never")(fn)

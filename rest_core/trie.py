@@ -38,7 +38,7 @@ class Trie:
 _LAST = np.iinfo(np.int64).max  # padding sorts after every token: matches the suffix array's order
 
 
-@jit
+@jit(inline=True)
 def _row_less_equal(rows: np.ndarray, a: int, b: int) -> bool:
     """rows[a] <= rows[b] lexicographically, padding (-1) sorting after every token."""
     for j in range(rows.shape[1]):
@@ -103,34 +103,39 @@ def _build(rows: np.ndarray, row_weight: np.ndarray, row_bits: np.ndarray):
     """Trie arrays (tokens, parents, depths, weights, sources) in breadth-first order.
 
     With the rows in sorted order, the rows sharing a prefix are adjacent, so the trie is
-    built one depth at a time in a single sweep over the rows per depth: a row starts a new
-    node where its parent or its token differs from the previous row's. Nodes are numbered
-    as they appear, which is already breadth-first order (depth, then parent, then token).
+    built one depth at a time in a single sweep over the rows still running at that depth: a
+    row starts a new node where its parent or its token differs from the previous row's.
+    Nodes are numbered as they appear, which is already breadth-first order (depth, then
+    parent, then token).
     """
     k, m = rows.shape
-    order = _sort_rows(rows)
+    active = _sort_rows(rows)  # rows still running at this depth, in sorted order
+    n_active = k
     cap = k * m
     tok = np.empty(cap, np.int64)
     par = np.empty(cap, np.int64)
     dep = np.empty(cap, np.int64)
-    wgt = np.zeros(cap, np.float64)
-    src = np.zeros(cap, np.uint8)
-    node_of = np.full(k, -1, np.int64)  # each sorted row's node at the previous depth
+    wgt = np.empty(cap, np.float64)
+    src = np.empty(cap, np.uint8)
+    node_of = np.full(k, -1, np.int64)  # each active row's node at the previous depth
     count = 0
     for j in range(m):
+        kept = 0
+        node = -1
         prev_parent = -2
         prev_token = -1
-        node = -1
-        for r in range(k):
-            parent = node_of[r]
-            if j > 0 and parent < 0:
-                continue  # this row ended at an earlier depth
-            row = order[r]
+        w = 0.0
+        bits = np.uint8(0)
+        for r in range(n_active):
+            row = active[r]
             t = rows[row, j]
             if t < 0:
-                node_of[r] = -1
-                continue
+                continue  # the row ends here
+            parent = node_of[r]
             if parent != prev_parent or t != prev_token:
+                if node >= 0:
+                    wgt[node] = w
+                    src[node] = bits
                 node = count
                 count += 1
                 tok[node] = t
@@ -138,9 +143,19 @@ def _build(rows: np.ndarray, row_weight: np.ndarray, row_bits: np.ndarray):
                 dep[node] = j + 1
                 prev_parent = parent
                 prev_token = t
-            wgt[node] += row_weight[row]
-            src[node] |= row_bits[row]
-            node_of[r] = node
+                w = 0.0
+                bits = np.uint8(0)
+            w += row_weight[row]
+            bits |= row_bits[row]
+            active[kept] = row
+            node_of[kept] = node
+            kept += 1
+        if node >= 0:
+            wgt[node] = w
+            src[node] = bits
+        n_active = kept
+        if n_active == 0:
+            break
     return tok[:count].copy(), par[:count].copy(), dep[:count].copy(), wgt[:count].copy(), src[:count].copy()
 
 
@@ -178,63 +193,108 @@ def build_trie(retrieved: Sequence["Retrieved"]) -> Trie:
 # --- selecting the draft -------------------------------------------------------------------
 
 
-@jit
-def _heap_before(w: np.ndarray, i: np.ndarray, a: int, b: int) -> bool:
+@jit(inline=True)
+def _ranks_before(w: np.ndarray, i: np.ndarray, a: int, b: int) -> bool:
+    """Entry a ranks before entry b: heavier, or as heavy and earlier in BFS order."""
     return w[a] > w[b] or (w[a] == w[b] and i[a] < i[b])
+
+
+@jit(inline=True)
+def _heap_push(hw: np.ndarray, hi: np.ndarray, size: int, w: float, node: int, worst_first: bool) -> None:
+    """Push onto the binary heap hw/hi[:size] (best entry on top, or the worst if worst_first)."""
+    pos = size
+    hw[pos] = w
+    hi[pos] = node
+    while pos > 0:
+        up = (pos - 1) >> 1
+        if _ranks_before(hw, hi, up, pos) == worst_first:
+            hw[pos], hw[up] = hw[up], hw[pos]
+            hi[pos], hi[up] = hi[up], hi[pos]
+            pos = up
+        else:
+            break
+
+
+@jit(inline=True)
+def _heap_pop(hw: np.ndarray, hi: np.ndarray, size: int, worst_first: bool) -> None:
+    """Remove the top of the heap hw/hi[:size] (its new size is size - 1)."""
+    size -= 1
+    hw[0] = hw[size]
+    hi[0] = hi[size]
+    pos = 0
+    while True:
+        top = pos
+        child = 2 * pos + 1
+        if child < size and _ranks_before(hw, hi, child, top) != worst_first:
+            top = child
+        child += 1
+        if child < size and _ranks_before(hw, hi, child, top) != worst_first:
+            top = child
+        if top == pos:
+            break
+        hw[pos], hw[top] = hw[top], hw[pos]
+        hi[pos], hi[top] = hi[top], hi[pos]
+        pos = top
+
+
+@jit(inline=True)
+def _first_at_least(a: np.ndarray, v: int) -> int:
+    """The first index i with a[i] >= v in the non-decreasing array a (len(a) if none)."""
+    lo = 0
+    hi = a.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @jit
 def _top_c(parents: np.ndarray, weights: np.ndarray, c: int) -> np.ndarray:
-    """Best-first walk from the root: pop the best candidate (weight desc, index asc), push its
-    children. Every node ranks after its parent (weight <=, index >), so this picks exactly the
-    global top-c nodes, which form a connected subtree. Children of node p are the contiguous
-    block where parents == p (parents are non-decreasing in BFS order)."""
+    """Best-first walk from the root: take the best candidate (weight desc, index asc), make
+    its children candidates. Every node ranks after its parent (weight <=, index >), so this
+    takes exactly the global top-c nodes, and they form a connected subtree.
+
+    Children of node p are the contiguous block where parents == p (parents are non-decreasing
+    in BFS order). When r nodes remain to be taken, only the r best children of a block can
+    ever be taken (a child is taken only after every better sibling), so a large block (the
+    root may have thousands of children) is first cut to its best r with a small heap.
+    """
     n = parents.shape[0]
     c = min(c, n)
     chosen = np.empty(c, np.int64)
-    heap_w = np.empty(n, np.float64)
+    heap_w = np.empty(n, np.float64)  # candidates, best on top
     heap_i = np.empty(n, np.int64)
+    best_w = np.empty(c, np.float64)  # a block's best r children, worst on top
+    best_i = np.empty(c, np.int64)
     size = 0
     node = -1  # the root
-    for step in range(c + 1):
-        if step > 0:
-            # pop the best candidate
-            node = heap_i[0]
-            chosen[step - 1] = node
-            size -= 1
-            heap_w[0] = heap_w[size]
-            heap_i[0] = heap_i[size]
-            pos = 0
-            while True:
-                left = 2 * pos + 1
-                if left >= size:
-                    break
-                best = left
-                if left + 1 < size and _heap_before(heap_w, heap_i, left + 1, left):
-                    best = left + 1
-                if _heap_before(heap_w, heap_i, best, pos):
-                    heap_w[pos], heap_w[best] = heap_w[best], heap_w[pos]
-                    heap_i[pos], heap_i[best] = heap_i[best], heap_i[pos]
-                    pos = best
-                else:
-                    break
-            if step == c:
-                break
-        first = np.searchsorted(parents, node, side="left")
-        last = np.searchsorted(parents, node, side="right")
-        for child in range(first, last):
-            pos = size
-            heap_w[pos] = weights[child]
-            heap_i[pos] = child
-            size += 1
-            while pos > 0:
-                up = (pos - 1) >> 1
-                if _heap_before(heap_w, heap_i, pos, up):
-                    heap_w[pos], heap_w[up] = heap_w[up], heap_w[pos]
-                    heap_i[pos], heap_i[up] = heap_i[up], heap_i[pos]
-                    pos = up
-                else:
-                    break
+    for taken in range(c):
+        remaining = c - taken
+        first = _first_at_least(parents, node)
+        last = _first_at_least(parents, node + 1)
+        if last - first <= remaining:
+            for child in range(first, last):
+                _heap_push(heap_w, heap_i, size, weights[child], child, False)
+                size += 1
+        else:
+            kept = 0
+            for child in range(first, last):
+                if kept < remaining:
+                    _heap_push(best_w, best_i, kept, weights[child], child, True)
+                    kept += 1
+                elif weights[child] > best_w[0]:  # ties keep the earlier child already kept
+                    _heap_pop(best_w, best_i, kept, True)
+                    _heap_push(best_w, best_i, kept - 1, weights[child], child, True)
+            for j in range(kept):
+                _heap_push(heap_w, heap_i, size, best_w[j], best_i[j], False)
+                size += 1
+        node = heap_i[0]
+        chosen[taken] = node
+        _heap_pop(heap_w, heap_i, size, False)
+        size -= 1
     return np.sort(chosen)
 
 
