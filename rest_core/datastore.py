@@ -195,8 +195,13 @@ def _suffix_less(tokens: np.ndarray, a: int, b: int, chunk: int = 64) -> bool:
 
 
 def tokenizer_vocab_size(tokenizer: Any) -> int:
-    """Number of ids the tokenizer can produce (added tokens included): `len(tokenizer)`."""
-    return int(len(tokenizer))
+    """Number of ids the tokenizer can produce (added tokens included): `len(tokenizer)`, or one
+    past the largest id in its vocabulary if a tokenizer has holes in its id range."""
+    size = int(len(tokenizer))
+    vocab = tokenizer.get_vocab()
+    if vocab:
+        size = max(size, max(vocab.values()) + 1)
+    return size
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:

@@ -326,6 +326,43 @@ def test_killed_build_temp_folder_is_not_a_store_and_is_cleaned(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
+def test_build_killed_mid_way_leaves_no_store(tmp_path):
+    """SIGKILL during a build (no cleanup code runs): nothing at the target opens as a store,
+    and the next build removes the dead build's temp folder."""
+    out = tmp_path / "store"
+    script = (
+        "import os, signal, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        "from rest_core.datastore import build_from_token_ids\n"
+        "def docs():\n"
+        "    for i in range(1000):\n"
+        "        if i == 500:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "        yield [1, 2, 3]\n"
+        f"build_from_token_ids(docs(), 10, {str(out)!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9
+    leftovers = list(tmp_path.iterdir())
+    assert [p.name.startswith(".store.tmp-") for p in leftovers] == [True]
+    assert (leftovers[0] / "tokens-00000.bin").exists()  # it was killed mid-write
+    with pytest.raises(DatastoreError, match="does not exist"):
+        Datastore.open(out)
+    with pytest.raises(DatastoreError, match="meta.json is missing"):
+        Datastore.open(leftovers[0])
+    build_from_token_ids([[4]], 10, out)
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]
+
+
+def test_vocab_size_covers_ids_past_len():
+    class Holey(CharTokenizer):
+        def get_vocab(self):
+            return {"a": 0, "b": 7}
+
+    assert dsmod.tokenizer_vocab_size(Holey(3)) == 8
+    assert dsmod.tokenizer_vocab_size(CharTokenizer(300)) == 300
+
+
 # --- validation on open -------------------------------------------------------------------
 
 
@@ -554,6 +591,21 @@ def test_cli_sharded_build_from_folder(tmp_path, fake_model, capsys):
     assert cli("datastore", "build", "--source", str(folder), "--out", str(tmp_path / "ds2"), "--model", fake_model,
                "--glob", "*.txt", "--quiet") == 0
     assert Datastore.open(tmp_path / "ds2").n_documents == 1
+
+
+def test_cli_if_missing_checks_the_tokenizer(tmp_path, monkeypatch, capsys):
+    import rest_core.models
+
+    src = tmp_path / "a.txt"
+    src.write_text("hello")
+    out = tmp_path / "ds"
+    monkeypatch.setattr(rest_core.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec))
+    assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", "tok-a", "--quiet") == 0
+    monkeypatch.setattr(rest_core.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec, salt="x"))
+    assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", "tok-b", "--if-missing") == 2
+    assert "built for tokenizer 'tok-a'" in capsys.readouterr().err
+    assert cli("datastore", "info", str(out), "--model", "tok-b") == 2
+    assert "rebuild the datastore" in capsys.readouterr().err
 
 
 def test_cli_if_missing_refuses_a_broken_store(tmp_path, fake_model, capsys):
