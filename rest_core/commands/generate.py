@@ -1,0 +1,196 @@
+"""`python -m rest_core generate`: generate text with REST or plain decoding, streamed to the
+terminal, or summarised as one JSON object (--json)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DEFAULT_DATASTORE = "datastores/chat"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt", required=True, help="the prompt text")
+    p.add_argument("--chat", action="store_true", help="apply the chat template (the prompt is one user turn)")
+    p.add_argument("--method", choices=("rest", "ar"), default="rest", help="rest (default) or plain decoding")
+    p.add_argument("--model", default="embedded", help="'embedded' (SmolLM2-135M-Instruct), a hub id or a folder")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bf16/fp16 on CUDA), float32, bfloat16, float16")
+    p.add_argument(
+        "--datastore", default=None,
+        help=f"datastore folder; 'none' for no datastore (default: {DEFAULT_DATASTORE} if built)",
+    )
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--n-min", type=int, default=None, help="shortest context suffix tried (default 1)")
+    p.add_argument("--n-max", type=int, default=None, help="longest context suffix tried first (default 16)")
+    p.add_argument("--c", type=int, default=None, help="max draft tokens verified per step (default: per device)")
+    p.add_argument("--budget", choices=("fixed", "auto"), default=None,
+                   help="fixed: always c; auto: choose up to c per step from the measured forward cost")
+    ctx = p.add_mutually_exclusive_group()
+    ctx.add_argument("--context", dest="context", action="store_true", default=None,
+                     help="also draft from the conversation itself (default: per device preset)")
+    ctx.add_argument("--no-context", dest="context", action="store_false", help="datastore drafts only (the paper)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default) = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+
+
+def _default_datastore() -> Path | None:
+    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        candidate = base / DEFAULT_DATASTORE
+        if (candidate / "meta.json").is_file():
+            return candidate
+    return None
+
+
+def build_config(args: argparse.Namespace, device_type: str):
+    """The GenerationConfig for these arguments, starting from the device's preset."""
+    from dataclasses import replace
+
+    from rest_core.config import PRESETS, GenerationConfig, RetrievalConfig, SamplingConfig
+
+    preset = PRESETS["gpu" if device_type == "cuda" else "cpu"]
+    retrieval = preset.retrieval
+    if args.n_min is not None or args.n_max is not None:
+        retrieval = RetrievalConfig(
+            n_min=args.n_min if args.n_min is not None else retrieval.n_min,
+            n_max=args.n_max if args.n_max is not None else retrieval.n_max,
+            m=retrieval.m,
+            max_matches=retrieval.max_matches,
+        )
+    draft = preset.draft
+    changes = {}
+    if args.c is not None:
+        changes["c"] = args.c
+    if args.budget is not None:
+        changes["budget"] = args.budget
+    if args.context is not None:
+        changes["use_context"] = args.context
+    draft = replace(draft, **changes)  # re-validated by __post_init__
+    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    return GenerationConfig(
+        method=args.method, max_new_tokens=args.max_new_tokens, retrieval=retrieval, draft=draft, sampling=sampling
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from rest_core.models import resolve_device
+
+    device = resolve_device(args.device)  # bad device: error before loading anything
+    config = build_config(args, device.type)  # bad settings: error before loading anything
+    if not args.prompt:
+        raise ValueError("the prompt is empty")
+
+    datastore_path: Path | None
+    if args.datastore is None:
+        datastore_path = _default_datastore() if args.method == "rest" else None
+        if datastore_path is None and args.method == "rest":
+            print(
+                f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
+                "drafting from the context only" if config.draft.use_context else
+                f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
+                "every step is a plain decoding step",
+                file=sys.stderr,
+            )
+    elif args.datastore.lower() == "none":
+        datastore_path = None
+    else:
+        datastore_path = Path(args.datastore)
+        if not datastore_path.exists():
+            raise FileNotFoundError(f"datastore not found: {datastore_path}")
+
+    from rest_core.engine import Engine, collect
+    from rest_core.models import load_model
+
+    lm = load_model(args.model, device=args.device, dtype=args.dtype)
+    datastore = None
+    if datastore_path is not None:
+        from rest_core.datastore import Datastore
+
+        datastore = Datastore.open(datastore_path, lm.tokenizer)
+    engine = Engine(lm.model, lm.tokenizer, datastore)
+    prompt_ids = engine.encode(args.prompt, chat=args.chat)
+    events = engine.generate(prompt_ids, config)
+
+    if args.json:
+        result = collect(events, lm.tokenizer)
+        print(json.dumps(summary(result, lm, config, datastore_path), ensure_ascii=False))
+        return 0
+
+    out = sys.stdout
+    ids: list[int] = []
+    shown = ""
+    last = None
+    for ev in events:
+        ids.extend(ev.tokens)
+        text = lm.tokenizer.decode(ids, skip_special_tokens=True)
+        # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
+        if not text.endswith("\ufffd") and text.startswith(shown):
+            out.write(text[len(shown):])
+            out.flush()
+            shown = text
+        last = ev
+    if shown != lm.tokenizer.decode(ids, skip_special_tokens=True):
+        out.write(lm.tokenizer.decode(ids, skip_special_tokens=True)[len(shown):])
+    out.write("\n")
+    if last is not None:
+        t = last.totals
+        print(
+            f"[{config.method}] {t.new_tokens} tokens in {t.steps} steps (M = {t.mean_generated_length:.2f}), "
+            f"{t.tokens_per_s:.1f} tokens/s, retrieval {t.retrieval_ms_per_token:.2f} ms/token, "
+            f"prefill {t.prefill_ms:.0f} ms, finish: {last.finish_reason}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def summary(result, lm, config, datastore_path) -> dict:
+    """The --json object."""
+    from rest_core.events import SOURCE_NAMES
+
+    t = result.totals
+    per_source = {name: 0 for name in SOURCE_NAMES.values()}
+    for ev in result.events:
+        for bits in ev.token_sources:
+            for bit, name in SOURCE_NAMES.items():
+                if bits & bit:
+                    per_source[name] += 1
+    budgets = [ev.budget for ev in result.events]
+    return {
+        "text": result.text,
+        "token_ids": result.token_ids,
+        "steps": t.steps,
+        "new_tokens": t.new_tokens,
+        "prompt_tokens": t.prompt_tokens,
+        "mean_generated_length": t.mean_generated_length,
+        "tokens_per_s": t.tokens_per_s,
+        "mean_token_ms": t.mean_token_ms,
+        "retrieval_ms_per_token": t.retrieval_ms_per_token,
+        "prefill_ms": t.prefill_ms,
+        "decode_s": t.elapsed_s,
+        "draft_tokens": t.draft_tokens,
+        "accepted_by_source": per_source,
+        "mean_budget": sum(budgets) / len(budgets) if budgets else 0.0,
+        "finish_reason": result.finish_reason,
+        "method": config.method,
+        "model": lm.name,
+        "device": str(lm.device),
+        "dtype": str(lm.dtype).replace("torch.", ""),
+        "load_s": lm.load_s,
+        "datastore": str(datastore_path) if datastore_path else None,
+        "config": {
+            "c": config.draft.c,
+            "budget": config.draft.budget,
+            "use_context": config.draft.use_context,
+            "n_min": config.retrieval.n_min,
+            "n_max": config.retrieval.n_max,
+            "temperature": config.sampling.temperature,
+            "top_p": config.sampling.top_p,
+            "top_k": config.sampling.top_k,
+            "seed": config.sampling.seed,
+        },
+    }
