@@ -231,7 +231,6 @@ def record_documents(record: Any, stats: ReadStats, *, text_field: str = "text",
     """The documents in one JSON record: each turn of a ShareGPT-style conversation (only the
     assistant's turns if `assistant_only`), or the record's `text_field`."""
     if isinstance(record, dict) and isinstance(record.get("conversations"), list):
-        n = 0
         for turn in record["conversations"]:
             if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
                 stats.skip("malformed turn")
@@ -239,7 +238,6 @@ def record_documents(record: Any, stats: ReadStats, *, text_field: str = "text",
             role = str(turn.get("from", "")).lower()
             if assistant_only and role not in ASSISTANT_ROLES:
                 continue
-            n += 1
             yield turn["value"]
         return
     if isinstance(record, dict) and isinstance(record.get(text_field), str):

@@ -288,6 +288,10 @@ class _ShardWriter:
         self._file = None
         self._memory: list[list[np.ndarray]] = []
 
+    @property
+    def n_shards(self) -> int:
+        return len(self._sizes)
+
     def _new_shard(self) -> None:
         self._close_file()
         self._sizes.append(0)
@@ -544,7 +548,7 @@ def _write_store(
         if writer.n_documents == 0:
             raise DatastoreError("no documents to build a datastore from")
         if progress:
-            print(f"building suffix arrays for {len(writer._sizes)} shard(s)", file=sys.stderr, flush=True)
+            print(f"building suffix arrays for {writer.n_shards} shard(s)", file=sys.stderr, flush=True)
         shards_meta, _ = writer.finish(progress=progress)
         extra = dict(extra_meta or {})
         if extra_meta_fn is not None:
@@ -653,6 +657,22 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise DatastoreError(f"{meta_path}: expected a JSON object")
     return meta
+
+
+def find_datastores(root: str | os.PathLike = "datastores") -> dict[str, dict[str, Any]]:
+    """Name -> meta of every folder under `root` that opens as a datastore (for pickers in a UI).
+    Folders that do not open (temp folders, damaged stores) are left out."""
+    found: dict[str, dict[str, Any]] = {}
+    root = Path(root)
+    if not root.is_dir():
+        return found
+    for p in sorted(root.iterdir()):
+        if p.is_dir() and not p.name.startswith("."):
+            try:
+                found[p.name] = Datastore.open(p).meta
+            except DatastoreError:
+                continue
+    return found
 
 
 def _open(path: Path, tokenizer: Any) -> Datastore:

@@ -487,6 +487,14 @@ def test_verify_detects_damage(store):
         Datastore.open(store).verify(sample=100)
 
 
+def test_find_datastores(tmp_path, store):
+    (tmp_path / "broken").mkdir()
+    (tmp_path / ".store.tmp-1-abc").mkdir()
+    found = dsmod.find_datastores(tmp_path)
+    assert list(found) == ["store"] and found["store"]["n_tokens"] == 9
+    assert dsmod.find_datastores(tmp_path / "missing") == {}
+
+
 def test_datastore_error_is_a_value_error():
     assert issubclass(DatastoreError, ValueError)
 
