@@ -84,6 +84,7 @@ class Corpus:
         self._reader = reader  # callable(stats) -> Iterator[str]
         self.total = total  # expected number of items for a progress bar (files or records), if known
         self.info = dict(info or {})
+        self.paths: list[Path] = []  # the files read, when the corpus is a list of files
         self.stats = ReadStats()
 
     def __iter__(self) -> Iterator[str]:
@@ -156,7 +157,13 @@ def read_text_files(paths: Iterable[str | os.PathLike], description: str | None 
             if text is not None:
                 yield text
 
-    return Corpus(description or f"text files: {', '.join(map(str, paths[:3]))}{' ...' if len(paths) > 3 else ''}", read, total=len(paths))
+    corpus = Corpus(
+        description or f"text files: {', '.join(map(str, paths[:3]))}{' ...' if len(paths) > 3 else ''}",
+        read,
+        total=len(paths),
+    )
+    corpus.paths = paths
+    return corpus
 
 
 def _excluded(rel_parts: tuple[str, ...], patterns: Iterable[str]) -> bool:

