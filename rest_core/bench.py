@@ -10,9 +10,12 @@ speedups are ratios measured in the same run. `summarize` turns runs into per-me
 
 Timing definitions (all pooled over runs: total time / total tokens, so long outputs count more):
 - ``mean_token_ms``: wall time of the whole generate call (prefill included) per generated token.
-- ``mean_token_ms_decode``: the same with prefill excluded (what the paper reports).
-- ``mean_generated_length`` (M): generated tokens per model forward call (prefill included, as it
-  yields the first token), so plain decoding has M = 1 and M bounds the speedup.
+- ``mean_token_ms_decode``: prefill excluded (what the paper reports): time after prefill per
+  token produced after prefill. transformers' prefill covers the whole prompt and yields the
+  first token; the engine's prefill covers all but the last prompt token and yields none (its
+  first step does), so each is charged for exactly the tokens its decode time produced.
+- ``mean_generated_length`` (M): generated tokens per model forward call that yields tokens, so
+  plain decoding has M = 1 and M bounds the speedup.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class Run:
     token_ids: list[int]
     wall_ms: float  # the whole generate call, prefill included
     prefill_ms: float
-    steps: int  # model forward calls, prefill included (so plain decoding has M = 1)
+    steps: int  # model forward calls that yielded tokens (so plain decoding has M = 1)
     draft_tokens: int = 0  # generated tokens that came from accepted drafts
     drafted_nodes: int = 0  # draft tokens verified, summed over steps
     retrieval_ms: float = 0.0  # retrieval + tree building
@@ -75,6 +78,7 @@ class Run:
     source_tokens: dict[str, int] = field(default_factory=dict)  # SOURCE_LABELS name -> tokens
     suffix_lens: dict[str, list[int]] = field(default_factory=dict)  # source -> matched suffix length per step
     finish_reason: str | None = None
+    prefill_tokens: int = 0  # tokens the prefill call itself yielded (transformers: 1, engine: 0)
 
     @property
     def new_tokens(self) -> int:
@@ -83,6 +87,11 @@ class Run:
     @property
     def decode_ms(self) -> float:
         return max(self.wall_ms - self.prefill_ms, 0.0)
+
+    @property
+    def decode_tokens(self) -> int:
+        """Tokens produced after prefill (the ones `decode_ms` paid for)."""
+        return max(self.new_tokens - self.prefill_tokens, 0)
 
 
 def run_from_events(
@@ -252,8 +261,9 @@ class HFRunner:
         if len(cut) < len(new):
             new = cut + [new[len(cut)]]
             finish = "eos"
+        # transformers' prefill forward covers the whole prompt and yields the first token.
         prefill_ms = 1000.0 * (stamps[0] - start) if stamps else 0.0
-        steps = len(stamps)  # one call per forward, the prefill (which yields the first token) included
+        steps = len(stamps)  # one call per forward, the prefill included
         return Run(
             problem_id="",
             turn=0,
@@ -266,6 +276,7 @@ class HFRunner:
             # Prompt lookup: every step yields one model token plus the accepted draft tokens.
             draft_tokens=max(len(new) - steps, 0) if self.prompt_lookup_num_tokens else 0,
             finish_reason=finish,
+            prefill_tokens=1 if new else 0,
         )
 
 
@@ -491,6 +502,7 @@ def summarize_method(method: str, runs: Sequence[Run], identical: Sequence[bool]
     tokens = sum(r.new_tokens for r in runs)
     wall = sum(r.wall_ms for r in runs)
     decode = sum(r.decode_ms for r in runs)
+    decode_tokens = sum(r.decode_tokens for r in runs)
     steps = sum(r.steps for r in runs)
     retrieval = sum(r.retrieval_ms for r in runs)
     sources: Counter[str] = Counter()
@@ -504,7 +516,7 @@ def summarize_method(method: str, runs: Sequence[Run], identical: Sequence[bool]
         runs=len(runs),
         new_tokens=tokens,
         mean_token_ms=wall / tokens if tokens else math.nan,
-        mean_token_ms_decode=decode / tokens if tokens else math.nan,
+        mean_token_ms_decode=decode / decode_tokens if decode_tokens else math.nan,
         mean_generated_length=(tokens / steps) if steps else None,
         tokens_per_s=1000.0 * tokens / wall if wall else 0.0,
         identical_to_ar=(sum(identical) / len(identical)) if identical else None,

@@ -74,13 +74,14 @@ def test_run_from_events_counts_tokens_sources_and_timings():
     assert run2.wall_ms == pytest.approx(80.0)
 
 
-def make_run(method, n_tokens, wall_ms, prefill_ms, steps, draft=0, retrieval_ms=0.0, sources=None):
+def make_run(method, n_tokens, wall_ms, prefill_ms, steps, draft=0, retrieval_ms=0.0, sources=None, prefill_tokens=0):
     return Run("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
-               retrieval_ms=retrieval_ms, source_tokens=sources or {})
+               retrieval_ms=retrieval_ms, source_tokens=sources or {}, prefill_tokens=prefill_tokens)
 
 
 def test_summary_is_pooled_and_speedup_is_a_ratio_of_the_same_run():
-    ar = [make_run("ar", 10, 120.0, 20.0, 10), make_run("ar", 30, 320.0, 20.0, 30)]
+    # transformers-style runs: the prefill call yields the first token of each.
+    ar = [make_run("ar", 10, 120.0, 20.0, 10, prefill_tokens=1), make_run("ar", 30, 320.0, 20.0, 30, prefill_tokens=1)]
     rest = [
         make_run("rest", 10, 60.0, 20.0, 5, draft=5, retrieval_ms=1.0, sources={"model": 5, "datastore": 5}),
         make_run("rest", 30, 140.0, 20.0, 10, draft=20, retrieval_ms=3.0,
@@ -89,12 +90,12 @@ def test_summary_is_pooled_and_speedup_is_a_ratio_of_the_same_run():
     result = BenchResult(ar + rest, {"ar": [True, True], "rest": [True, False]}, [])
     s = summarize(result)
     assert s["ar"].mean_token_ms == pytest.approx(440 / 40)
-    assert s["ar"].mean_token_ms_decode == pytest.approx(400 / 40)
+    assert s["ar"].mean_token_ms_decode == pytest.approx(400 / 38)
     assert s["ar"].mean_generated_length == pytest.approx(1.0)
     assert s["rest"].mean_token_ms == pytest.approx(200 / 40)
     assert s["rest"].mean_token_ms_decode == pytest.approx(160 / 40)
     assert s["rest"].speedup_vs_ar == pytest.approx(11 / 5)
-    assert s["rest"].speedup_vs_ar_decode == pytest.approx(10 / 4)
+    assert s["rest"].speedup_vs_ar_decode == pytest.approx((400 / 38) / 4)
     assert s["rest"].mean_generated_length == pytest.approx(40 / 15)
     assert s["rest"].identical_to_ar == 0.5
     assert s["rest"].draft_share == pytest.approx(25 / 40)
@@ -204,3 +205,71 @@ def test_suite_loaders_read_the_real_files():
     assert [p.id for p in load_suite("mtbench", limit=2, offset=1)] == [mtbench[1].id, mtbench[2].id]
     with pytest.raises(ValueError):
         load_suite("nope")
+
+
+# --- end to end on the tiny model -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_session():
+    from rest_core.cli import build_parser
+    from rest_core.commands.bench import Session
+    from rest_core.datastore import Datastore
+    from tests.tiny_models import tiny_loaded
+
+    lm = tiny_loaded("llama", max_positions=2048)
+    # A store of byte strings the tiny model's greedy output is likely to revisit, plus code.
+    texts = ["def f(x):\n    return x + 1\n", "    return result\n", "Hello, how are you today?\n"] * 3
+    docs = [list(t.encode()) for t in texts]
+
+    def make(argv):
+        args = build_parser().parse_args(["bench", *argv])
+        session = Session(args, lm)
+        session._datastore = Datastore.from_token_ids(docs, vocab_size=len(lm.tokenizer))
+        return args, session
+
+    return make
+
+
+@pytest.mark.parametrize("suite", ["humaneval", "mtbench"])
+def test_bench_command_end_to_end_on_the_tiny_model(tiny_session, tmp_path, suite):
+    from rest_core.commands.bench import run_methods
+    from rest_core.suites import load_suite
+
+    args, session = tiny_session(
+        ["--suite", suite, "--methods", "ar,pld,rest,ar-loop,context,hybrid", "--limit", "1", "--max-new-tokens", "10",
+         "--pld-k", "auto", "--pld-tune-limit", "1", "--pld-tune-tokens", "4", "--c", "8", "--no-progress"]
+    )
+    problems = load_suite(suite, 1)
+    assert run_methods(args, session, problems, tmp_path) == 0  # greedy outputs all identical to ar
+    data = json.loads((tmp_path / "results.json").read_text())
+    methods = data["methods"]
+    assert set(methods) == {"ar", "pld", "rest", "ar-loop", "context", "hybrid"}
+    turns = 2 if suite == "mtbench" else 1
+    for m in methods.values():
+        assert m["identical_to_ar"] == 1.0 and m["runs"] == turns
+        assert m["new_tokens"] > 0 and m["mean_token_ms"] > 0
+    assert methods["ar"]["mean_generated_length"] == pytest.approx(1.0)
+    assert methods["ar-loop"]["mean_generated_length"] == pytest.approx(1.0)
+    assert data["pld"]["prompt_lookup_num_tokens"] in (2, 3, 5, 8, 10)
+    assert "| rest |" in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "chart.html").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("kind", ["c-sweep", "selection", "datastore-size", "suffix-hist"])
+def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_session, tmp_path, kind):
+    from rest_core.ablations import run_kind
+    from rest_core.suites import load_suite
+
+    values = {"c-sweep": "1,4", "selection": "4", "datastore-size": "1/2,1", "suffix-hist": ""}[kind]
+    argv = ["ablation", "--kind", kind, "--suite", "humaneval", "--limit", "1", "--max-new-tokens", "8",
+            "--method", "hybrid", "--warmup", "0", "--no-progress"]
+    args, session = tiny_session(argv + (["--values", values] if values else []))
+    assert run_kind(args, session, load_suite("humaneval", 1), tmp_path) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    if kind == "suffix-hist":
+        assert sum(data["histogram"]["datastore"].values()) > 0
+    else:
+        assert len(data["rows"]) == {"c-sweep": 2, "selection": 2, "datastore-size": 2}[kind]
+        assert all(r["summary"]["identical_to_ar"] == 1.0 for r in data["rows"])
+    assert (tmp_path / "results.md").exists() and (tmp_path / "chart.html").exists()

@@ -116,7 +116,8 @@ class Session:
 
         key = id(datastore)
         if key not in self._engines:
-            self._engines[key] = Engine(self.model, self.tokenizer, datastore)
+            # No KV reuse across calls: every method prefills its whole prompt, as transformers does.
+            self._engines[key] = Engine(self.model, self.tokenizer, datastore, reuse_cache=False)
         return self._engines[key]
 
     def encode(self, prompt: Any, chat: bool) -> list[int]:
