@@ -217,3 +217,20 @@ def test_search_shards_on_plain_arrays():
     n, count, conts = search_shards([(tokens, sa)], np.array([7, 1, 2]), RetrievalConfig(m=2), 9)
     assert (n, count) == (2, 2)
     assert conts.tolist() == [[3, 1], [4, -1]]  # suffix-array order: sorted continuations
+
+
+def test_bench_replay_on_a_small_store():
+    from rest_core.commands.bench_retrieval import replay
+    from rest_core.datastore import Datastore
+    from rest_core.retrieval import ContextSource
+
+    rng = np.random.default_rng(7)
+    docs = [rng.integers(0, 20, 300).tolist() for _ in range(20)]
+    store = Datastore.from_token_ids(docs, vocab_size=20)
+    cfg = RetrievalConfig(max_matches=50)
+    texts = [np.asarray(docs[0][:120], dtype=np.int64), np.asarray(rng.integers(0, 20, 80), dtype=np.int64)]
+    stats = replay([DatastoreSource(store, cfg), ContextSource(cfg)], texts, steps=150, c=8)
+    assert stats["steps"] == 150
+    assert 0 < stats["p50_ms"] <= stats["p99_ms"] <= stats["max_ms"]
+    assert stats["mean_draft_nodes"] <= 8
+    assert stats["tokens_per_step"] > 1.5  # the first text is in the store: long accepted drafts

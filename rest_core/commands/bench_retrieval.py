@@ -23,10 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datastore", required=True, metavar="DIR", help="datastore folder")
     parser.add_argument(
         "--corpus",
-        default="humaneval",
+        default=None,
         metavar="TEXT_SOURCE",
         help="text to replay: 'humaneval' (prompts + solutions, held out of the code store), "
-        "'mtbench' (questions), or a file/folder path (default: humaneval)",
+        "'mtbench' (questions, held out of the chat store), or a file/folder path "
+        "(default: mtbench for a chat store, else humaneval)",
     )
     parser.add_argument("--model", default=None, help="tokenizer's model (default: embedded SmolLM2)")
     parser.add_argument("--steps", type=int, default=3000, help="steps to time (default 3000)")
@@ -154,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
     sources: list = [DatastoreSource(store, cfg)]
     if args.context:
         sources.append(ContextSource(cfg))
+    if args.corpus is None:
+        kind = (store.meta.get("source_info") or {}).get("kind")
+        args.corpus = "mtbench" if kind in ("chat", "sharegpt") else "humaneval"
     texts = load_texts(args.corpus)
     ids_list = [np.asarray(tokenizer.encode(t, add_special_tokens=False), dtype=np.int64) for t in texts]
     ids_list = [ids for ids in ids_list if ids.shape[0] > 1]
