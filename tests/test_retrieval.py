@@ -234,3 +234,19 @@ def test_bench_replay_on_a_small_store():
     assert 0 < stats["p50_ms"] <= stats["p99_ms"] <= stats["max_ms"]
     assert stats["mean_draft_nodes"] <= 8
     assert stats["tokens_per_step"] > 1.5  # the first text is in the store: long accepted drafts
+
+
+def test_int64_suffix_array():
+    # Stores past 2^31 positions use an int64 suffix array; the search must not care.
+    rng = np.random.default_rng(3)
+    tokens = random_corpus(rng, 400, 3, 3)
+    store = make_store(tokens, 3)
+    store64 = SimpleNamespace(
+        shards=[SimpleNamespace(tokens=store.shards[0].tokens, sa=store.shards[0].sa.astype(np.int64))], separator=3
+    )
+    cfg = RetrievalConfig(n_max=5, m=3, max_matches=7)
+    for _ in range(10):
+        context = rng.integers(0, 3, 6)
+        a, b = DatastoreSource(store, cfg).retrieve(context), DatastoreSource(store64, cfg).retrieve(context)
+        assert (a.suffix_len, a.occurrences) == (b.suffix_len, b.occurrences)
+        assert np.array_equal(a.continuations, b.continuations)
