@@ -312,3 +312,22 @@ class ContextSource:
         idx = picked[:, None] + np.arange(cfg.m, dtype=np.int64)  # (k, m)
         conts = np.where(idx < size, self._buf[np.minimum(idx, size - 1)], PAD)
         return Retrieved(self.bit, best_n, window[-best_n:], len(earlier), conts, self.weight)
+
+
+def warm_up() -> None:
+    """Compile (first run on a machine) or load (later runs) the compiled kernels of retrieval,
+    trie and tree on tiny inputs, so that the first real decoding step does not pay for it.
+    An app may call this at start-up, e.g. in a background thread."""
+    from rest_core.tree import layout
+    from rest_core.trie import build_trie, select_top_c, subtree
+
+    cfg = RetrievalConfig(n_max=4, m=3, max_matches=2)
+    for dtype in (np.uint16, np.uint32):
+        tokens = np.array([1, 2, 3, 1, 2, 4, 9], dtype=dtype)
+        sa = np.array([0, 3, 1, 4, 2, 5, 6], dtype=np.int32)  # suffix array of `tokens`
+        for sa_dtype in (np.int32, np.int64):
+            search_shards([(tokens, sa.astype(sa_dtype))], np.array([1, 2]), cfg, 9)
+    ds = Retrieved(SOURCE_DATASTORE, 1, (2,), 2, np.array([[3, 1, -1], [4, -1, -1]], dtype=np.int64))
+    found = [ds, ContextSource(cfg).retrieve([1, 2, 1, 2])]
+    trie = build_trie(found)
+    layout(subtree(trie, select_top_c(trie, 3)))

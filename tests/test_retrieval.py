@@ -250,3 +250,9 @@ def test_int64_suffix_array():
         a, b = DatastoreSource(store, cfg).retrieve(context), DatastoreSource(store64, cfg).retrieve(context)
         assert (a.suffix_len, a.occurrences) == (b.suffix_len, b.occurrences)
         assert np.array_equal(a.continuations, b.continuations)
+
+
+def test_warm_up_runs():
+    from rest_core.retrieval import warm_up
+
+    warm_up()
