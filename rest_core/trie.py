@@ -301,7 +301,8 @@ def _top_c(parents: np.ndarray, weights: np.ndarray, c: int) -> np.ndarray:
 def select_top_c(trie: Trie, c: int) -> np.ndarray:
     """Indices (sorted) of exactly min(c, len(trie)) nodes: the heaviest, ties broken by
     smaller depth then BFS index. Weights never grow from parent to child, so they form a
-    connected subtree hanging off the root."""
+    connected subtree hanging off the root. `trie` must be in BFS order (as `build_trie` and
+    `subtree` return it): the children of a node are found as a contiguous block."""
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c}")
     if len(trie) == 0 or c == 0:
