@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from rest_core.models import ModelLoadError, load_model, resolve_device, resolve_dtype
-from tests.tiny_models import ARCHITECTURES, EOS_ID, tiny_loaded, tiny_tokenizer
+from tests.tiny_models import ARCHITECTURES, EOS_ID, tiny_loaded, tiny_tokenizer, torch_threads
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with torch_threads(1):
+        yield
 
 
 def test_resolve_device_and_dtype():

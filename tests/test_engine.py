@@ -1,0 +1,354 @@
+"""The engine on tiny random models: greedy identity with `generate`, sampling exactness,
+the KV cache after acceptance, event contents, multi-turn reuse and bad input."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
+from rest_core.datastore import Datastore
+from rest_core.engine import CostCurve, Engine, choose_budget, collect
+from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+from rest_core.tree import tree_attention_mask
+from tests.tiny_models import EOS_ID, VOCAB_SIZE, tiny_loaded, torch_threads
+
+N_NEW = 24
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with torch_threads(1):
+        yield
+
+
+def _prompts(n: int, seed: int) -> list[list[int]]:
+    rnd = random.Random(seed)
+    return [[rnd.randrange(256) for _ in range(rnd.randrange(1, 24))] for _ in range(n)]
+
+
+def _reference(model, prompt: list[int], n: int = N_NEW) -> list[int]:
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
+def setup(request):
+    """A tiny model, prompts, their greedy references and two datastores: one built from the
+    model's own greedy output (drafts often right), one from random tokens (mostly wrong)."""
+    lm = tiny_loaded(request.param)
+    prompts = _prompts(10, seed=1)
+    refs = [_reference(lm.model, p) for p in prompts]
+    own_docs = [p + r for p, r in zip(prompts, refs)]
+    # Continuations of other prompts too: partly right, partly wrong drafts.
+    own_docs += [r for r in (_reference(lm.model, p, 32) for p in _prompts(6, seed=2))]
+    rnd = random.Random(3)
+    noise = [[rnd.randrange(256) for _ in range(200)] for _ in range(5)]
+    return {
+        "lm": lm,
+        "prompts": prompts,
+        "refs": refs,
+        "own": Datastore.from_token_ids(own_docs, vocab_size=VOCAB_SIZE),
+        "noise": Datastore.from_token_ids(noise, vocab_size=VOCAB_SIZE),
+    }
+
+
+DRAFTS = {
+    "c1": DraftConfig(c=1),
+    "c4": DraftConfig(c=4),
+    "c16+context": DraftConfig(c=16, use_context=True),
+    "c64-context-only": DraftConfig(c=64, use_datastore=False, use_context=True),
+    "c8-weighted": DraftConfig(c=8, use_context=True, datastore_weight=0.3, context_weight=2.0),
+}
+
+
+@pytest.mark.parametrize("store", ["own", "noise"])
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_greedy_equals_generate(setup, store, draft):
+    engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup[store])
+    cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DRAFTS[draft])
+    accepted = 0
+    for prompt, ref in zip(setup["prompts"], setup["refs"]):
+        res = collect(engine.generate(prompt, cfg))
+        assert res.token_ids == ref, (prompt, draft, store)
+        accepted += res.totals.draft_tokens
+    if store == "own" and draft != "c1":
+        assert accepted > 0  # the equivalence was tested with drafts actually accepted
+
+
+def test_ar_equals_generate(setup):
+    engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"])
+    for prompt, ref in zip(setup["prompts"], setup["refs"]):
+        res = collect(engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=N_NEW)))
+        assert res.token_ids == ref
+        assert res.totals.steps == len(ref)
+        assert all(e.trie is None and e.draft is None and e.budget == 0 for e in res.events)
+
+
+def test_auto_budget_equals_generate(setup):
+    curve = CostCurve((1, 2, 4, 8, 16, 32, 64), (40.0, 42.0, 56.0, 65.0, 72.0, 89.0, 138.0))  # SmolLM2 on CPU
+    engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"], cost_curve=curve)
+    cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DraftConfig(c=32, budget="auto", use_context=True))
+    budgets = []
+    for prompt, ref in zip(setup["prompts"], setup["refs"]):
+        res = collect(engine.generate(prompt, cfg))
+        assert res.token_ids == ref
+        budgets += [e.budget for e in res.events]
+        for e in res.events:
+            assert 0 <= e.budget <= 32 and len(e.draft_idx) <= e.budget
+    assert len(set(budgets)) > 1  # chosen per step
+
+
+def test_eos_stops_like_generate():
+    lm = tiny_loaded("llama")
+    store_docs, hits = [], 0
+    prompts = _prompts(30, seed=11)
+    refs = [_reference(lm.model, p, 40) for p in prompts]
+    store = Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], vocab_size=VOCAB_SIZE)
+    engine = Engine(lm.model, lm.tokenizer, store)
+    for prompt, ref in zip(prompts, refs):
+        res = collect(engine.generate(prompt, GenerationConfig(max_new_tokens=40, draft=DraftConfig(c=8))))
+        assert res.token_ids == ref
+        if ref[-1] == EOS_ID:
+            hits += 1
+            assert res.finish_reason == "eos" and EOS_ID not in res.token_ids[:-1]
+        else:
+            assert res.finish_reason == "length" and len(res.token_ids) == 40
+    assert hits >= 3  # the tiny Llama does emit EOS on some of these prompts
+    del store_docs
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_sampling_rest_equals_ar_with_the_same_seed(arch):
+    """One uniform per emitted token, drawn in order: REST sampling and plain sampling with the
+    same seed emit the same tokens (the models are float64, so the distributions agree)."""
+    lm = tiny_loaded(arch)
+    prompts = _prompts(6, seed=5)
+    docs = [p + _reference(lm.model, p, 30) for p in prompts]
+    engine = Engine(lm.model, lm.tokenizer, Datastore.from_token_ids(docs, vocab_size=VOCAB_SIZE))
+    drafted = 0
+    for i, prompt in enumerate(prompts):
+        for sampling in (
+            SamplingConfig(temperature=0.7, seed=i),
+            SamplingConfig(temperature=1.0, top_p=0.9, seed=100 + i),
+            SamplingConfig(temperature=1.2, top_k=5, top_p=0.95, seed=200 + i),
+        ):
+            ar = collect(engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=N_NEW, sampling=sampling)))
+            cfg = GenerationConfig(max_new_tokens=N_NEW, sampling=sampling, draft=DraftConfig(c=16, use_context=True))
+            rest = collect(engine.generate(prompt, cfg))
+            assert rest.token_ids == ar.token_ids
+            again = collect(engine.generate(prompt, cfg))
+            assert again.token_ids == rest.token_ids  # a fixed seed reproduces
+            drafted += rest.totals.draft_tokens
+    assert drafted > 0
+
+
+def test_sampling_distribution_statistical():
+    """First two tokens under REST sampling vs the model's exact probabilities (chi-square).
+
+    Drafts cover the likely first tokens and their continuations, so most samples go through
+    the acceptance rule. Seeded, so not flaky; a rule that favoured drafted tokens (as the
+    reference implementation's does) fails it by a wide margin.
+    """
+    lm = tiny_loaded("llama")
+    model = lm.model
+    prompt = [72, 101, 108, 108, 111]
+    sampling = SamplingConfig(temperature=1.0, top_k=3)
+    cfg_proc = sampling
+
+    from rest_core.sampling import process_logits
+
+    with torch.no_grad():
+        p1 = process_logits(model(torch.tensor([prompt])).logits[0, -1], cfg_proc)
+    firsts = torch.nonzero(p1).flatten().tolist()
+    expected = {}
+    docs = []
+    for a in firsts:
+        with torch.no_grad():
+            p2 = process_logits(model(torch.tensor([prompt + [a]])).logits[0, -1], cfg_proc)
+        for b in torch.nonzero(p2).flatten().tolist():
+            expected[(a, b)] = float(p1[a] * p2[b])
+            docs.append(prompt + [a, b])
+    # The store drafts only some of the pairs, so both descend and stop branches are used.
+    engine = Engine(model, lm.tokenizer, Datastore.from_token_ids(docs[::2], vocab_size=VOCAB_SIZE))
+    n = 1500
+    counts = {k: 0 for k in expected}
+    for seed in range(n):
+        cfg = GenerationConfig(max_new_tokens=2, sampling=replace(sampling, seed=seed), draft=DraftConfig(c=8))
+        ids = tuple(collect(engine.generate(prompt, cfg)).token_ids)
+        counts[ids] += 1
+    chi2 = sum((counts[k] - n * p) ** 2 / (n * p) for k, p in expected.items())
+    dof = len(expected) - 1
+    # p = 0.001 critical values: dof 8 -> 26.1; a generous bound for any dof <= 8.
+    assert dof <= 8
+    assert chi2 < 26.1, (chi2, counts, expected)
+    # The same data against a distribution biased toward drafted pairs must be rejected.
+    drafted = {tuple(d[-2:]) for d in docs[::2]}
+    biased = {k: p * (1.5 if k in drafted else 1.0) for k, p in expected.items()}
+    z = sum(biased.values())
+    chi2_biased = sum((counts[k] - n * p / z) ** 2 / (n * p / z) for k, p in biased.items())
+    assert chi2_biased > 26.1
+
+
+def test_kv_cache_after_acceptance_equals_plain_cache():
+    from transformers import DynamicCache
+
+    lm = tiny_loaded("qwen2")
+    prompt = _prompts(1, seed=7)[0]
+    ref = _reference(lm.model, prompt, 30)
+    store = Datastore.from_token_ids([prompt + ref], vocab_size=VOCAB_SIZE)
+    engine = Engine(lm.model, lm.tokenizer, store)
+    events = list(engine.generate(prompt, GenerationConfig(max_new_tokens=30, draft=DraftConfig(c=8))))
+    assert any(len(e.accepted) > 1 for e in events)  # multi-token acceptance happened
+    state = engine._saved
+    assert state is not None and state.ids == prompt + ref
+    plain = DynamicCache()
+    with torch.no_grad():
+        lm.model(input_ids=torch.tensor([state.ids[:-1]]), cache=plain, use_cache=True)
+    assert len(state.cache.layers) == len(plain.layers)
+    for ours, theirs in zip(state.cache.layers, plain.layers):
+        assert ours.keys.shape == theirs.keys.shape
+        torch.testing.assert_close(ours.keys, theirs.keys, rtol=0, atol=1e-10)
+        torch.testing.assert_close(ours.values, theirs.values, rtol=0, atol=1e-10)
+
+
+def test_events_are_consistent(setup):
+    engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"])
+    cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DraftConfig(c=8, use_context=True))
+    for prompt in setup["prompts"][:5]:
+        events = list(engine.generate(prompt, cfg))
+        new = drafted = 0
+        for i, e in enumerate(events):
+            assert e.step == i and e.method == "rest"
+            assert e.finished == (i == len(events) - 1)
+            assert len(e.tokens) >= 1 and len(e.token_sources) == len(e.tokens)
+            assert e.accepted_len == len(e.accepted) == sum(1 for s in e.token_sources if s)
+            assert len(e.tokens) - len(e.accepted) in (0, 1)  # the model's own token ends a step
+            assert len(e.matches) == 2 and {m.source for m in e.matches} == {"datastore", "context"}
+            if e.draft is not None:
+                assert e.trie is not None and len(e.draft) == len(e.draft_idx) <= e.budget == 8
+                assert np.array_equal(e.draft.tokens, e.trie.tokens[list(e.draft_idx)])
+                # the accepted nodes form a path from the root, drafting the emitted tokens
+                parent = -1
+                for k, node in enumerate(e.accepted):
+                    assert e.draft.parents[node] == parent and e.draft.tokens[node] == e.tokens[k]
+                    assert e.token_sources[k] & (SOURCE_DATASTORE | SOURCE_CONTEXT)
+                    assert e.token_sources[k] == int(e.draft.sources[node])
+                    parent = node
+                assert tree_attention_mask(e.draft).shape == (len(e.draft) + 1,) * 2
+            else:
+                assert e.accepted == () and e.draft_idx == ()
+            t = e.timings
+            assert min(t.retrieve_ms, t.tree_ms, t.forward_ms, t.accept_ms) >= 0
+            assert t.total_ms >= t.forward_ms > 0
+            assert t.total_ms == pytest.approx(t.retrieve_ms + t.tree_ms + t.forward_ms + t.accept_ms, rel=1e-6)
+            new += len(e.tokens)
+            drafted += len(e.accepted)
+            tot = e.totals
+            assert tot.new_tokens == new and tot.steps == i + 1 and tot.draft_tokens == drafted
+            assert tot.prompt_tokens == len(prompt) and tot.prefill_ms >= 0 and tot.elapsed_s > 0
+            assert tot.mean_generated_length == pytest.approx(new / (i + 1))
+        assert events[-1].finish_reason in ("eos", "length")
+
+
+def test_no_match_is_a_plain_step():
+    lm = tiny_loaded("llama")
+    store = Datastore.from_token_ids([[300 % 256] * 3], vocab_size=VOCAB_SIZE)  # matches almost nothing
+    engine = Engine(lm.model, lm.tokenizer, store)
+    prompt = [1, 2, 3]
+    cfg = GenerationConfig(max_new_tokens=5, retrieval=RetrievalConfig(n_min=2), draft=DraftConfig(c=4))
+    events = list(engine.generate(prompt, cfg))
+    assert [t for e in events for t in e.tokens] == _reference(lm.model, prompt, 5)
+    for e in events:
+        assert e.draft is None and len(e.tokens) == 1 and e.token_sources == (0,)
+
+
+def test_multi_turn_reuses_the_cache():
+    lm = tiny_loaded("llama")
+    calls = []
+    handle = lm.model.register_forward_pre_hook(lambda mod, args, kw: calls.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        engine = Engine(lm.model, lm.tokenizer, None)
+        turn1 = _prompts(1, seed=9)[0] + [10, 20, 30]
+        cfg = GenerationConfig(max_new_tokens=10, draft=DraftConfig(use_context=True))
+        first = collect(engine.generate(turn1, cfg)).token_ids
+        turn2 = turn1 + first + [40, 50, 60, 70]
+        calls.clear()
+        second = collect(engine.generate(turn2, cfg)).token_ids
+        # Only the new tokens (the last generated token + the new user turn, minus the root) were prefilled.
+        assert calls[0] == len(first[-1:]) + 4 - 1
+        assert second == _reference(lm.model, turn2, 10)
+        # A different conversation starts over (no shared prefix beyond chance).
+        calls.clear()
+        other = [99, 98, 97]
+        assert collect(engine.generate(other, cfg)).token_ids == _reference(lm.model, other, 10)
+    finally:
+        handle.remove()
+
+
+def test_context_limit_stops_with_length():
+    lm = tiny_loaded("llama", max_positions=40)
+    engine = Engine(lm.model, lm.tokenizer, None)
+    prompt = list(range(30))
+    res = collect(engine.generate(prompt, GenerationConfig(max_new_tokens=50, draft=DraftConfig(use_context=True))))
+    assert len(res.token_ids) == 10 and res.finish_reason == "length"
+    with pytest.raises(ValueError, match="context is 40 tokens"):
+        engine.generate(list(range(40)), GenerationConfig())
+
+
+def test_bad_input_errors_before_any_work():
+    lm = tiny_loaded("llama")
+    calls = []
+    handle = lm.model.register_forward_pre_hook(lambda *a, **k: calls.append(1))
+    try:
+        engine = Engine(lm.model, lm.tokenizer, None)
+        with pytest.raises(ValueError, match="empty"):
+            engine.generate([], GenerationConfig())
+        with pytest.raises(ValueError, match="vocabulary"):
+            engine.generate([1, VOCAB_SIZE + 5], GenerationConfig())
+        with pytest.raises(ValueError, match="token ids"):
+            engine.generate(["a", "b"], GenerationConfig())
+        with pytest.raises(ValueError, match="empty"):
+            engine.encode("", chat=False)
+        with pytest.raises(ValueError, match="empty"):
+            engine.encode("", chat=True)
+        with pytest.raises(ConfigError, match="max_new_tokens"):
+            GenerationConfig(max_new_tokens=0)
+        with pytest.raises(ConfigError, match="c \\(max draft tokens\\)"):
+            DraftConfig(c=0)
+        with pytest.raises(ConfigError, match="n_max"):
+            RetrievalConfig(n_min=5, n_max=3)
+        assert calls == []
+    finally:
+        handle.remove()
+
+
+def test_encode_chat_and_plain():
+    lm = tiny_loaded("llama")
+    engine = Engine(lm.model, lm.tokenizer, None)
+    assert lm.tokenizer.decode(engine.encode("hi", chat=True)) == "<|user|>hi\n<|assistant|>"
+    assert lm.tokenizer.decode(engine.encode("hi")) == "hi"
+    conv = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    assert lm.tokenizer.decode(engine.encode(conv)) == "<|user|>a\n<|assistant|>b\n<|user|>c\n<|assistant|>"
+
+
+def test_choose_budget_prefers_big_trees_only_when_they_pay():
+    from rest_core.trie import Trie
+
+    # A chain of 6 nodes every continuation follows (weight 10), plus 20 light leaves (weight 0.1).
+    parents = np.array([-1, 0, 1, 2, 3, 4] + [-1] * 20)
+    depths = np.array([1, 2, 3, 4, 5, 6] + [1] * 20)
+    weights = np.array([10.0] * 6 + [0.1] * 20)
+    weights[:1] = 12.0
+    trie = Trie(np.arange(26), parents, depths, weights, np.ones(26, np.uint8))
+    steep = CostCurve((1, 8, 64), (40.0, 65.0, 138.0))
+    flat = CostCurve((1, 64), (10.0, 10.5))
+    c_steep, _ = choose_budget(trie, 32, steep, 1.0, 1.0)
+    c_flat, _ = choose_budget(trie, 32, flat, 1.0, 1.0)
+    assert 1 <= c_steep <= c_flat
+    empty = Trie(*(np.empty(0, d) for d in (np.int64, np.int64, np.int64, np.float64, np.uint8)))
+    assert choose_budget(empty, 32, steep, 1.0, 1.0) == (0, 0.0)
