@@ -9,11 +9,8 @@ occurrences.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -22,10 +19,6 @@ from rest_core.config import RetrievalConfig
 from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
 
 PAD = -1  # continuation slot after a separator or past the end of the tokens
-
-# Samples of suffixes with at least this many occurrences are cached (see SampleCache).
-CACHE_MIN_OCCURRENCES = 1000
-CACHE_ENTRIES = 64  # at most K * m * 8 bytes each: 25 MB at the paper's K = 5000, m = 10
 
 
 @dataclass(frozen=True)
@@ -150,63 +143,6 @@ def even_sample(count: int, k: int) -> np.ndarray:
     return (np.arange(k, dtype=np.int64) * count) // k
 
 
-class SampleCache:
-    """A small LRU of the continuation samples of frequent suffixes.
-
-    The sample for a suffix-array range is always the same, and the ranges that are expensive
-    to sample (thousands of occurrences: one- and two-token suffixes such as a newline and an
-    indent) are also the ones that recur step after step: a hit replaces thousands of random
-    reads into the store by a dictionary lookup. Cached arrays are read-only.
-    """
-
-    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
-        self.entries = entries
-        self.hits = self.misses = 0
-        self._data: OrderedDict[Hashable, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> np.ndarray | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: np.ndarray) -> None:
-        value.flags.writeable = False
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.entries:
-                self._data.popitem(last=False)
-
-
-# One cache per open datastore, shared by the sources built on it (an engine makes a new
-# source per generation). Keyed by id() and checked through a weak reference, so a store
-# that is closed and garbage-collected never lends its samples to another one.
-_STORE_CACHES: dict[int, tuple[weakref.ref, SampleCache]] = {}
-_STORE_CACHES_LOCK = threading.Lock()
-
-
-def _cache_for(datastore: Any) -> SampleCache:
-    with _STORE_CACHES_LOCK:
-        found = _STORE_CACHES.get(id(datastore))
-        if found is not None and found[0]() is datastore:
-            return found[1]
-        try:
-            ref = weakref.ref(datastore)
-        except TypeError:  # an object without weak references: a cache of its own
-            return SampleCache()
-        for key in [k for k, (r, _) in _STORE_CACHES.items() if r() is None]:
-            del _STORE_CACHES[key]
-        cache = SampleCache()
-        _STORE_CACHES[id(datastore)] = (ref, cache)
-        return cache
-
-
 def _as_array(a: Any) -> np.ndarray:
     # A plain ndarray view of a memmap: numba and fancy indexing skip the subclass overhead.
     return np.asarray(a)
@@ -217,13 +153,11 @@ def search_shards(
     context: np.ndarray,
     cfg: RetrievalConfig,
     separator: int,
-    cache: SampleCache | None = None,
 ) -> tuple[int, int, np.ndarray]:
     """Longest suffix of `context` (length in [n_min, n_max]) occurring in any shard, and a
     fair sample of the continuations after its occurrences over all shards together.
 
     shards: (tokens, sa) pairs. Returns (n, occurrences, continuations (k, m) int64).
-    cache: where samples of frequent suffixes are kept (it must belong to these shards).
     """
     m = cfg.m
     ctx = np.asarray(context, dtype=np.int64).reshape(-1)
@@ -245,25 +179,17 @@ def search_shards(
     ranges = [(f[1], f[2]) if f[0] == n else (0, 0) for f in found]
     counts = np.array([hi - lo for lo, hi in ranges], dtype=np.int64)
     total = int(counts.sum())
-    key = None
-    if cache is not None and total >= CACHE_MIN_OCCURRENCES:
-        key = (n, tuple(ranges), cfg.max_matches, m, separator)
-        hit = cache.get(key)
-        if hit is not None:
-            return n, total, hit
     picks = even_sample(total, cfg.max_matches)  # offsets into the union, shard after shard
     out = np.full((picks.shape[0], m), PAD, dtype=np.int64)
     if len(shards) == 1:
         _gather(shards[0][0], shards[0][1], picks + ranges[0][0], n, separator, out)
-    else:
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        cut = np.searchsorted(picks, bounds)
-        for i, (tokens, sa) in enumerate(shards):
-            a, b = cut[i], cut[i + 1]
-            if b > a:
-                _gather(tokens, sa, picks[a:b] - bounds[i] + ranges[i][0], n, separator, out[a:b])
-    if key is not None:
-        cache.put(key, out)
+        return n, total, out
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    cut = np.searchsorted(picks, bounds)
+    for i, (tokens, sa) in enumerate(shards):
+        a, b = cut[i], cut[i + 1]
+        if b > a:
+            _gather(tokens, sa, picks[a:b] - bounds[i] + ranges[i][0], n, separator, out[a:b])
     return n, total, out
 
 
@@ -283,7 +209,6 @@ class DatastoreSource:
         self.weight = float(weight)
         self.separator = int(datastore.separator)
         self._shards = [(_as_array(s.tokens), _as_array(s.sa)) for s in datastore.shards]
-        self.cache = _cache_for(datastore)
 
     def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
         """Nothing to do: the datastore does not depend on the context."""
@@ -293,7 +218,7 @@ class DatastoreSource:
 
     def retrieve(self, context_ids: Sequence[int] | np.ndarray) -> Retrieved:
         ctx = np.asarray(context_ids, dtype=np.int64).reshape(-1)
-        n, count, conts = search_shards(self._shards, ctx, self.cfg, self.separator, self.cache)
+        n, count, conts = search_shards(self._shards, ctx, self.cfg, self.separator)
         suffix = tuple(int(t) for t in ctx[ctx.shape[0] - n :]) if n else ()
         return Retrieved(self.bit, n, suffix, count, conts, self.weight)
 

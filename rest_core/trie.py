@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Hashable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -168,45 +166,6 @@ def empty_trie() -> Trie:
     )
 
 
-class _Memo:
-    """A small LRU for results computed from large read-only inputs, keyed by the inputs'
-    id(). Each entry keeps its inputs alive, so an id cannot be reused while it is cached."""
-
-    def __init__(self, entries: int) -> None:
-        self.entries = entries
-        self._data: OrderedDict[Hashable, tuple[Any, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            found = self._data.get(key)
-            if found is None:
-                return None
-            self._data.move_to_end(key)
-            return found[1]
-
-    def put(self, key: Hashable, keep_alive: Any, value: Any) -> None:
-        with self._lock:
-            self._data[key] = (keep_alive, value)
-            self._data.move_to_end(key)
-            while len(self._data) > self.entries:
-                self._data.popitem(last=False)
-
-
-# Large samples come back read-only from the datastore's sample cache (the same array for a
-# recurring frequent suffix), so the trie built from one, and its top-c selections, are
-# reused as well. Tries from this memo are read-only.
-MEMO_MIN_ROWS = 1000
-_TRIES = _Memo(16)
-_TOP_C = _Memo(64)
-
-
-def _freeze(trie: Trie) -> Trie:
-    for a in (trie.tokens, trie.parents, trie.depths, trie.weights, trie.sources):
-        a.flags.writeable = False
-    return trie
-
-
 def build_trie(retrieved: Sequence["Retrieved"]) -> Trie:
     """Merge the continuations of several sources into one weighted trie.
 
@@ -216,22 +175,8 @@ def build_trie(retrieved: Sequence["Retrieved"]) -> Trie:
     parts = [r for r in retrieved if r.continuations.shape[0]]
     if not parts:
         return empty_trie()
-    if len(parts) == 1 and parts[0].continuations.shape[0] >= MEMO_MIN_ROWS and not parts[0].continuations.flags.writeable:
-        one = parts[0]
-        key = (id(one.continuations), float(one.weight), int(one.source_bit))
-        trie = _TRIES.get(key)
-        if trie is None:
-            trie = _freeze(_build_from(parts))
-            _TRIES.put(key, one.continuations, trie)
-        return trie
-    return _build_from(parts)
-
-
-def _build_from(parts: list["Retrieved"]) -> Trie:
     if len(parts) == 1:
-        rows = parts[0].continuations
-        # The kernels take writable arrays (a read-only one would be compiled a second time).
-        rows = np.array(rows, dtype=np.int64) if not rows.flags.writeable else np.ascontiguousarray(rows, dtype=np.int64)
+        rows = np.ascontiguousarray(parts[0].continuations, dtype=np.int64)
     else:
         m = max(r.continuations.shape[1] for r in parts)
         rows = np.full((sum(r.continuations.shape[0] for r in parts), m), -1, dtype=np.int64)
@@ -362,24 +307,16 @@ def select_top_c(trie: Trie, c: int) -> np.ndarray:
         raise ValueError(f"c must be >= 0, got {c}")
     if len(trie) == 0 or c == 0:
         return np.empty(0, np.int64)
-    if trie.parents.flags.writeable:
-        return _top_c(trie.parents, trie.weights, int(c))
-    key = (id(trie), int(c))  # a trie from the memo of build_trie
-    idx = _TOP_C.get(key)
-    if idx is None:
-        idx = _top_c(np.array(trie.parents), np.array(trie.weights), int(c))
-        idx.flags.writeable = False
-        _TOP_C.put(key, trie, idx)
-    return idx
+    return _top_c(trie.parents, trie.weights, int(c))
 
 
 @jit
-def _remap_parents(old_parents: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """The parents old_parents of the nodes idx (sorted, unique) as positions in idx; -2 where
-    the parent is not among them."""
+def _remap_parents(parents: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Parents of the nodes idx (sorted, unique) as positions in idx; -2 where the parent is
+    not among them."""
     out = np.empty(idx.shape[0], np.int64)
     for i in range(idx.shape[0]):
-        p = old_parents[i]
+        p = parents[idx[i]]
         if p < 0:
             out[i] = -1
         else:
@@ -391,14 +328,14 @@ def _remap_parents(old_parents: np.ndarray, idx: np.ndarray) -> np.ndarray:
 def subtree(trie: Trie, idx: np.ndarray | Sequence[int]) -> Trie:
     """The nodes `idx` (which must include every selected node's parent) as a Trie of their own,
     in BFS order with parents remapped."""
-    idx = np.array(idx, dtype=np.int64).reshape(-1)  # a (small) writable copy for the kernel
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
     if idx.size > 1 and not np.all(idx[1:] > idx[:-1]):
         idx = np.unique(idx)
     if idx.size == 0:
         return empty_trie()
     if idx[0] < 0 or idx[-1] >= len(trie):
         raise IndexError(f"node index out of range for a trie of {len(trie)} nodes")
-    new_parents = _remap_parents(trie.parents[idx], idx)
+    new_parents = _remap_parents(trie.parents, idx)
     if new_parents.min() < -1:
         raise ValueError("subtree: the selected nodes are not connected (a parent is missing)")
     return Trie(trie.tokens[idx], new_parents, trie.depths[idx], trie.weights[idx], trie.sources[idx])

@@ -256,39 +256,3 @@ def test_warm_up_runs():
     from rest_core.retrieval import warm_up
 
     warm_up()
-
-
-def frequent_store(values: int, seed_offset: int = 0):
-    from rest_core.datastore import Datastore
-
-    docs = [[0, (i + seed_offset) % values + 1] for i in range(3000)]
-    return Datastore.from_token_ids(docs, vocab_size=values + 1)
-
-
-def test_frequent_suffix_samples_are_cached_read_only():
-    store = frequent_store(20)
-    cfg = RetrievalConfig(n_max=1, m=2, max_matches=100)
-    source = DatastoreSource(store, cfg)
-    first = source.retrieve([0])
-    assert first.occurrences == 3000  # >= CACHE_MIN_OCCURRENCES
-    again = DatastoreSource(store, cfg).retrieve([0])  # a new source on the same store shares it
-    assert again.continuations is first.continuations
-    assert not first.continuations.flags.writeable
-    shards = [(np.asarray(s.tokens), np.asarray(s.sa)) for s in store.shards]
-    _, _, uncached = search_shards(shards, np.array([0]), cfg, store.separator)
-    assert np.array_equal(uncached, first.continuations)
-    # Another K is another sample.
-    other = DatastoreSource(store, RetrievalConfig(n_max=1, m=2, max_matches=50)).retrieve([0])
-    assert other.continuations.shape == (50, 2)
-
-
-def test_sample_cache_is_per_store():
-    import gc
-
-    cfg = RetrievalConfig(n_max=1, m=1, max_matches=30)
-    for offset in range(4):  # stores come and go; a recycled id() must not lend old samples
-        store = frequent_store(7 + offset)
-        got = DatastoreSource(store, cfg).retrieve([0])
-        assert sorted(set(got.continuations[:, 0].tolist())) == list(range(1, 8 + offset))
-        del store
-        gc.collect()

@@ -154,25 +154,3 @@ def test_subtree_remaps_parents_and_rejects_gaps():
         subtree(trie, [0, 4])  # 1-2-3 without its parent 1-2
     with pytest.raises(IndexError):
         subtree(trie, [0, 99])
-
-
-def test_read_only_samples_reuse_their_trie_and_selection():
-    rng = np.random.default_rng(5)
-    rows = random_rows(rng, 1500, 6, 3)
-    rows = rows[np.lexsort(np.where(rows < 0, 10**9, rows).T[::-1])]
-    frozen = rows.copy()
-    frozen.flags.writeable = False
-    a = build_trie([Retrieved(1, 1, (0,), 1500, frozen, 0.5)])
-    b = build_trie([Retrieved(1, 1, (0,), 1500, frozen, 0.5)])  # the same array: the same trie
-    assert a is b and not a.weights.flags.writeable
-    fresh = build_trie([retrieved(rows, 1, 0.5)])
-    assert fresh is not a
-    for x, y in zip((a.tokens, a.parents, a.depths, a.weights, a.sources),
-                    (fresh.tokens, fresh.parents, fresh.depths, fresh.weights, fresh.sources)):
-        assert np.array_equal(x, y)
-    assert build_trie([Retrieved(1, 1, (0,), 1500, frozen, 2.0)]) is not a  # another weight
-    for c in (1, 16, 64):
-        assert np.array_equal(select_top_c(a, c), select_top_c(fresh, c))
-        assert select_top_c(a, c) is select_top_c(a, c)
-    sub = subtree(a, select_top_c(a, 16))
-    assert sub.parents.flags.writeable and len(sub) == 16
