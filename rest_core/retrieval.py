@@ -265,17 +265,30 @@ class ContextSource:
             self._buf = grown
         self._buf[self._len : need] = new
         ids, ends, n_max = self._ids, self._ends, self.cfg.n_max
-        for t in new:
-            ids.append(t)
-            end = len(ids)
-            window = tuple(ids[max(0, end - n_max) :])
-            for n in range(1, len(window) + 1):
-                key = window[-n:]
-                found = ends.get(key)
-                if found is None:
-                    ends[key] = [end]
-                else:
-                    found.append(end)
+        start = len(ids)
+        ids.extend(new)
+        if len(new) <= n_max:  # a decoding step: index the few new tokens one by one
+            for end in range(start + 1, need + 1):
+                window = tuple(ids[max(0, end - n_max) : end])
+                for n in range(1, len(window) + 1):
+                    key = window[-n:]
+                    found = ends.get(key)
+                    if found is None:
+                        ends[key] = [end]
+                    else:
+                        found.append(end)
+        else:  # a prompt: one n at a time, `zip` over shifted slices makes the keys in C
+            for n in range(1, n_max + 1):
+                first = max(start + 1, n)  # the first end position e (ids[e - n:e]) to index
+                if first > need:
+                    break
+                shifted = [ids[first - n + i : need - n + i + 1] for i in range(n)]
+                for end, key in enumerate(zip(*shifted), first):
+                    found = ends.get(key)
+                    if found is None:
+                        ends[key] = [end]
+                    else:
+                        found.append(end)
         self._len = need
 
     def _sync(self, ctx: np.ndarray) -> None:

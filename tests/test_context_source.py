@@ -73,3 +73,21 @@ def test_most_recent_first_and_cap():
     got = source.retrieve([0, 1, 0, 2, 0, 3, 0])
     assert got.occurrences == 3
     assert got.continuations.tolist() == [[3], [2]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bulk_and_token_by_token_indexing_agree(seed):
+    rng = np.random.default_rng(50 + seed)
+    cfg = RetrievalConfig(n_max=int(rng.integers(1, 6)), m=3)
+    ids = rng.integers(0, 4, 120).tolist()
+    bulk = ContextSource(cfg)
+    bulk.reset(ids[:40])  # more than n_max tokens at once: the bulk path
+    bulk.extend(ids[40:])
+    step = ContextSource(cfg)
+    for t in ids:
+        step.extend([t])
+    assert bulk._ends == step._ends
+    for cut in range(1, 121, 7):
+        got = bulk.retrieve(ids[:cut])  # (re-indexes when the context is not a continuation)
+        n, count, rows = brute_force(ids[:cut], cfg)
+        assert (got.suffix_len, got.occurrences, got.continuations.tolist()) == (n, count, rows)
