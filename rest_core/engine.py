@@ -26,6 +26,7 @@ from rest_core.sampling import Uniforms, accept
 from rest_core.trie import Trie
 
 MATCH_SAMPLE_ROWS = 8  # continuations kept per source in an event (for display)
+_EMPTY_DRAFT = Trie(*(np.empty(0, dt) for dt in (np.int64, np.int64, np.int64, np.float64, np.uint8)))
 
 
 # --- results --------------------------------------------------------------------------------
@@ -79,7 +80,11 @@ class CostCurve:
 
 
 def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 3) -> CostCurve:
-    """Time forwards of 1, 2, 4, ... >= max_q tokens after a `context_len`-token cache."""
+    """Time forwards of 1, 2, 4, ... >= max_q tokens after a `context_len`-token cache.
+
+    Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
+    and makes the curve non-decreasing in q.
+    """
     from transformers import DynamicCache
 
     device = model.get_input_embeddings().weight.device
@@ -105,8 +110,8 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 3)
                 if rep:  # the first run warms up
                     times.append(1000 * (time.perf_counter() - t0))
                 _truncate(cache, context_len)
-            ms.append(float(np.median(times)))
-    return CostCurve(tuple(sizes), tuple(ms))
+            ms.append(min(times))
+    return CostCurve(tuple(sizes), tuple(np.maximum.accumulate(ms).tolist()))
 
 
 def choose_budget(
@@ -174,6 +179,7 @@ class Engine:
         self.max_positions = _max_positions(model.config)
         self.stop_ids = _stop_ids(model, tokenizer)
         self._mask_kind = _mask_kind(model)
+        self._sliding_window = _sliding_window(model.config)
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._cost_curve = cost_curve
@@ -444,6 +450,8 @@ class Engine:
 
     def _forward_plain(self, root: int, cache) -> torch.Tensor:
         """(1, V) logits for the root alone: the same call a plain decoding step makes."""
+        if self._sliding_window:  # our full-length cache needs our own sliding-window mask
+            return self._forward_tree(root, _EMPTY_DRAFT, cache, _cache_length(cache))
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([[root]], device=self.device), **_cache_kw(self.model, cache))
         return out.logits[0]
@@ -455,7 +463,8 @@ class Engine:
         ids = torch.tensor([[root, *draft.tokens.tolist()]], device=self.device)
         with torch.inference_mode():
             out = _forward(
-                self.model, ids, cache, cache_len, tree_attention_mask(draft), position_offsets(draft), self._mask_kind
+                self.model, ids, cache, cache_len, tree_attention_mask(draft), position_offsets(draft),
+                self._mask_kind, self._sliding_window,
             )
         return out.logits[0]
 
@@ -490,20 +499,51 @@ class _Context:
         return self._buf[: self._n]
 
 
-def _forward(model, ids: torch.Tensor, cache, cache_len: int, tree_mask: np.ndarray, offsets: np.ndarray, mask_kind: str):
+def _forward(
+    model,
+    ids: torch.Tensor,
+    cache,
+    cache_len: int,
+    tree_mask: np.ndarray,
+    offsets: np.ndarray,
+    mask_kind: str,
+    sliding_window: int | None = None,
+):
     """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask:
-    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets."""
+    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models that mix full
+    and sliding-window layers get one mask per layer type."""
     device = ids.device
     q = ids.shape[1]
     allowed = torch.ones((1, 1, q, cache_len + q), dtype=torch.bool, device=device)
     allowed[0, 0, :, cache_len:] = torch.from_numpy(tree_mask).to(device)
-    if mask_kind == "bool":
-        mask = allowed
-    else:  # eager attention adds the mask to the scores
-        dtype = next(model.parameters()).dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(~allowed, torch.finfo(dtype).min)
-    positions = torch.from_numpy(offsets + cache_len).to(device).unsqueeze(0)
+    positions = torch.from_numpy(offsets + cache_len).to(device).unsqueeze(0)  # (1, q)
+    mask: Any = _as_mask(model, allowed, mask_kind)
+    if sliding_window:
+        key_pos = torch.cat([torch.arange(cache_len, device=device), positions[0]])  # (cache_len + q,)
+        near = (positions[0, :, None] - key_pos[None, :]) < sliding_window  # (q, cache_len + q)
+        mask = {"full_attention": mask, "sliding_attention": _as_mask(model, allowed & near, mask_kind)}
     return model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, cache))
+
+
+def _as_mask(model, allowed: torch.Tensor, mask_kind: str) -> torch.Tensor:
+    if mask_kind == "bool":
+        return allowed
+    # eager attention adds the mask to the scores
+    dtype = next(model.parameters()).dtype
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
+
+
+def _cache_length(cache) -> int:
+    layer = cache.layers[0] if cache.layers else None
+    return 0 if layer is None or layer.keys is None else int(layer.keys.shape[-2])
+
+
+def _sliding_window(config) -> int | None:
+    """The window of models that mix full and sliding-window attention layers (e.g. Gemma 3)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    types = getattr(text, "layer_types", None) or ()
+    window = getattr(text, "sliding_window", None)
+    return int(window) if window and "sliding_attention" in types else None
 
 
 def _commit(cache, cache_len: int, rows: Sequence[int]) -> None:

@@ -103,6 +103,20 @@ def test_auto_budget_equals_generate(setup):
     assert len(set(budgets)) > 1  # chosen per step
 
 
+def test_sliding_window_model_equals_generate():
+    """Gemma-3-like layers with an 8-token window: sequences well past the window need the
+    per-layer-type masks (a single full mask gives different tokens)."""
+    lm = tiny_loaded("gemma3")
+    prompts = _prompts(5, seed=4)
+    refs = [_reference(lm.model, p, 30) for p in prompts]
+    engine = Engine(lm.model, lm.tokenizer, Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], VOCAB_SIZE))
+    assert engine._sliding_window == 8
+    for method in ("ar", "rest"):
+        cfg = GenerationConfig(method=method, max_new_tokens=30, draft=DraftConfig(c=8, use_context=True))
+        for prompt, ref in zip(prompts, refs):
+            assert collect(engine.generate(prompt, cfg)).token_ids == ref
+
+
 def test_eos_stops_like_generate():
     lm = tiny_loaded("llama")
     store_docs, hits = [], 0

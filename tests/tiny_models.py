@@ -22,7 +22,7 @@ import torch
 
 from rest_core.models import LoadedModel
 
-ARCHITECTURES = ("llama", "qwen2", "gpt2")
+ARCHITECTURES = ("llama", "qwen2", "gpt2", "gemma3")  # gemma3: sliding-window layers (window 8)
 
 N_BYTES = 256
 EOS_ID = 256  # "<|endoftext|>"
@@ -66,7 +66,16 @@ def tiny_model(
     max_positions: int = 512,
 ):
     """A tiny random decoder-only LM over the tiny tokenizer's vocabulary, in eval mode."""
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     common = dict(vocab_size=VOCAB_SIZE, bos_token_id=EOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID)
     if arch == "llama":
@@ -89,6 +98,16 @@ def tiny_model(
             n_embd=hidden, n_layer=layers, n_head=4, n_positions=max_positions, initializer_range=0.3, **common
         )
         cls = GPT2LMHeadModel
+    elif arch == "gemma3":
+        # Alternating sliding-window (8 tokens) and full layers, like Gemma 3: exercises the
+        # per-layer-type masks once a sequence is longer than the window.
+        config = Gemma3TextConfig(
+            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2 * layers,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"] * layers, max_position_embeddings=max_positions,
+            tie_word_embeddings=False, **common,
+        )
+        cls = Gemma3ForCausalLM
     else:
         raise ValueError(f"unknown tiny architecture {arch!r}; choose from {ARCHITECTURES}")
     config._attn_implementation = "sdpa"
