@@ -140,6 +140,7 @@ def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from rest_core._jit import HAVE_NUMBA
     from rest_core.config import RetrievalConfig
     from rest_core.datastore import Datastore
     from rest_core.models import load_tokenizer
@@ -181,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
             "m": args.m,
             "n_min": args.n_min,
             "n_max": args.n_max,
+            "compiled": HAVE_NUMBA,  # False: the kernels ran as plain Python (numba missing)
         }
     )
     if args.json:
@@ -190,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"datastore   {args.datastore}: {result['tokens']:,} tokens in {result['shards']} shard(s), "
           f"{gib:.2f} GiB on disk, built in {result['build_seconds']} s, opened (with tokenizer) in {open_s:.2f} s")
     print(f"replay      {args.corpus}, sources {'+'.join(result['sources'])}, K={args.max_matches} "
-          f"m={args.m} c={args.c} n={args.n_min}..{args.n_max}, {result['steps']} steps")
+          f"m={args.m} c={args.c} n={args.n_min}..{args.n_max}, {result['steps']} steps"
+          + ("" if HAVE_NUMBA else " (numba missing: kernels run as plain Python)"))
     print(f"per step    p50 {result['p50_ms']:.3f} ms   p90 {result['p90_ms']:.3f} ms   "
           f"p99 {result['p99_ms']:.3f} ms   mean {result['mean_ms']:.3f} ms   max {result['max_ms']:.3f} ms")
     print(f"cpu time    p50 {result['cpu_p50_ms']:.3f} ms   mean {result['cpu_mean_ms']:.3f} ms (this thread only)")
