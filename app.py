@@ -413,6 +413,7 @@ def respond(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
     run = session.run = Run(engine, prompt_ids, config)
     view = session.view
     status = status_html(render.esc(note), "warn") if note else ""
+    yield (chat_html(session), render.stats_html([]), gr.skip(), gr.skip(), _slider(session, True), status, session, "")
     last_text = last_fig = 0.0
     try:
         while True:
@@ -543,13 +544,20 @@ def compare(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
         yield gr.skip(), gr.skip(), status_html(render.esc(str(exc)), "err")
 
 
-def refresh_stores(current: str | None) -> tuple:
-    """Page load and timer: datastore choices and the build banner."""
+def refresh_stores(current: str | None, keep_none: bool = True) -> tuple:
+    """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
     names = RUNTIME.store_names()
     choices = names + [NO_STORE]
-    value = current if current in choices else (names[0] if names else NO_STORE)
-    banner = status_html(BUILDS.message(), "info") if BUILDS.message() else ""
+    keep = current in names or (keep_none and current == NO_STORE)
+    value = current if keep else (names[0] if names else NO_STORE)
+    message = BUILDS.message()
+    banner = status_html(message, "info") if message else ""
     return gr.update(choices=choices, value=value), banner, gr.update(active=BUILDS.active)
+
+
+def on_load(current: str | None) -> tuple:
+    """Page load: the first built store is the default choice."""
+    return refresh_stores(current, keep_none=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -623,19 +631,19 @@ def build_demo() -> gr.Blocks:
                 gr.Markdown("### Settings")
                 store = gr.Dropdown([NO_STORE], value=NO_STORE, label="Datastore", info="built stores found in the datastores folder", elem_id="store")
                 use_ds = gr.Checkbox(True, label="Draft from the datastore")
-                use_ctx = gr.Checkbox(True, label="Draft from the conversation (context)")
+                use_ctx = gr.Checkbox(True, label="Draft from the conversation (context)", elem_id="use-context")
                 with gr.Row():
                     ds_w = gr.Number(_default("datastore_weight"), label="datastore weight", minimum=0, step=0.25, min_width=100)
                     ctx_w = gr.Number(_default("context_weight"), label="context weight", minimum=0, step=0.25, min_width=100)
-                c = gr.Slider(1, 128, value=_default("c"), step=1, label="c: draft tokens verified per step")
+                c = gr.Slider(1, 128, value=_default("c"), step=1, label="c: draft tokens verified per step", elem_id="c")
                 budget = gr.Radio(["fixed", "auto"], value=_default("budget"), label="draft budget", info="auto picks c per step from the measured cost")
-                n_max = gr.Slider(1, 32, value=_default("n_max"), step=1, label="n_max: longest suffix tried")
-                n_min = gr.Slider(1, 16, value=_default("n_min"), step=1, label="n_min: shortest suffix tried")
+                n_max = gr.Slider(1, 32, value=_default("n_max"), step=1, label="n_max: longest suffix tried", elem_id="n-max")
+                n_min = gr.Slider(1, 16, value=_default("n_min"), step=1, label="n_min: shortest suffix tried", elem_id="n-min")
                 m = gr.Slider(1, 32, value=_default("m"), step=1, label="m: continuation length")
                 K = gr.Number(_default("max_matches"), label="K: max matches used", minimum=1, step=100, precision=0)
                 temperature = gr.Slider(0, 2, value=_default("temperature"), step=0.05, label="temperature (0 = greedy)")
                 top_p = gr.Slider(0.05, 1, value=_default("top_p"), step=0.05, label="top-p")
-                max_new = gr.Slider(16, 1024, value=256, step=16, label="max new tokens")
+                max_new = gr.Slider(16, 1024, value=256, step=16, label="max new tokens", elem_id="max-new")
         timer = gr.Timer(3, active=False)
 
         knobs = [store, n_max, n_min, c, m, K, budget, use_ds, use_ctx, ds_w, ctx_w, temperature, top_p, max_new]
@@ -646,7 +654,7 @@ def build_demo() -> gr.Blocks:
         stop_btn.click(stop, [session], [chat, stats, trie, inspector, step, banner, session], cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
         clear_btn.click(clear, None, [chat, stats, trie, inspector, step, banner, session, box, compare_out, speed], cancels=[send_ev, submit_ev], concurrency_limit=None)
         step.change(replay, [step, session], [trie, inspector], concurrency_limit=None)
-        demo.load(refresh_stores, [store], [store, banner, timer])
+        demo.load(on_load, [store], [store, banner, timer])
         timer.tick(refresh_stores, [store], [store, banner, timer])
     return demo
 

@@ -454,10 +454,10 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     trie = event.trie
     assert trie is not None
     tok = [int(trie.tokens[t]) for t in view.nodes]
-    labels = [visible(token_text(tokenizer, t)) for t in tok]
+    labels = [visible(token_text(tokenizer, t), 7) for t in tok]
     w = trie.weights[view.nodes]
     wmax = float(max(w.max(), 1e-9))
-    sizes = 9 + 19 * np.sqrt(w / wmax)
+    sizes = 8 + 14 * np.sqrt(w / wmax)
     srcs = trie.sources[view.nodes]
 
     def hover(k: int) -> str:
@@ -499,8 +499,8 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
             y=view.y[idx].tolist(),
             mode="markers+text",
             text=[labels[k] for k in idx],
-            textposition="middle right",
-            textfont=dict(size=11, color=marker.pop("textcolor", "#111827")),
+            textposition="top center",
+            textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
             hovertext=[hover(k) for k in idx],
             hoverinfo="text",
             name=name,
@@ -517,12 +517,12 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
 
     # The model's own token that closes the step.
     if view.model_token is not None:
-        label = visible(token_text(tokenizer, view.model_token))
+        label = visible(token_text(tokenizer, view.model_token), 7)
         px, py = parent_xy(view.model_parent_pos)
         if view.model_in_trie_pos >= 0:
             mx, my = float(view.x[view.model_in_trie_pos]), float(view.y[view.model_in_trie_pos])
         else:
-            mx, my = px + 1, py
+            mx, my = px + 1, py - 0.5  # between rows, clear of the rejected draft child
         data.append(dict(type="scatter", x=[px, mx], y=[py, my], mode="lines", line=dict(color=MODEL_COLOR, width=1.5, dash="dash"), hoverinfo="skip", showlegend=False))
         data.append(
             dict(
@@ -531,8 +531,8 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
                 y=[my],
                 mode="markers+text",
                 text=[label],
-                textposition="middle right",
-                textfont=dict(size=11, color=MODEL_COLOR),
+                textposition="bottom center",
+                textfont=dict(size=10, color=MODEL_COLOR),
                 marker=dict(symbol="star", size=15, color=MODEL_COLOR),
                 name="model's own token",
                 hovertext=[f"<b>{esc(visible(token_text(tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"],
@@ -544,7 +544,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     )
 
     rows = max(1.0, float(-view.y.min()) + 1) if len(view.y) else 1.0
-    height = int(min(560, max(260, 24 * rows + 90)))
+    height = int(min(600, max(260, 34 * rows + 100)))
     max_depth = float(view.x.max()) + (1 if view.model_token is not None else 0)
     shown = len(view.nodes)
     title = (
@@ -556,8 +556,8 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
         title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),
         height=height,
         margin=dict(l=10, r=10, t=36, b=10),
-        xaxis=dict(visible=False, range=[-0.4, max_depth + 1.2]),
-        yaxis=dict(visible=False),
+        xaxis=dict(visible=False, range=[-0.5, max_depth + 0.6], fixedrange=True),
+        yaxis=dict(visible=False, range=[float(view.y.min()) - 0.9, float(view.y.max()) + 0.7], fixedrange=True),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
         legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),

@@ -196,9 +196,11 @@ def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):
     (tmp_path / "half-built").mkdir()
     rt = app.Runtime(app.Settings(datastores=tmp_path))
     monkeypatch.setattr(app, "RUNTIME", rt)
-    dropdown, banner, timer = app.refresh_stores(None)
+    dropdown, banner, timer = app.on_load(app.NO_STORE)
     assert dropdown["choices"] == ["chat", "mine", app.NO_STORE]
-    assert dropdown["value"] == "chat"
+    assert dropdown["value"] == "chat"  # the first built store by default
+    assert app.refresh_stores(app.NO_STORE)[0]["value"] == app.NO_STORE  # a user's choice is kept
+    assert app.refresh_stores("mine")[0]["value"] == "mine"
 
 
 def test_settings_from_flags_and_env(monkeypatch, tmp_path):

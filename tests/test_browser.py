@@ -1,0 +1,182 @@
+"""End to end in a real browser: the app on the embedded default model (with a small chat
+datastore built for the test), driven by headless Debian Chromium through Python Playwright.
+
+Skips only when Chromium or Playwright is missing (.ci/run installs Chromium). Screenshots go to
+artifacts/ (ignored by git).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")) if p and os.path.exists(p)), None)
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic",
+]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not found (apt-get install chromium; .ci/run does it)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the app exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"the app did not answer at {url} within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    tmp = Path(tempfile.mkdtemp(prefix="rest-e2e-"))
+    stores = tmp / "datastores"
+    # A small chat store (a few hundred conversations), so the test never builds the 69M-token default.
+    subprocess.run(
+        [sys.executable, "-m", "rest_core", "datastore", "build", "--source", "chat", "--out", str(stores / "chat"), "--limit-docs", "300", "--quiet"],
+        cwd=ROOT, check=True, timeout=300,
+    )
+    port = free_port()
+    log = open(tmp / "app.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "app.py", "--no-build", "--host", "127.0.0.1", "--port", str(port), "--datastores", str(stores), "--device", "cpu"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/", proc, timeout=180)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        text = (tmp / "app.log").read_text(errors="replace")
+        assert "Traceback" not in text, text[-3000:]
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
+    profile = tempfile.mkdtemp(prefix="rest-e2e-chromium-")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport={"width": 1366, "height": 800}
+        )
+        pg = browser.new_page()
+        pg.goto(app_url)
+        pg.wait_for_selector("#prompt textarea", timeout=60_000)
+        yield pg
+        browser.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def set_slider(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def wait_idle(page, timeout_s: float) -> None:
+    """Until the answer has finished streaming (the live badge is gone)."""
+    page.wait_for_selector("#stats .stat", timeout=timeout_s * 1000)
+    page.wait_for_selector("#stats .live", state="detached", timeout=timeout_s * 1000)
+
+
+def shot(page, name: str, full: bool = True) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full)
+    return path
+
+
+def test_stream_highlight_trie_compare_and_stop(page):
+    # The default store is chosen on load; a short answer keeps the test quick on a CPU.
+    page.wait_for_function("document.querySelector('#store input') && document.querySelector('#store input').value === 'chat'", timeout=30_000)
+    set_slider(page, "max-new", 48)
+    page.fill("#prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
+    page.click("#send")
+    page.wait_for_function("document.querySelector('#prompt textarea').value === ''", timeout=60_000)  # sent: box cleared
+
+    # Streams: tokens appear while the live badge is still there, then the answer completes.
+    page.wait_for_selector("#chat .msg.bot .tok", timeout=180_000)
+    wait_idle(page, 180)
+    n_tokens = page.locator("#chat .msg.bot .tok").count()
+    n_drafted = page.locator("#chat .msg.bot .tok.d").count()
+    assert n_tokens > 5
+    assert n_drafted > 0, "no accepted draft token highlighted in a repetitive answer"
+    title = page.locator("#chat .msg.bot .tok.d").first.get_attribute("title")
+    assert re.search(r"step \d+ · drafted by (datastore|context)", title) and "accepted this step" in title
+
+    # The draft tree figure of the last step and the inspector.
+    page.wait_for_selector("#trie .js-plotly-plot", timeout=30_000)
+    assert "Step" in page.inner_text("#trie")
+    assert "Step" in page.inner_text("#inspector")
+
+    # Clicking a drafted token shows its step in the inspector (assets/app.js).
+    tok = page.locator("#chat .msg.bot .tok.d").first
+    step = int(tok.get_attribute("data-step")) + 1
+    if page.locator("#step-slider").is_visible():
+        tok.click()
+        page.wait_for_function(
+            f"document.querySelector('#inspector').innerText.includes('Step {step} of')", timeout=30_000
+        )
+    shot(page, "e2e_laptop_answer")
+
+    # Compare with plain decoding: a speedup figure and, greedy, identical outputs.
+    page.click("#compare")
+    page.wait_for_selector("#speedup-value", timeout=300_000)
+    speedup = float(page.inner_text("#speedup-value").rstrip("×"))
+    assert speedup > 0
+    assert "identical output" in page.inner_text("#compare-out")
+    shot(page, "e2e_laptop_compare")
+
+    # Stop during a long answer: it halts at once and keeps what was written.
+    set_slider(page, "max-new", 1024)
+    page.fill("#prompt textarea", "Write a long, detailed essay about the history of computing, from the abacus to today.")
+    page.click("#send")
+    page.wait_for_function(
+        "document.querySelectorAll('#chat .msg.bot').length === 2"
+        " && document.querySelectorAll('#chat .msg.bot:last-child .tok').length >= 3",
+        timeout=180_000,
+    )
+    page.click("#stop")
+    page.wait_for_selector("#chat .msg.bot:last-child .note", timeout=10_000)
+    note = page.inner_text("#chat .msg.bot:last-child .note")
+    assert re.search(r"stopped after [1-9]\d* tokens", note), note
+    count = page.locator("#chat .msg.bot:last-child .tok").count()
+    time.sleep(2)
+    assert page.locator("#chat .msg.bot:last-child .tok").count() == count  # nothing streams after Stop
+    assert page.locator("#stats .live").count() == 0
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    time.sleep(0.5)
+    shot(page, "e2e_phone", full=False)
+    page.set_viewport_size({"width": 1366, "height": 800})
