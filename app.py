@@ -476,7 +476,7 @@ def clear() -> tuple:
         session,
         "",
         "",
-        None,
+        gr.update(value=None, visible=False),
     )
 
 
@@ -538,7 +538,7 @@ def compare(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
             yield gr.skip(), gr.skip(), status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…")
         cmp = render.compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
         done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
-        yield render.comparison_html(cmp), render.speed_figure(results["rest"], results["ar"]), status_html(render.esc(done))
+        yield render.comparison_html(cmp), gr.update(value=render.speed_figure(results["rest"], results["ar"]), visible=True), status_html(render.esc(done))
     except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:
         log.warning("compare failed: %s", exc)
         yield gr.skip(), gr.skip(), status_html(render.esc(str(exc)), "err")
@@ -598,6 +598,14 @@ def _default(name: str) -> Any:
     }[name]
 
 
+# System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
+THEME = gr.themes.Soft(
+    primary_hue="blue",
+    font=["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"],
+    font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
+)
+
+
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="REST speculative decoding") as demo:
         session = gr.State(Session())
@@ -626,7 +634,7 @@ def build_demo() -> gr.Blocks:
                     )
                     compare_btn = gr.Button("Compare with plain decoding", elem_id="compare")
                     compare_out = gr.HTML("", elem_id="compare-out")
-                    speed = gr.Plot(label="Tokens over time", elem_id="speed")
+                    speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
             with gr.Column(scale=1, min_width=250, elem_id="knobs"):
                 gr.Markdown("### Settings")
                 store = gr.Dropdown([NO_STORE], value=NO_STORE, label="Datastore", info="built stores found in the datastores folder", elem_id="store")
@@ -697,7 +705,7 @@ def main(argv: list[str] | None = None) -> None:
         server_port=settings.port,
         css_paths=[ASSETS / "app.css"],
         head=head_html(),
-        theme=gr.themes.Soft(primary_hue="blue"),
+        theme=THEME,
         show_error=False,
     )
 

@@ -178,7 +178,8 @@ def test_compare_reports_speedup_and_identity(scripted):
     html, fig, status = final(outs)
     assert re.search(r'id="speedup-value">[0-9.]+×', html)
     assert "identical output" in html
-    assert [t.name for t in fig.data] == ["REST", "plain"]
+    assert fig["visible"] is True
+    assert [t.name for t in fig["value"].data] == ["REST", "plain"]
     methods = [c.method for _, c in scripted.calls[-2:]]
     assert methods == ["rest", "ar"]
 
