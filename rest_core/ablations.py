@@ -363,7 +363,7 @@ def run_kind(args: Any, session: Any, problems: Sequence[Any], out: Path) -> int
     result = run_benchmark(
         problems, all_runners, encode=session.encode, decode=session.decode,
         max_new_tokens=session.args.max_new_tokens, eos_ids=session.eos_ids, greedy=greedy and kind != "suffix-hist",
-        seed=session.args.seed, progress=not session.args.no_progress,
+        seed=session.args.seed, progress=not session.args.no_progress, repeats=session.args.repeats,
     )
     rows = rows_from(result, variants)
     histogram = suffix_histogram(result, method) if kind == "suffix-hist" else None

@@ -117,15 +117,15 @@ def test_strip_eos():
 
 
 class EchoRunner:
-    """Emits the prompt's last tokens; 'broken' differs once the prompt is longer than 10 tokens."""
+    """Emits the prompt's last tokens; a broken one differs once the prompt is longer than `broken_above`."""
 
-    def __init__(self, name, broken=False):
-        self.name, self.broken, self.calls = name, broken, []
+    def __init__(self, name, broken_above=None):
+        self.name, self.broken_above, self.calls = name, broken_above, []
 
     def run(self, prompt_ids, max_new_tokens, seed):
         self.calls.append(list(prompt_ids))
         out = list(prompt_ids[-max_new_tokens:])
-        if self.broken and len(prompt_ids) > 10:
+        if self.broken_above is not None and len(prompt_ids) > self.broken_above:
             out[-1] += 1
         return Run("", 0, self.name, len(prompt_ids), out, 10.0, 1.0, len(out))
 
@@ -139,15 +139,35 @@ def test_chat_identity_compares_like_with_like():
 
     decode = lambda ids: "".join(chr(i) for i in ids)  # noqa: E731
     problems = [Problem("chat/1", "chat", ("abcdef", "ghijkl"))]
-    ar, good, bad = EchoRunner("ar"), EchoRunner("rest"), EchoRunner("pld", broken=True)
-    result = run_benchmark(problems, [ar, good, bad], encode=encode, decode=decode, max_new_tokens=3, progress=False)
-    assert result.identical == {"ar": [True, True], "rest": [True, True], "pld": [True, False]}
-    (diff,) = result.differences
-    assert diff.method == "pld" and diff.turn == 1
+    ar, good, bad, early = EchoRunner("ar"), EchoRunner("rest"), EchoRunner("pld", 10), EchoRunner("hybrid", 0)
+    result = run_benchmark(problems, [ar, good, bad, early], encode=encode, decode=decode, max_new_tokens=3,
+                           progress=False)
+    assert result.identical == {"ar": [True, True], "rest": [True, True], "pld": [True, False], "hybrid": [False, False]}
+    assert [(d.method, d.turn) for d in result.differences] == [("hybrid", 0), ("pld", 1), ("hybrid", 1)]
     # Turn 2 carries each method's own turn-1 answer: "abcdef" + "def" + "ghijkl".
     assert good.calls[1] == encode([{"content": "abcdefdefghijkl"}], True)
-    # The methods ran interleaved, every one on every turn.
-    assert [r.method for r in result.runs] == ["ar", "rest", "pld", "ar", "rest", "pld"]
+    assert [r.method for r in result.runs] == ["ar", "rest", "pld", "hybrid"] * 2
+    # hybrid's turn-1 answer differed, so its turn-2 prompt is its own: ar reran (untimed) on it.
+    assert result.references_rerun == 1 and ar.calls[-1] == early.calls[-1]
+
+
+def test_repeats_keep_each_methods_fastest_run():
+    from rest_core.suites import Problem
+
+    class Noisy(EchoRunner):
+        def __init__(self, name, times):
+            super().__init__(name)
+            self.times = list(times)
+
+        def run(self, prompt_ids, max_new_tokens, seed):
+            r = super().run(prompt_ids, max_new_tokens, seed)
+            r.wall_ms = self.times.pop(0)
+            return r
+
+    a, b = Noisy("ar", [50.0, 20.0, 30.0]), Noisy("rest", [5.0, 9.0, 7.0])
+    result = run_benchmark([Problem("p", "completion", ("xyz",))], [a, b], encode=lambda t, chat: [ord(c) for c in t],
+                           decode=str, max_new_tokens=2, progress=False, repeats=3)
+    assert [(r.method, r.wall_ms) for r in result.runs] == [("ar", 20.0), ("rest", 5.0)]
 
 
 def test_select_random_continuations_is_a_connected_exact_budget():

@@ -52,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("timing")
     g.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per method")
+    g.add_argument("--repeats", type=int, default=1, help="rounds per problem; each method's fastest run counts")
     g.add_argument("--pld-k", default="auto", help="prompt_lookup_num_tokens, or auto: the fastest of "
                    f"{','.join(map(str, PLD_CANDIDATES))} on --pld-tune-limit problems")
     g.add_argument("--pld-ngram", type=int, default=0, help="max_matching_ngram_size (0 = transformers' default)")
@@ -201,6 +202,8 @@ class Session:
             "device": str(self.loaded.device),
             "dtype": str(self.loaded.dtype).replace("torch.", ""),
             "max_new_tokens": a.max_new_tokens,
+            "repeats": a.repeats,
+            "torch_threads": _torch_threads(),
             "settings": self.settings(),
             "datastore": store,
             "command": "python -m rest_core bench " + " ".join(shlex.quote(x) for x in sys.argv[2:])
@@ -274,7 +277,7 @@ def run_methods(args: argparse.Namespace, session: Session, problems: list, out:
     greedy = args.temperature == 0
     result = run_benchmark(
         problems, runners, encode=session.encode, decode=session.decode, max_new_tokens=args.max_new_tokens,
-        eos_ids=session.eos_ids, greedy=greedy, seed=args.seed, progress=progress,
+        eos_ids=session.eos_ids, greedy=greedy, seed=args.seed, progress=progress, repeats=args.repeats,
     )
     summaries = summarize(result)
     mode = "greedy" if greedy else f"T={args.temperature} top-p={args.top_p}"
@@ -291,3 +294,9 @@ def run_ablation(args: argparse.Namespace, session: Session, problems: list, out
     from rest_core import ablations
 
     return ablations.run_kind(args, session, problems, out)
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()

