@@ -343,9 +343,10 @@ def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
     return out
 
 
-def tree_view(event: StepEvent, max_nodes: int = 40) -> TreeView | None:
-    """Choose which trie nodes to draw (accepted path, then drafted, then retrieved, heaviest
-    first, closed under ancestors) and lay them out: depth to the right, heaviest branch on top."""
+def tree_view(event: StepEvent, max_nodes: int = 40, max_extra: int = 8) -> TreeView | None:
+    """Choose which trie nodes to draw (accepted path, then drafted, then at most `max_extra`
+    retrieved-only nodes, heaviest first, closed under ancestors) and lay them out: depth to the
+    right, heaviest branch on top."""
     trie = event.trie
     if trie is None or len(trie) == 0:
         return None
@@ -365,9 +366,14 @@ def tree_view(event: StepEvent, max_nodes: int = 40) -> TreeView | None:
     order = np.lexsort((np.arange(n), trie.depths, -trie.weights, ~selected, ~accepted))
     keep = np.zeros(n, dtype=bool)
     count = 0
+    extra = 0
     for i in order:
         if count >= max_nodes:
             break
+        if not selected[i]:
+            if extra >= max_extra:
+                break  # the rest of the order is retrieved-only nodes too
+            extra += 1
         j = int(i)
         while j >= 0 and not keep[j]:  # add the node with its missing ancestors
             keep[j] = True
@@ -424,7 +430,10 @@ def tree_view(event: StepEvent, max_nodes: int = 40) -> TreeView | None:
     )
 
 
-def _empty_figure(message: str, height: int = 260):
+TRIE_HEIGHT = 420  # fixed: Plotly's responsive mode in the page keeps the first figure's height
+
+
+def _empty_figure(message: str, height: int = TRIE_HEIGHT):
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -457,7 +466,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     labels = [visible(token_text(tokenizer, t), 7) for t in tok]
     w = trie.weights[view.nodes]
     wmax = float(max(w.max(), 1e-9))
-    sizes = 8 + 14 * np.sqrt(w / wmax)
+    sizes = 7 + 12 * np.sqrt(w / wmax)
     srcs = trie.sources[view.nodes]
 
     def hover(k: int) -> str:
@@ -498,6 +507,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
             x=view.x[idx].tolist(),
             y=view.y[idx].tolist(),
             mode="markers+text",
+            texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[labels[k] for k in idx],
             textposition="top center",
             textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
@@ -511,7 +521,8 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     def colors(idx_mask: np.ndarray) -> list[str]:
         return [SOURCE_COLORS.get(int(srcs[k]), GREY) for k in np.flatnonzero(idx_mask)]
 
-    data.append(node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af"))
+    # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
+    data.append(node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af", labels=False))
     data.append(node_trace(rejected, "drafted, rejected", color=colors(rejected), opacity=0.45, line=dict(color="#6b7280", width=1), textcolor="#6b7280"))
     data.append(node_trace(view.accepted, "accepted", color=colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)))
 
@@ -543,21 +554,19 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
         dict(type="scatter", x=[0], y=[root_y], mode="markers", marker=dict(symbol="square", size=12, color="#374151"), name="last token", hovertext=["root: the last accepted token"], hoverinfo="text", showlegend=False)
     )
 
-    rows = max(1.0, float(-view.y.min()) + 1) if len(view.y) else 1.0
-    height = int(min(600, max(260, 34 * rows + 100)))
     max_depth = float(view.x.max()) + (1 if view.model_token is not None else 0)
     shown = len(view.nodes)
     title = (
-        f"Step {event.step + 1}: {event.accepted_len} accepted of {len(event.draft) if event.draft is not None else 0} drafted "
-        f"(c={event.budget}); {view.total_nodes} nodes retrieved"
-        + (f", top {shown} shown" if shown < view.total_nodes else "")
+        f"Step {event.step + 1}: accepted {event.accepted_len} of {len(event.draft) if event.draft is not None else 0} drafted"
+        f" (c={event.budget}) · {view.total_nodes} retrieved" + (f", {shown} shown" if shown < view.total_nodes else "")
     )
     layout = dict(
         title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),
-        height=height,
+        height=TRIE_HEIGHT,
         margin=dict(l=10, r=10, t=36, b=10),
         xaxis=dict(visible=False, range=[-0.5, max_depth + 0.6], fixedrange=True),
-        yaxis=dict(visible=False, range=[float(view.y.min()) - 0.9, float(view.y.max()) + 0.7], fixedrange=True),
+        yaxis=dict(visible=False, range=[float(view.y.min()) - 0.9, float(view.y.max()) + 1.0], fixedrange=True),
+        modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
         legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),

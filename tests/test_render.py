@@ -317,3 +317,9 @@ def test_answer_view_render_cost_is_small():
         view.html()
     per_step_ms = 1000 * (time.perf_counter() - t0) / (len(ids) / 3)
     assert per_step_ms < 5
+
+
+def test_tree_view_limits_retrieved_only_nodes():
+    view = render.tree_view(trie_event(), max_extra=0)
+    assert view is not None
+    assert view.selected.all() and view.nodes.tolist() == [0, 1, 2, 4]
