@@ -144,8 +144,9 @@ class StoreBuilds:
     """Builds the default datastores that are missing, one after the other, in a child process
     whose progress bar goes to this terminal; the page polls `message()`."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, extra_args: tuple[str, ...] = ()) -> None:
         self.settings = settings
+        self.extra_args = extra_args  # more `datastore build` flags (tests: a small --limit-docs)
         self.state: dict[str, str] = {}  # name -> "waiting" | "building" | "ready" | "failed: ..."
         self.started: dict[str, float] = {}
         self._thread: threading.Thread | None = None
@@ -162,12 +163,17 @@ class StoreBuilds:
         self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True, name="datastore-builds")
         self._thread.start()
 
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def _run(self, names: list[str]) -> None:
         for name in names:
             out = self.settings.datastores / name
             cmd = [sys.executable, "-m", "rest_core", "datastore", "build", "--source", name, "--out", str(out), "--if-missing"]
             if self.settings.model != "embedded":
                 cmd += ["--model", self.settings.model]
+            cmd += list(self.extra_args)
             print(f"building datastore '{name}' (first start only): {' '.join(cmd[1:])}", flush=True)
             self.state[name] = "building"
             self.started[name] = time.time()
@@ -400,7 +406,9 @@ def respond(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
         lm = RUNTIME.loaded()
         prompt_ids = list(engine.encode(session.messages, chat=True))
         config, note = fit_context(len(prompt_ids), config)
-    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
+        if not isinstance(exc, (ConfigError, ValueError, FileNotFoundError)):
+            log.error("request failed:\n%s", traceback.format_exc())
         log.warning("request refused: %s", exc)
         session.turns[-1].note, session.turns[-1].error = str(exc), True
         session.messages.pop()  # the model never answered it: keep it out of the history
@@ -539,7 +547,9 @@ def compare(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
         cmp = render.compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
         done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
         yield render.comparison_html(cmp), gr.update(value=render.speed_figure(results["rest"], results["ar"]), visible=True), status_html(render.esc(done))
-    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
+        if not isinstance(exc, (ConfigError, ValueError, FileNotFoundError)):
+            log.error("compare failed:\n%s", traceback.format_exc())
         log.warning("compare failed: %s", exc)
         yield gr.skip(), gr.skip(), status_html(render.esc(str(exc)), "err")
 
@@ -664,6 +674,8 @@ def build_demo() -> gr.Blocks:
         step.change(replay, [step, session], [trie, inspector], concurrency_limit=None)
         demo.load(on_load, [store], [store, banner, timer])
         timer.tick(refresh_stores, [store], [store, banner, timer])
+    # One model: generations and comparisons queue behind each other (concurrency_id "model").
+    demo.queue(default_concurrency_limit=1, max_size=32)
     return demo
 
 
@@ -698,7 +710,6 @@ def main(argv: list[str] | None = None) -> None:
         BUILDS.start()
     if ON_ZERO_GPU:  # ZeroGPU moves the weights onto the GPU inside each decorated call
         RUNTIME.loaded()
-    demo.queue(default_concurrency_limit=1, max_size=32)
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)
     demo.launch(
         server_name=settings.host,

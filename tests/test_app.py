@@ -257,3 +257,29 @@ def test_real_engine_render_cost_per_step(tiny_runtime):
     print(f"render per step {per_step_ms:.2f} ms, trie figure {fig_ms:.1f} ms")
     assert per_step_ms < 10
     assert fig_ms < 200
+
+
+def test_model_load_failure_is_a_message(monkeypatch):
+    def broken():
+        raise OSError("no model at 'nowhere' (offline?)")
+
+    monkeypatch.setattr(app, "RUNTIME", app.Runtime(app.Settings(), loader=broken))
+    session = app.Session()
+    status = final(run_all(app.respond("hi", session, *knobs())))[5]
+    assert "no model at" in status and 'class="status err"' in status
+    assert session.messages == [] and not session.active
+    assert "no model at" in final(run_all(app.compare("hi", session, *knobs())))[2]
+
+
+def test_missing_default_store_is_built_at_startup(tmp_path, monkeypatch):
+    """The startup build (a child process running `datastore build`), on a small slice."""
+    monkeypatch.setattr(app, "DEFAULT_STORES", ("chat",))
+    settings = app.Settings(datastores=tmp_path)
+    builds = app.StoreBuilds(settings, extra_args=("--limit-docs", "20", "--quiet"))
+    assert builds.missing() == ["chat"]
+    builds.start()
+    assert builds.active and "chat" in builds.message()
+    builds.join(timeout=300)
+    assert builds.state == {"chat": "ready"}, builds.state
+    assert not builds.active and builds.message() == ""
+    assert app.Runtime(settings).store_names() == ["chat"]
