@@ -463,7 +463,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     trie = event.trie
     assert trie is not None
     tok = [int(trie.tokens[t]) for t in view.nodes]
-    labels = [visible(token_text(tokenizer, t), 7) for t in tok]
+    labels = [esc(visible(token_text(tokenizer, t), 7)) for t in tok]  # Plotly reads <b>, <br>... in text
     w = trie.weights[view.nodes]
     wmax = float(max(w.max(), 1e-9))
     sizes = 7 + 12 * np.sqrt(w / wmax)
@@ -528,7 +528,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
 
     # The model's own token that closes the step.
     if view.model_token is not None:
-        label = visible(token_text(tokenizer, view.model_token), 7)
+        label = esc(visible(token_text(tokenizer, view.model_token), 7))
         px, py = parent_xy(view.model_parent_pos)
         if view.model_in_trie_pos >= 0:
             mx, my = float(view.x[view.model_in_trie_pos]), float(view.y[view.model_in_trie_pos])

@@ -323,3 +323,12 @@ def test_tree_view_limits_retrieved_only_nodes():
     view = render.tree_view(trie_event(), max_extra=0)
     assert view is not None
     assert view.selected.all() and view.nodes.tolist() == [0, 1, 2, 4]
+
+
+def test_trie_labels_are_escaped_for_plotly():
+    tok = ByteTokenizer()
+    trie = Trie(np.array([tok.word(b"<b>")]), np.array([-1]), np.array([1]), np.array([1.0]), np.array([1], dtype=np.uint8))
+    e = event(0, [tok.word(b"<b>"), ord("x")], (1, 0), trie=trie, draft=trie, draft_idx=(0,), accepted=(0,))
+    fig = render.trie_figure(e, tok)
+    acc = [t for t in fig.data if t.name == "accepted" and t.mode == "markers+text"][0]
+    assert list(acc.text) == ["&lt;b&gt;"]
