@@ -169,8 +169,8 @@ def histogram_table(hist: dict[str, dict[int, int]]) -> str:
 def sweep_table(rows: Sequence[VariantRow], param: str) -> str:
     head = (
         f"| {param} | ms/token (with prefill) | ms/token (decode) | speedup vs ar | speedup (decode) | M "
-        "| draft nodes/step | retrieval ms/token | identical to ar | notes |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        "| draft nodes/step | forward ms/step | retrieval ms/token | identical to ar | notes |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
     )
     out = []
     for r in rows:
@@ -180,7 +180,8 @@ def sweep_table(rows: Sequence[VariantRow], param: str) -> str:
         out.append(
             f"| {r.value if r.value is not None else r.variant} | {fmt(s.mean_token_ms)} | {fmt(s.mean_token_ms_decode)} "
             f"| {fmt(s.speedup_vs_ar, '.2f', 'x')} | {fmt(s.speedup_vs_ar_decode, '.2f', 'x')} "
-            f"| {fmt(s.mean_generated_length)} | {fmt(s.mean_draft_nodes, '.1f')} | {fmt(s.retrieval_ms_per_token, '.3f')} "
+            f"| {fmt(s.mean_generated_length)} | {fmt(s.mean_draft_nodes, '.1f')} | {fmt(s.forward_ms_per_step, '.1f')} "
+            f"| {fmt(s.retrieval_ms_per_token, '.3f')} "
             f"| {'-' if s.identical_to_ar is None else f'{100 * s.identical_to_ar:.0f}%'} | {notes} |"
         )
     return head + "\n".join(out) + "\n"

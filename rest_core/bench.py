@@ -506,6 +506,7 @@ class MethodSummary:
     retrieval_share_of_decode: float = 0.0
     draft_share: float = 0.0  # share of generated tokens that came from accepted drafts
     mean_draft_nodes: float = 0.0  # draft tokens verified per step
+    forward_ms_per_step: float | None = None  # engine methods: mean verify forward (root + draft)
     source_share: dict[str, float] = field(default_factory=dict)  # of generated tokens
     accepted_share_by_source: dict[str, float] = field(default_factory=dict)  # of accepted draft tokens
     prefill_ms_mean: float = 0.0
@@ -538,6 +539,7 @@ def summarize_method(method: str, runs: Sequence[Run], identical: Sequence[bool]
         retrieval_share_of_decode=retrieval / decode if decode else 0.0,
         draft_share=drafted / tokens if tokens else 0.0,
         mean_draft_nodes=sum(r.drafted_nodes for r in runs) / steps if steps else 0.0,
+        forward_ms_per_step=(sum(r.forward_ms for r in runs) / steps) if steps and any(r.forward_ms for r in runs) else None,
         source_share={k: v / source_total for k, v in sorted(sources.items())} if source_total else {},
         accepted_share_by_source=dict(sorted(accepted_by.items())),
         prefill_ms_mean=sum(r.prefill_ms for r in runs) / len(runs) if runs else 0.0,
@@ -595,8 +597,9 @@ def _pct(x: float | None) -> str:
 def markdown_table(summaries: dict[str, MethodSummary]) -> str:
     head = (
         "| method | ms/token (with prefill) | ms/token (decode) | speedup vs ar | speedup (decode) | M "
-        "| draft tokens | retrieval ms/token | retrieval / decode | identical to ar | accepted per source |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        "| draft tokens | draft nodes/step | forward ms/step | retrieval ms/token | retrieval / decode "
+        "| identical to ar | accepted per source |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
     )
     rows = []
     for s in summaries.values():
@@ -604,7 +607,8 @@ def markdown_table(summaries: dict[str, MethodSummary]) -> str:
         rows.append(
             f"| {s.method} | {_fmt(s.mean_token_ms)} | {_fmt(s.mean_token_ms_decode)} "
             f"| {_fmt(s.speedup_vs_ar, '.2f', 'x')} | {_fmt(s.speedup_vs_ar_decode, '.2f', 'x')} "
-            f"| {_fmt(s.mean_generated_length)} | {_pct(s.draft_share)} | {_fmt(s.retrieval_ms_per_token, '.3f')} "
+            f"| {_fmt(s.mean_generated_length)} | {_pct(s.draft_share)} | {_fmt(s.mean_draft_nodes, '.1f')} "
+            f"| {_fmt(s.forward_ms_per_step, '.1f')} | {_fmt(s.retrieval_ms_per_token, '.3f')} "
             f"| {_pct(s.retrieval_share_of_decode)} | {_pct(s.identical_to_ar)} | {per_source} |"
         )
     return head + "\n".join(rows) + "\n"
