@@ -283,3 +283,13 @@ def test_missing_default_store_is_built_at_startup(tmp_path, monkeypatch):
     assert builds.state == {"chat": "ready"}, builds.state
     assert not builds.active and builds.message() == ""
     assert app.Runtime(settings).store_names() == ["chat"]
+
+
+def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
+    session = app.Session()
+    chat, stats, fig, inspector, slider, status, session, box = final(
+        run_all(app.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
+    )
+    assert 'class="status err' not in status and session.view.totals.new_tokens > 0
+    html = final(run_all(app.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[0]
+    assert "speedup" in html and "identical output" not in html  # no identity claim when sampling
