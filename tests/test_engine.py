@@ -230,6 +230,39 @@ def test_kv_cache_after_acceptance_equals_plain_cache():
         torch.testing.assert_close(ours.values, theirs.values, rtol=0, atol=1e-10)
 
 
+def test_commit_keeps_a_branching_path():
+    """Verify a branching tree, keep the path through the second branch (rows 2 and 4, not
+    contiguous): the cache must equal plain decoding's, and the next logits must match too."""
+    from transformers import DynamicCache
+
+    from rest_core.engine import _commit, _forward
+    from rest_core.trie import Trie
+
+    lm = tiny_loaded("qwen2")
+    model = lm.model
+    ctx, root = [5, 6, 7, 8, 9], 10
+    # rows: 1 = a (20), 2 = b (21), 3 = a->d (22), 4 = b->c (23)
+    draft = Trie(
+        np.array([20, 21, 22, 23]), np.array([-1, -1, 0, 1]), np.array([1, 1, 2, 2]),
+        np.ones(4), np.ones(4, np.uint8),
+    )
+    cache = DynamicCache()
+    with torch.no_grad():
+        model(input_ids=torch.tensor([ctx]), cache=cache, use_cache=True)
+        ids = torch.tensor([[root, 20, 21, 22, 23]])
+        from rest_core.tree import position_offsets
+
+        tree_logits = _forward(model, ids, cache, len(ctx), tree_attention_mask(draft), position_offsets(draft), "bool").logits[0]
+        _commit(cache, len(ctx), [2, 4])
+        plain = DynamicCache()
+        plain_logits = model(input_ids=torch.tensor([ctx + [root, 21, 23]]), cache=plain, use_cache=True).logits[0]
+    torch.testing.assert_close(tree_logits[[0, 2, 4]], plain_logits[-3:], rtol=0, atol=1e-10)
+    for ours, theirs in zip(cache.layers, plain.layers):
+        assert ours.keys.shape == theirs.keys.shape
+        torch.testing.assert_close(ours.keys, theirs.keys, rtol=0, atol=1e-10)
+        torch.testing.assert_close(ours.values, theirs.values, rtol=0, atol=1e-10)
+
+
 def test_events_are_consistent(setup):
     engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"])
     cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DraftConfig(c=8, use_context=True))
