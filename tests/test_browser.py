@@ -83,7 +83,8 @@ def app_url():
 
 @pytest.fixture(scope="module")
 def page(app_url):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
+    from playwright import sync_api  # requirements-dev.txt
+
     profile = tempfile.mkdtemp(prefix="rest-e2e-chromium-")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(
