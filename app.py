@@ -1,8 +1,9 @@
 """REST speculative decoding, live: a Gradio app over `rest_core`.
 
-Layout, wiring and per-user session state only; rendering lives in rest_core/render.py and
-decoding in rest_core/engine.py. The Blocks object `demo` is built at import without loading a
-model: the model loads on the first request and is shared by every session.
+Layout and event wiring only. What the app shares between users (model, engines, datastore
+builds) is rest_core/runtime.py; one user's chat, streaming and comparison is
+rest_core/session.py; the HTML and figures come from rest_core/render.py. The Blocks object
+`demo` is built at import without loading a model: the model loads on the first request.
 
     python app.py [--model embedded] [--device auto] [--datastores datastores] [--host 127.0.0.1] [--port 7860]
 
@@ -13,30 +14,20 @@ GRADIO_SERVER_NAME, REST_PORT or GRADIO_SERVER_PORT, REST_BUILD_DATASTORES=0 to 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
-import queue
-import subprocess
-import sys
-import threading
-import time
-import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import gradio as gr
 
 from rest_core import render
-from rest_core.config import PRESETS, ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
+from rest_core.config import PRESETS
+from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store
+from rest_core.session import Session, Update, blank_view, knob_dict, status_html
 
-ROOT = Path(__file__).resolve().parent
 ASSETS = ROOT / "assets"
-DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
-NO_STORE = "none"
-FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
-TEXT_EVERY_S = 0.08  # live text refresh
-log = logging.getLogger("rest.app")
 
 try:  # ZeroGPU on Hugging Face Spaces: the GPU is attached only inside decorated calls.
     import spaces  # type: ignore[import-not-found]
@@ -51,515 +42,90 @@ except ImportError:  # anywhere else the decorator does nothing
     ON_ZERO_GPU = False
 
 
-# ----------------------------------------------------------------------------------------------
-# Settings, shared model runtime, datastore builds
+def settings_from_env() -> Settings:
+    env = os.environ.get
+    return Settings(
+        model=env("REST_MODEL", "embedded"),
+        device=env("REST_DEVICE", "auto"),
+        datastores=Path(env("REST_DATASTORES", str(ROOT / "datastores"))),
+        host=env("REST_HOST", env("GRADIO_SERVER_NAME", "0.0.0.0" if env("SPACE_ID") else "127.0.0.1")),
+        port=int(env("REST_PORT", env("GRADIO_SERVER_PORT", "7860"))),
+        build=env("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
+    )
 
 
-@dataclass
-class Settings:
-    model: str = "embedded"
-    device: str = "auto"
-    datastores: Path = ROOT / "datastores"
-    host: str = "127.0.0.1"
-    port: int = 7860
-    build: bool = True
-
-    @classmethod
-    def from_env(cls) -> "Settings":
-        env = os.environ.get
-        return cls(
-            model=env("REST_MODEL", "embedded"),
-            device=env("REST_DEVICE", "auto"),
-            datastores=Path(env("REST_DATASTORES", str(ROOT / "datastores"))),
-            host=env("REST_HOST", env("GRADIO_SERVER_NAME", "0.0.0.0" if env("SPACE_ID") else "127.0.0.1")),
-            port=int(env("REST_PORT", env("GRADIO_SERVER_PORT", "7860"))),
-            build=env("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
-        )
-
-
-def is_store(path: Path) -> bool:
-    return (path / "meta.json").is_file()
-
-
-class Runtime:
-    """The model, its tokenizer and one engine per datastore, loaded on first use and shared by
-    every session. One generation runs at a time (`lock`): the queue's concurrency limit already
-    serializes requests; the lock also covers a cancelled run that is finishing its last step."""
-
-    def __init__(self, settings: Settings, loader: Callable[[], Any] | None = None) -> None:
-        self.settings = settings
-        self._loader = loader
-        self._loaded: Any = None
-        self._engines: dict[str, Any] = {}
-        self._load_lock = threading.Lock()
-        self.lock = threading.Lock()
-
-    @property
-    def ready(self) -> bool:
-        return self._loaded is not None
-
-    def loaded(self):
-        with self._load_lock:
-            if self._loaded is None:
-                if self._loader is not None:
-                    self._loaded = self._loader()
-                else:
-                    from rest_core.models import load_model
-
-                    t0 = time.perf_counter()
-                    self._loaded = load_model(self.settings.model, device=self.settings.device)
-                    print(f"model {self._loaded.name} loaded on {self._loaded.device} in {time.perf_counter() - t0:.1f} s", flush=True)
-            return self._loaded
-
-    def store_names(self) -> list[str]:
-        folder = self.settings.datastores
-        if not folder.is_dir():
-            return []
-        names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and is_store(p))
-        return sorted(names, key=lambda n: (n not in DEFAULT_STORES, DEFAULT_STORES.index(n) if n in DEFAULT_STORES else 0, n))
-
-    def engine(self, store: str):
-        from rest_core.engine import Engine
-
-        lm = self.loaded()
-        with self._load_lock:
-            if store not in self._engines:
-                datastore = None
-                if store != NO_STORE:
-                    from rest_core.datastore import Datastore
-
-                    path = self.settings.datastores / store
-                    if not is_store(path):
-                        raise ValueError(f"datastore '{store}' is not built (looked in {path})")
-                    datastore = Datastore.open(path, lm.tokenizer)
-                self._engines[store] = Engine(lm.model, lm.tokenizer, datastore)
-            return self._engines[store]
-
-    def context_limit(self) -> int | None:
-        config = getattr(self.loaded().model, "config", None)
-        return getattr(config, "max_position_embeddings", None)
-
-
-class StoreBuilds:
-    """Builds the default datastores that are missing, one after the other, in a child process
-    whose progress bar goes to this terminal; the page polls `message()`."""
-
-    def __init__(self, settings: Settings, extra_args: tuple[str, ...] = ()) -> None:
-        self.settings = settings
-        self.extra_args = extra_args  # more `datastore build` flags (tests: a small --limit-docs)
-        self.state: dict[str, str] = {}  # name -> "waiting" | "building" | "ready" | "failed: ..."
-        self.started: dict[str, float] = {}
-        self._thread: threading.Thread | None = None
-
-    def missing(self) -> list[str]:
-        return [n for n in DEFAULT_STORES if not is_store(self.settings.datastores / n)]
-
-    def start(self) -> None:
-        todo = self.missing()
-        if not todo:
-            return
-        for n in todo:
-            self.state[n] = "waiting"
-        self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True, name="datastore-builds")
-        self._thread.start()
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self, names: list[str]) -> None:
-        for name in names:
-            out = self.settings.datastores / name
-            cmd = [sys.executable, "-m", "rest_core", "datastore", "build", "--source", name, "--out", str(out), "--if-missing"]
-            if self.settings.model != "embedded":
-                cmd += ["--model", self.settings.model]
-            cmd += list(self.extra_args)
-            print(f"building datastore '{name}' (first start only): {' '.join(cmd[1:])}", flush=True)
-            self.state[name] = "building"
-            self.started[name] = time.time()
-            try:
-                done = subprocess.run(cmd, cwd=ROOT, stderr=None, stdout=None)
-                self.state[name] = "ready" if done.returncode == 0 and is_store(out) else f"failed (exit {done.returncode}; see the terminal)"
-            except OSError as exc:
-                self.state[name] = f"failed: {exc}"
-            print(f"datastore '{name}': {self.state[name]}", flush=True)
-
-    @property
-    def active(self) -> bool:
-        return any(s in ("waiting", "building") for s in self.state.values())
-
-    def message(self) -> str:
-        parts = []
-        for name, s in self.state.items():
-            if s == "building":
-                parts.append(f"building datastore <b>{name}</b> ({time.time() - self.started[name]:.0f} s so far; progress in the terminal)")
-            elif s == "waiting":
-                parts.append(f"datastore <b>{name}</b> waits its turn")
-            elif s.startswith("failed"):
-                parts.append(f"datastore <b>{name}</b> {render.esc(s)}")
-        if not parts:
-            return ""
-        return "First start: " + "; ".join(parts) + ". You can chat meanwhile with the stores that are ready, or with the context source alone."
-
-
-SETTINGS = Settings.from_env()
-RUNTIME = Runtime(SETTINGS)
+SETTINGS = settings_from_env()
+RUNTIME = Runtime(SETTINGS)  # shared by every session
 BUILDS = StoreBuilds(SETTINGS)
 
 
 # ----------------------------------------------------------------------------------------------
-# Session state and a background generation run
+# Handlers: a session's Updates -> this page's components (None: gr.skip())
 
 
-class Run:
-    """Consumes the engine's step events in a worker thread, so decoding never waits for the page
-    to render; the handler drains `events` and can cancel between two steps."""
-
-    def __init__(self, engine: Any, prompt_ids: list[int], config: GenerationConfig) -> None:
-        self.events: "queue.Queue[Any]" = queue.Queue()
-        self._cancel = threading.Event()
-        self.done = threading.Event()
-        self._thread = threading.Thread(target=self._work, args=(engine, prompt_ids, config), daemon=True, name="rest-run")
-        self._thread.start()
-
-    def _work(self, engine: Any, prompt_ids: list[int], config: GenerationConfig) -> None:
-        try:
-            with RUNTIME.lock:
-                steps = engine.generate(prompt_ids, config)
-                try:
-                    for ev in steps:
-                        self.events.put(ev)
-                        if self._cancel.is_set():
-                            break
-                finally:
-                    close = getattr(steps, "close", None)
-                    if close:
-                        close()
-        except Exception as exc:  # noqa: BLE001 - reported to the page as a message
-            log.error("generation failed:\n%s", traceback.format_exc())
-            self.events.put(exc)
-        finally:
-            self.done.set()
-            self.events.put(None)
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def drain(self, timeout: float) -> tuple[list[Any], bool]:
-        """Events that arrived (waiting up to `timeout` for the first); True once the run ended."""
-        out: list[Any] = []
-        ended = False
-        try:
-            item = self.events.get(timeout=timeout)
-            while True:
-                if item is None:
-                    ended = True
-                    break
-                out.append(item)
-                item = self.events.get_nowait()
-        except queue.Empty:
-            pass
-        return out, ended
+def _keep(value: Any) -> Any:
+    return gr.skip() if value is None else value
 
 
-@dataclass
-class Session:
-    """One browser tab's conversation; lives in gr.State."""
-
-    messages: list[dict] = field(default_factory=list)  # chat history for the template
-    turns: list[render.Turn] = field(default_factory=list)
-    view: render.AnswerView | None = None  # the last answer's events and spans
-    prompt_ids: list[int] | None = None  # the last answer's prompt (for Compare)
-    store: str = NO_STORE
-    active: bool = False
-    run: Run | None = None
-
-    def finish_turn(self, note: str) -> None:
-        """Close the answer in progress (finished, stopped or failed) and keep it in the history."""
-        if not self.active:
-            return
-        self.active = False
-        if self.run is not None:
-            self.run.cancel()
-            self.run = None
-        text = ""
-        if self.view is not None:  # None when stopped before the first step
-            self.view.finish()
-            self.turns[-1].answer_html = self.view.html()
-            text = self.view.text
-        self.messages.append({"role": "assistant", "content": text})
-        if note:
-            self.turns[-1].note = note
-
-
-PLACEHOLDER = "Ask something, or pick an example below. Tokens that REST drafted and the model accepted light up as they stream."
-
-
-def chat_html(session: Session) -> str:
-    return render.conversation_html(session.turns, PLACEHOLDER)
-
-
-def status_html(message: str, kind: str = "info") -> str:
-    return f'<div class="status {kind}">{message}</div>' if message else ""
-
-
-# ----------------------------------------------------------------------------------------------
-# Knobs -> GenerationConfig
-
-KNOB_NAMES = ("store", "n_max", "n_min", "c", "m", "max_matches", "budget", "use_datastore", "use_context", "datastore_weight", "context_weight", "temperature", "top_p", "max_new_tokens")
-
-
-def make_config(values: dict[str, Any], method: str = "rest") -> tuple[GenerationConfig, str]:
-    """Validated settings and the datastore name; raises ConfigError with a readable message."""
-    store = values["store"] or NO_STORE
-    use_ds = bool(values["use_datastore"]) and store != NO_STORE
-    try:
-        config = GenerationConfig(
-            method=method,
-            max_new_tokens=int(values["max_new_tokens"]),
-            retrieval=RetrievalConfig(n_min=int(values["n_min"]), n_max=int(values["n_max"]), m=int(values["m"]), max_matches=int(values["max_matches"])),
-            draft=DraftConfig(
-                c=int(values["c"]),
-                budget=values["budget"],
-                use_datastore=use_ds,
-                use_context=bool(values["use_context"]),
-                datastore_weight=float(values["datastore_weight"]),
-                context_weight=float(values["context_weight"]),
-            ),
-            sampling=SamplingConfig(temperature=float(values["temperature"]), top_p=float(values["top_p"])),
-        )
-    except (TypeError, ValueError) as exc:  # ConfigError is a ValueError; None from an emptied box is a TypeError
-        raise ConfigError(str(exc) if isinstance(exc, ConfigError) else f"a setting is empty or not a number ({exc})") from None
-    return config, (store if use_ds else NO_STORE)
-
-
-def knob_dict(values: tuple) -> dict[str, Any]:
-    return dict(zip(KNOB_NAMES, values))
-
-
-def fit_context(prompt_len: int, config: GenerationConfig) -> tuple[GenerationConfig, str]:
-    """Shorten max_new_tokens to what the model's context still holds, or refuse clearly."""
-    limit = RUNTIME.context_limit()
-    if not limit:
-        return config, ""
-    room = limit - prompt_len - config.draft.c - 1  # the draft tree needs room too
-    if room < 8:
-        raise ConfigError(
-            f"The conversation is too long for the model: {prompt_len} prompt tokens, and the model's context holds {limit}. "
-            "Press Clear to start a new conversation."
-        )
-    if config.max_new_tokens > room:
-        from dataclasses import replace
-
-        return replace(config, max_new_tokens=room), f"answer limited to {room} tokens: the model's context holds {limit}"
-    return config, ""
-
-
-# ----------------------------------------------------------------------------------------------
-# Handlers (generators yield one update per refresh)
-
-
-def _trie_for(session: Session, step: int | None):
-    lm = RUNTIME.loaded()
-    view = session.view
-    if view is None or not view.events:
-        return render.trie_figure(None, lm.tokenizer), render.inspector_html(None, lm.tokenizer)
-    k = len(view.events) - 1 if step is None else max(0, min(int(step) - 1, len(view.events) - 1))
-    ev = view.events[k]
-    return render.trie_figure(ev, lm.tokenizer), render.inspector_html(ev, lm.tokenizer, n_steps=len(view.events))
-
-
-def _slider(session: Session, running: bool):
-    """The replay slider shows once an answer of two or more steps is complete."""
-    n = len(session.view.events) if session.view is not None else 0
-    if running or n < 2:
+def _slider(steps: int | None) -> Any:
+    if steps is None:
+        return gr.skip()
+    if steps == 0:
         return gr.update(visible=False)
-    return gr.update(visible=True, interactive=True, minimum=1, maximum=n, value=n, step=1)
+    return gr.update(visible=True, interactive=True, minimum=1, maximum=steps, value=steps, step=1)
+
+
+def _answer_outputs(u: Update, session: Session) -> tuple:
+    """(chat, stats, trie, inspector, step slider, status, session, textbox)"""
+    return (_keep(u.chat), _keep(u.stats), _keep(u.trie), _keep(u.inspector), _slider(u.steps), _keep(u.status), session, _keep(u.box))
+
+
+def _session(value: Any) -> Session:
+    return value if isinstance(value, Session) else Session()
 
 
 @gpu
 def respond(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
-    """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
-
-    Yields (chat, stats, trie figure, inspector, step slider, status, session, textbox)."""
-    session = session if isinstance(session, Session) else Session()
-    session.finish_turn("stopped")
-    message = (message or "").strip()
-    if not message:
-        yield (gr.skip(),) * 5 + (status_html("Type a message first.", "warn"), session, gr.skip())
-        return
-    try:
-        config, store = make_config(knob_dict(knobs))
-    except ConfigError as exc:
-        yield (gr.skip(),) * 5 + (status_html(f"Settings: {render.esc(str(exc))}", "err"), session, gr.skip())
-        return
-
-    session.turns.append(render.Turn(user=message))
-    session.messages.append({"role": "user", "content": message})
-    session.view = None
-    session.active = True
-    note = ""
-    if not RUNTIME.ready:
-        yield (chat_html(session), gr.skip(), gr.skip(), gr.skip(), gr.skip(), status_html("Loading the model (first request only)…"), session, "")
-    try:
-        engine = RUNTIME.engine(store)
-        lm = RUNTIME.loaded()
-        prompt_ids = list(engine.encode(session.messages, chat=True))
-        config, note = fit_context(len(prompt_ids), config)
-    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
-        if not isinstance(exc, (ConfigError, ValueError, FileNotFoundError)):
-            log.error("request failed:\n%s", traceback.format_exc())
-        log.warning("request refused: %s", exc)
-        session.turns[-1].note, session.turns[-1].error = str(exc), True
-        session.messages.pop()  # the model never answered it: keep it out of the history
-        session.active = False
-        yield (chat_html(session), gr.skip(), gr.skip(), gr.skip(), gr.skip(), status_html(render.esc(str(exc)), "err"), session, "")
-        return
-    session.view = render.AnswerView(lm.tokenizer)
-    session.prompt_ids = prompt_ids
-    session.store = store
-    run = session.run = Run(engine, prompt_ids, config)
-    view = session.view
-    status = status_html(render.esc(note), "warn") if note else ""
-    yield (chat_html(session), render.stats_html([]), gr.skip(), gr.skip(), _slider(session, True), status, session, "")
-    last_text = last_fig = 0.0
-    try:
-        while True:
-            events, ended = run.drain(timeout=TEXT_EVERY_S)
-            error = next((e for e in events if isinstance(e, Exception)), None)
-            for ev in events:
-                if not isinstance(ev, Exception):
-                    view.add(ev)
-            if error is not None:
-                session.finish_turn(f"generation failed: {error}")
-                session.turns[-1].error = True
-                yield (chat_html(session), render.stats_html(view.events), *_trie_for(session, None), _slider(session, False), status_html(render.esc(f"generation failed: {error}"), "err"), session, gr.skip())
-                return
-            if ended:
-                break
-            now = time.perf_counter()
-            if not events or now - last_text < TEXT_EVERY_S:
-                continue
-            session.turns[-1].answer_html = view.html()
-            fig = ins = gr.skip()
-            if now - last_fig >= FIGURE_EVERY_S and view.events:
-                fig = render.trie_figure(view.events[-1], lm.tokenizer)
-                ins = render.inspector_html(view.events[-1], lm.tokenizer, n_steps=len(view.events))
-                last_fig = now
-            last_text = now
-            yield (chat_html(session), render.stats_html(view.events, running=True), fig, ins, gr.skip(), status, session, gr.skip())
-        last = view.events[-1] if view.events else None
-        reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(last.finish_reason if last else None, "")
-        session.finish_turn(" · ".join(x for x in (reason, note) if x))
-        yield (chat_html(session), render.stats_html(view.events), *_trie_for(session, None), _slider(session, False), status, session, gr.skip())
-    finally:
-        run.cancel()  # also when the page cancelled this handler (Stop)
+    """Send: stream the answer. Yields (chat, stats, trie, inspector, step slider, status, session, textbox)."""
+    session = _session(session)
+    with contextlib.closing(session.respond(RUNTIME, message, knob_dict(knobs))) as updates:
+        for u in updates:
+            yield _answer_outputs(u, session)
 
 
 def stop(session: Session) -> tuple:
     """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
-    session = session if isinstance(session, Session) else Session()
-    if session.active:
-        n = session.view.totals.new_tokens if session.view is not None and session.view.totals else 0
-        session.finish_turn(f"stopped after {n} tokens")
-    stats = render.stats_html(session.view.events) if session.view is not None else render.stats_html([])
-    if session.view is not None and session.view.events and RUNTIME.ready:
-        fig, ins = _trie_for(session, None)
-    else:
-        fig, ins = gr.skip(), gr.skip()
-    return chat_html(session), stats, fig, ins, _slider(session, False), "", session
+    session = _session(session)
+    chat, stats, trie, inspector, slider, status, session, _ = _answer_outputs(session.stop(RUNTIME), session)
+    return chat, stats, trie, inspector, slider, status, session
 
 
 def clear() -> tuple:
     session = Session()
-    tok = RUNTIME.loaded().tokenizer if RUNTIME.ready else None
-    fig = render.trie_figure(None, tok) if tok is not None else render._empty_figure("The draft tree of each step appears here.")
-    return (
-        chat_html(session),
-        render.stats_html([]),
-        fig,
-        render.inspector_html(None, tok),
-        gr.update(visible=False),
-        "",
-        session,
-        "",
-        "",
-        gr.update(value=None, visible=False),
-    )
+    return (*_answer_outputs(blank_view(RUNTIME), session), "", gr.update(value=None, visible=False))
 
 
 def replay(step: float, session: Session) -> tuple:
     """Step slider (after generation): that step's tree and inspector."""
-    if not isinstance(session, Session) or session.view is None or not session.view.events or session.active:
+    if not isinstance(session, Session):
         return gr.skip(), gr.skip()
-    return _trie_for(session, int(step))
-
-
-def _collect(run: Run, progress: Callable[[int], None]) -> list[Any]:
-    events: list[Any] = []
-    while True:
-        got, ended = run.drain(timeout=0.5)
-        for ev in got:
-            if isinstance(ev, Exception):
-                raise RuntimeError(f"generation failed: {ev}")
-            events.append(ev)
-        if ended:
-            return events
-        progress(events[-1].totals.new_tokens if events else 0)
+    u = session.replay(RUNTIME, int(step))
+    return _keep(u.trie), _keep(u.inspector)
 
 
 @gpu
 def compare(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
-    """Compare: REST and plain decoding on the same prompt and settings, back to back, nothing
-    rendered in between. Yields (comparison html, speed figure, status)."""
-    session = session if isinstance(session, Session) else Session()
-    try:
-        config, store = make_config(knob_dict(knobs))
-    except ConfigError as exc:
-        yield gr.skip(), gr.skip(), status_html(f"Settings: {render.esc(str(exc))}", "err")
-        return
-    if session.active:
-        yield gr.skip(), gr.skip(), status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn")
-        return
-    try:
-        if not RUNTIME.ready:
-            yield gr.skip(), gr.skip(), status_html("Loading the model (first request only)…")
-        engine = RUNTIME.engine(store)
-        if session.prompt_ids is not None and not (message or "").strip():
-            prompt_ids, what = session.prompt_ids, "the last prompt"
-        elif (message or "").strip():
-            prompt_ids, what = list(engine.encode([{"role": "user", "content": message.strip()}], chat=True)), "the message in the box"
-        elif session.prompt_ids is not None:
-            prompt_ids, what = session.prompt_ids, "the last prompt"
-        else:
-            yield gr.skip(), gr.skip(), status_html("Send a message first, or type one to compare on.", "warn")
-            return
-        config, note = fit_context(len(prompt_ids), config)
-        results = {}
-        for method, label in (("rest", "REST"), ("ar", "plain decoding")):
-            run = Run(engine, prompt_ids, config.with_method(method))
-            try:
-                msgs: list[str] = []
-                results[method] = _collect(run, lambda n, label=label: msgs.append(f"{label}: {n} tokens"))
-            finally:
-                run.cancel()
-            yield gr.skip(), gr.skip(), status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…")
-        cmp = render.compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
-        done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
-        yield render.comparison_html(cmp), gr.update(value=render.speed_figure(results["rest"], results["ar"]), visible=True), status_html(render.esc(done))
-    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
-        if not isinstance(exc, (ConfigError, ValueError, FileNotFoundError)):
-            log.error("compare failed:\n%s", traceback.format_exc())
-        log.warning("compare failed: %s", exc)
-        yield gr.skip(), gr.skip(), status_html(render.esc(str(exc)), "err")
+    """Compare with plain decoding. Yields (comparison html, speed figure, status)."""
+    session = _session(session)
+    with contextlib.closing(session.compare(RUNTIME, message, knob_dict(knobs))) as updates:
+        for u in updates:
+            speed = gr.skip() if u.speed is None else gr.update(value=u.speed, visible=True)
+            yield _keep(u.comparison), speed, _keep(u.status)
 
 
 def refresh_stores(current: str | None, keep_none: bool = True) -> tuple:
     """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-    names = RUNTIME.store_names()
-    choices = names + [NO_STORE]
-    keep = current in names or (keep_none and current == NO_STORE)
-    value = current if keep else (names[0] if names else NO_STORE)
+    choices, value = choose_store(RUNTIME.store_names(), current, keep_none)
     message = BUILDS.message()
     banner = status_html(message, "info") if message else ""
     return gr.update(choices=choices, value=value), banner, gr.update(active=BUILDS.active)
@@ -623,7 +189,7 @@ def build_demo() -> gr.Blocks:
         banner = gr.HTML("", elem_id="status-banner")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=320):
-                chat = gr.HTML(chat_html(Session()), elem_id="chat")
+                chat = gr.HTML(Session().chat_html(), elem_id="chat")
                 with gr.Row(elem_id="send-row"):
                     box = gr.Textbox(placeholder="Message…", show_label=False, lines=1, max_lines=6, scale=5, min_width=160, elem_id="prompt", autofocus=True)
                     send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
@@ -688,7 +254,7 @@ demo = build_demo()
 
 
 def parse_args(argv: list[str] | None = None) -> Settings:
-    s = Settings.from_env()
+    s = settings_from_env()
     p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
     p.add_argument("--model", default=s.model, help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]")
     p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")

@@ -2,7 +2,7 @@
 
 Real retrieval code builds the tries (continuations are taken from the answer itself, plus some
 noise), so the app and the renderer see realistic events without a model. Used by the app's
-handler tests and for looking at the page quickly; the real engine is covered elsewhere.
+session and handler tests and for looking at the page quickly; the real engine is covered elsewhere.
 """
 
 from __future__ import annotations
@@ -123,3 +123,13 @@ class ScriptedEngine:
                 finished=finished,
                 finish_reason=("length" if len(target) < len(self.answer_ids) else "eos") if finished else None,
             )
+
+
+def scripted_runtime(tokenizer, answer: str):
+    """A `rest_core.runtime.Runtime` whose every engine is one ScriptedEngine replaying `answer`."""
+    from rest_core.runtime import Runtime, Settings
+
+    engine = ScriptedEngine(tokenizer, answer)
+    rt = Runtime(Settings(), loader=lambda: FakeLoaded(_Model(), tokenizer))
+    rt.engine = lambda store: (rt.loaded(), engine)[1]  # loads like the real one, then replays
+    return rt, engine

@@ -1,0 +1,174 @@
+"""What the app shares between all its users: the model, one engine per datastore, the start-up
+builds of the default datastores. No Gradio here (the app wires it).
+
+The model loads on the first request, not at import, so the page comes up at once; one
+generation runs at a time (`Runtime.lock`), since every session shares the one model.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from rest_core import render
+from rest_core.models import DEFAULT_MODEL
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository (or Space) root, where app.py is
+DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
+NO_STORE = "none"
+log = logging.getLogger("rest.app")
+
+
+@dataclass
+class Settings:
+    """Where the app finds its model and datastores, and where it listens (app.py parses them)."""
+
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    datastores: Path = ROOT / "datastores"
+    host: str = "127.0.0.1"
+    port: int = 7860
+    build: bool = True
+
+
+def is_store(path: Path) -> bool:
+    return (path / "meta.json").is_file()
+
+
+def choose_store(names: list[str], current: str | None, keep_none: bool = True) -> tuple[list[str], str]:
+    """Datastore choices (the built stores, then NO_STORE) and the one to select: the user's
+    choice while it still exists, else the first built store."""
+    choices = names + [NO_STORE]
+    keep = current in names or (keep_none and current == NO_STORE)
+    return choices, (current if keep else (names[0] if names else NO_STORE))
+
+
+class Runtime:
+    """The model, its tokenizer and one engine per datastore, loaded on first use and shared by
+    every session. One generation runs at a time (`lock`): the queue's concurrency limit already
+    serializes requests; the lock also covers a cancelled run that is finishing its last step."""
+
+    def __init__(self, settings: Settings, loader: Callable[[], Any] | None = None) -> None:
+        self.settings = settings
+        self._loader = loader
+        self._loaded: Any = None
+        self._engines: dict[str, Any] = {}
+        self._load_lock = threading.Lock()
+        self.lock = threading.Lock()
+
+    @property
+    def ready(self) -> bool:
+        return self._loaded is not None
+
+    def loaded(self):
+        with self._load_lock:
+            if self._loaded is None:
+                if self._loader is not None:
+                    self._loaded = self._loader()
+                else:
+                    from rest_core.models import load_model
+
+                    t0 = time.perf_counter()
+                    self._loaded = load_model(self.settings.model, device=self.settings.device)
+                    print(f"model {self._loaded.name} loaded on {self._loaded.device} in {time.perf_counter() - t0:.1f} s", flush=True)
+            return self._loaded
+
+    def store_names(self) -> list[str]:
+        """Built stores in the datastores folder: the defaults first, then the others by name."""
+        folder = self.settings.datastores
+        if not folder.is_dir():
+            return []
+        names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and is_store(p))
+        return sorted(names, key=lambda n: (n not in DEFAULT_STORES, DEFAULT_STORES.index(n) if n in DEFAULT_STORES else 0, n))
+
+    def engine(self, store: str):
+        from rest_core.engine import Engine
+
+        lm = self.loaded()
+        with self._load_lock:
+            if store not in self._engines:
+                datastore = None
+                if store != NO_STORE:
+                    from rest_core.datastore import Datastore
+
+                    path = self.settings.datastores / store
+                    if not is_store(path):
+                        raise ValueError(f"datastore '{store}' is not built (looked in {path})")
+                    datastore = Datastore.open(path, lm.tokenizer)
+                self._engines[store] = Engine(lm.model, lm.tokenizer, datastore)
+            return self._engines[store]
+
+    def context_limit(self) -> int | None:
+        config = getattr(self.loaded().model, "config", None)
+        return getattr(config, "max_position_embeddings", None)
+
+
+class StoreBuilds:
+    """Builds the default datastores that are missing, one after the other, in a child process
+    whose progress bar goes to this terminal; the page polls `message()`."""
+
+    def __init__(self, settings: Settings, extra_args: tuple[str, ...] = ()) -> None:
+        self.settings = settings
+        self.extra_args = extra_args  # more `datastore build` flags (tests: a small --limit-docs)
+        self.state: dict[str, str] = {}  # name -> "waiting" | "building" | "ready" | "failed: ..."
+        self.started: dict[str, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def missing(self) -> list[str]:
+        return [n for n in DEFAULT_STORES if not is_store(self.settings.datastores / n)]
+
+    def start(self) -> None:
+        todo = self.missing()
+        if not todo:
+            return
+        for n in todo:
+            self.state[n] = "waiting"
+        self._thread = threading.Thread(target=self._run, args=(todo,), daemon=True, name="datastore-builds")
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self, names: list[str]) -> None:
+        model = self.settings.model
+        for name in names:
+            out = self.settings.datastores / name
+            cmd = [sys.executable, "-m", "rest_core", "datastore", "build", "--source", name, "--out", str(out), "--if-missing"]
+            if model != DEFAULT_MODEL:
+                cmd += ["--model", model]
+            cmd += list(self.extra_args)
+            print(f"building datastore '{name}' (first start only): {' '.join(cmd[1:])}", flush=True)
+            self.state[name] = "building"
+            self.started[name] = time.time()
+            try:
+                done = subprocess.run(cmd, cwd=ROOT, stderr=None, stdout=None)
+                self.state[name] = "ready" if done.returncode == 0 and is_store(out) else f"failed (exit {done.returncode}; see the terminal)"
+            except OSError as exc:
+                self.state[name] = f"failed: {exc}"
+            print(f"datastore '{name}': {self.state[name]}", flush=True)
+
+    @property
+    def active(self) -> bool:
+        return any(s in ("waiting", "building") for s in self.state.values())
+
+    def message(self) -> str:
+        """The page's banner (HTML) while builds wait, run or have failed; "" otherwise."""
+        parts = []
+        for name, s in self.state.items():
+            if s == "building":
+                parts.append(f"building datastore <b>{name}</b> ({time.time() - self.started[name]:.0f} s so far; progress in the terminal)")
+            elif s == "waiting":
+                parts.append(f"datastore <b>{name}</b> waits its turn")
+            elif s.startswith("failed"):
+                parts.append(f"datastore <b>{name}</b> {render.esc(s)}")
+        if not parts:
+            return ""
+        return "First start: " + "; ".join(parts) + ". You can chat meanwhile with the stores that are ready, or with the context source alone."
+

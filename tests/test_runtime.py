@@ -1,0 +1,44 @@
+"""What the app shares between users, without Gradio: datastore discovery, the start-up builds
+of missing default stores."""
+
+from __future__ import annotations
+
+from rest_core import runtime
+from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store
+
+
+def _store(folder, name):
+    (folder / name).mkdir()
+    (folder / name / "meta.json").write_text("{}")
+
+
+def test_store_names_defaults_first_and_only_built(tmp_path):
+    for name in ("zeta", "code", "chat", "alpha"):
+        _store(tmp_path, name)
+    (tmp_path / "half-built").mkdir()
+    (tmp_path / ".hidden").mkdir()
+    assert Runtime(Settings(datastores=tmp_path)).store_names() == ["chat", "code", "alpha", "zeta"]
+    assert Runtime(Settings(datastores=tmp_path / "nowhere")).store_names() == []
+
+
+def test_choose_store_keeps_the_users_choice():
+    assert choose_store(["chat", "mine"], NO_STORE, keep_none=False) == (["chat", "mine", NO_STORE], "chat")
+    assert choose_store(["chat", "mine"], NO_STORE)[1] == NO_STORE
+    assert choose_store(["chat", "mine"], "mine")[1] == "mine"
+    assert choose_store(["chat"], "gone")[1] == "chat"
+    assert choose_store([], "gone") == ([NO_STORE], NO_STORE)
+
+
+def test_missing_default_store_is_built_at_startup(tmp_path, monkeypatch):
+    """The startup build (a child process running `datastore build`), on a small slice."""
+    monkeypatch.setattr(runtime, "DEFAULT_STORES", ("chat",))
+    settings = Settings(datastores=tmp_path)
+    builds = StoreBuilds(settings, extra_args=("--limit-docs", "20", "--quiet"))
+    assert builds.missing() == ["chat"]
+    builds.start()
+    assert builds.active and "chat" in builds.message()
+    builds.join(timeout=300)
+    assert builds.state == {"chat": "ready"}, builds.state
+    assert not builds.active and builds.message() == ""
+    assert Runtime(settings).store_names() == ["chat"]
+

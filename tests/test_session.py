@@ -1,0 +1,157 @@
+"""One user's chat session without Gradio: settings -> GenerationConfig, the conversation kept
+across turns, the streamed Updates, and the cost of what the page renders per step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rest_core import render
+from rest_core.config import ConfigError, GenerationConfig
+from rest_core.runtime import NO_STORE, Runtime, Settings
+from rest_core.session import Session, Update, fit_context, make_config
+from tests.scripted_engine import scripted_runtime
+from tests.tiny_models import tiny_loaded, tiny_tokenizer
+
+ANSWER = 'def add(a, b):\n    return a + b  # <ok> & "done" 世界\n\nprint(add(1, 2))\n'
+
+DEFAULTS = dict(
+    store=NO_STORE, n_max=16, n_min=1, c=8, m=6, max_matches=5000, budget="fixed", use_datastore=True,
+    use_context=True, datastore_weight=1.0, context_weight=1.0, temperature=0.0, top_p=1.0, max_new_tokens=200,
+)
+
+
+def knobs(**over) -> dict:
+    return {**DEFAULTS, **over}
+
+
+@pytest.fixture
+def scripted():
+    return scripted_runtime(tiny_tokenizer(), ANSWER)
+
+
+def test_session_and_runtime_never_import_gradio():
+    code = "import sys, rest_core.session, rest_core.runtime; sys.exit('gradio' in sys.modules or 'torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_make_config_validates_and_maps_the_store():
+    config, store = make_config(knobs(store="code"))
+    assert store == "code" and config.draft.use_datastore and config.draft.c == 8
+    config, store = make_config(knobs(store=NO_STORE))
+    assert store == NO_STORE and not config.draft.use_datastore
+    with pytest.raises(ConfigError, match="n_max"):
+        make_config(knobs(n_min=8, n_max=4))
+    with pytest.raises(ConfigError, match="empty or not a number"):
+        make_config(knobs(max_matches=None))
+    with pytest.raises(ConfigError, match="top_p"):
+        make_config(knobs(top_p=0))
+
+
+def test_fit_context_shortens_or_refuses():
+    config = GenerationConfig(max_new_tokens=500)
+    assert fit_context(100, config, None) == (config, "")
+    shorter, note = fit_context(10, config, 100)
+    assert shorter.max_new_tokens == 100 - 10 - config.draft.c - 1 and "answer limited" in note
+    with pytest.raises(ConfigError, match="too long"):
+        fit_context(95, config, 100)
+
+
+def test_respond_yields_updates_and_keeps_history(scripted):
+    rt, engine = scripted
+    session = Session()
+    updates = list(session.respond(rt, "add two numbers", knobs()))
+    assert all(isinstance(u, Update) for u in updates)
+    assert "Loading the model" in updates[0].status and updates[0].box == ""  # first request only
+    last = updates[-1]
+    assert 'class="tok d' in last.chat and last.stats and last.inspector and last.trie.data
+    assert last.steps == len(session.view.events) and last.box is None
+    assert session.messages[-1] == {"role": "assistant", "content": ANSWER} and not session.active
+
+
+def test_second_turn_sends_the_whole_conversation(scripted):
+    rt, engine = scripted
+    session = Session()
+    list(session.respond(rt, "first", knobs()))
+    list(session.respond(rt, "second", knobs()))
+    prompt_ids, _ = engine.calls[-1]
+    text = tiny_tokenizer().decode(prompt_ids)
+    assert "first" in text and "second" in text and "return a + b" in text
+    assert len(session.turns) == 2 and len(session.messages) == 4
+
+
+def test_sessions_do_not_share_conversations(scripted):
+    rt, _ = scripted
+    a, b = Session(), Session()
+    list(a.respond(rt, "hello from a", knobs()))
+    list(b.respond(rt, "hello from b", knobs()))
+    assert [t.user for t in a.turns] == ["hello from a"]
+    assert [t.user for t in b.turns] == ["hello from b"]
+
+
+def test_new_message_after_an_abandoned_answer_closes_it(scripted):
+    rt, engine = scripted
+    engine.step_s = 0.02
+    session = Session()
+    gen = session.respond(rt, "one", knobs())
+    next(gen)
+    gen.close()  # the page went away mid-answer
+    engine.step_s = 0.0
+    list(session.respond(rt, "two", knobs()))
+    assert session.turns[0].note == "stopped"
+    assert [m["role"] for m in session.messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_closing_the_stream_cancels_the_run(scripted):
+    rt, engine = scripted
+    engine.step_s = 0.05
+    session = Session()
+    gen = session.respond(rt, "go", knobs())
+    for _ in gen:
+        if session.view is not None and session.view.events:
+            break
+    run = session.run
+    gen.close()
+    assert run.done.wait(5)
+    rest = [e for e in run.events.queue if e is not None]
+    assert not (rest or session.view.events)[-1].finished  # the worker stopped before the end
+
+
+def test_compare_yields_status_then_result(scripted):
+    rt, engine = scripted
+    session = Session()
+    updates = list(session.compare(rt, "add two numbers", knobs()))
+    assert "REST done" in updates[-3].status and "plain decoding done" in updates[-2].status
+    assert "identical output" in updates[-1].comparison and updates[-1].speed is not None
+    assert session.turns == []  # comparing does not touch the conversation
+
+
+@pytest.fixture
+def tiny_runtime():
+    pytest.importorskip("rest_core.engine")
+    return Runtime(Settings(), loader=lambda: tiny_loaded("llama"))
+
+
+def test_real_engine_render_cost_per_step(tiny_runtime):
+    """Everything the page does per step (highlight, stats, throttled figure) stays cheap."""
+    tok = tiny_runtime.loaded().tokenizer
+    engine = tiny_runtime.engine(NO_STORE)
+    config, _ = make_config(knobs(max_new_tokens=48))
+    events = list(engine.generate(engine.encode("abc abc abc", chat=True), config))
+    view = render.AnswerView(tok)
+    t0 = time.perf_counter()
+    for e in events:
+        view.add(e)
+        view.html()
+        render.stats_html(view.events)
+    per_step_ms = 1000 * (time.perf_counter() - t0) / len(events)
+    t0 = time.perf_counter()
+    for e in events[:10]:
+        render.trie_figure(e, tok).to_json()
+    fig_ms = 1000 * (time.perf_counter() - t0) / min(10, len(events))
+    print(f"render per step {per_step_ms:.2f} ms, trie figure {fig_ms:.1f} ms")
+    assert per_step_ms < 10
+    assert fig_ms < 200
