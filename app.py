@@ -24,7 +24,7 @@ import gradio as gr
 
 from rest_core import render
 from rest_core.config import PRESETS
-from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store
+from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, start_warm_up
 from rest_core.session import Session, Update, blank_view, knob_dict, status_html
 
 ASSETS = ROOT / "assets"
@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     settings.datastores.mkdir(parents=True, exist_ok=True)
     if settings.build:
         BUILDS.start()
+    start_warm_up()  # the retrieval kernels compile or load meanwhile, not in the first answer
     if ON_ZERO_GPU:  # ZeroGPU moves the weights onto the GPU inside each decorated call
         RUNTIME.loaded()
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)

@@ -1,5 +1,5 @@
 """What the app shares between all its users: the model, one engine per datastore, the start-up
-builds of the default datastores. No Gradio here (the app wires it).
+builds of the default datastores and the kernel warm-up. No Gradio here (the app wires it).
 
 The model loads on the first request, not at import, so the page comes up at once; one
 generation runs at a time (`Runtime.lock`), since every session shares the one model.
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -172,3 +173,22 @@ class StoreBuilds:
             return ""
         return "First start: " + "; ".join(parts) + ". You can chat meanwhile with the stores that are ready, or with the context source alone."
 
+
+def start_warm_up() -> threading.Thread:
+    """Compile (first run on a machine, ~30 s) or load (~0.3 s) the numba kernels of retrieval,
+    trie and tree in a background thread, so that the first answer's first step does not pay it."""
+
+    def work() -> None:
+        t0 = time.perf_counter()
+        try:
+            from rest_core.retrieval import warm_up
+
+            warm_up()
+        except Exception:  # noqa: BLE001 - the first step then compiles them itself
+            log.error("kernel warm-up failed:\n%s", traceback.format_exc())
+            return
+        log.info("retrieval kernels ready in %.1f s", time.perf_counter() - t0)
+
+    thread = threading.Thread(target=work, daemon=True, name="kernel-warm-up")
+    thread.start()
+    return thread

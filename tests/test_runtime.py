@@ -1,7 +1,9 @@
 """What the app shares between users, without Gradio: datastore discovery, the start-up builds
-of missing default stores."""
+of missing default stores, and the kernel warm-up."""
 
 from __future__ import annotations
+
+import logging
 
 from rest_core import runtime
 from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store
@@ -42,3 +44,11 @@ def test_missing_default_store_is_built_at_startup(tmp_path, monkeypatch):
     assert not builds.active and builds.message() == ""
     assert Runtime(settings).store_names() == ["chat"]
 
+
+def test_warm_up_runs_in_the_background(caplog):
+    with caplog.at_level(logging.INFO, logger="rest.app"):
+        thread = runtime.start_warm_up()
+        assert thread.daemon
+        thread.join(timeout=300)
+    assert not thread.is_alive()
+    assert "retrieval kernels ready" in caplog.text and "failed" not in caplog.text
