@@ -79,8 +79,8 @@ class CostCurve:
         return out
 
 
-def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 3) -> CostCurve:
-    """Time forwards of 1, 2, 4, ... >= max_q tokens after a `context_len`-token cache.
+def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2) -> CostCurve:
+    """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
 
     Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
     and makes the curve non-decreasing in q.
@@ -93,7 +93,7 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 3)
     ctx = torch.randint(0, vocab, (1, context_len), generator=gen).to(device)
     sizes = [1]
     while sizes[-1] < max_q:
-        sizes.append(sizes[-1] * 2)
+        sizes.append(min(sizes[-1] * 2, max_q))
     mask_kind = _mask_kind(model)
     with torch.inference_mode():
         cache = DynamicCache()
@@ -185,8 +185,9 @@ class Engine:
         self._cost_curve = cost_curve
         self._lock = threading.Lock()
         self._saved: _DecodeState | None = None
-        # Auto budget: accepted drafts vs predicted, with a prior of 1/2.
-        self._accepted_sum, self._predicted_sum = 1.0, 2.0
+        # Auto budget: accepted drafts vs predicted from the trie weights. The prior (ratio 1,
+        # worth a few steps) must not be pessimistic: a budget of 0 drafts nothing and learns nothing.
+        self._accepted_sum, self._predicted_sum = 3.0, 3.0
         self._overhead_ms = 1.0  # per-step time outside the forward, running mean
         if datastore is not None and self.datastore.separator > self.vocab_size:
             raise ValueError(
@@ -440,7 +441,8 @@ class Engine:
             pool = subtree(trie, pool_idx)
         predicted = 0.0
         if auto and curve is not None:
-            c, predicted = choose_budget(pool, c, curve, self._overhead_ms, self._accepted_sum / self._predicted_sum)
+            calibration = min(1.5, max(0.25, self._accepted_sum / self._predicted_sum))
+            c, predicted = choose_budget(pool, c, curve, self._overhead_ms, calibration)
         idx = select_top_c(pool, c) if len(pool) else empty
         if pool_idx is not None:
             idx = pool_idx[idx]
