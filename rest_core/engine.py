@@ -183,6 +183,7 @@ class Engine:
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._cost_curve = cost_curve
+        self._warm = False
         self._lock = threading.Lock()
         self._saved: _DecodeState | None = None
         # Auto budget: accepted drafts vs predicted from the trie weights. The prior (ratio 1,
@@ -269,6 +270,12 @@ class Engine:
         sources = self._sources(config)
         auto = config.draft.budget == "auto" and config.method == "rest"
         curve = self.forward_cost(config.draft.c + 1) if auto and sources else None
+        if sources and not self._warm:
+            # Load (or compile, on a fresh machine) the retrieval kernels before timing anything.
+            from rest_core.retrieval import warm_up
+
+            warm_up()
+            self._warm = True
 
         t0 = time.perf_counter()
         state = self._prefill(prompt)

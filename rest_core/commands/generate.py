@@ -36,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is much faster on a busy shared CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
 
 
@@ -103,8 +105,15 @@ def run(args: argparse.Namespace) -> int:
         if not datastore_path.exists():
             raise FileNotFoundError(f"datastore not found: {datastore_path}")
 
+    import torch
+
     from rest_core.engine import Engine, collect
     from rest_core.models import load_model
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     datastore = None
