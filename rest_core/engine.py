@@ -129,7 +129,10 @@ def choose_budget(
     root_weight = float(trie.weights[trie.depths == 1].sum())
     if root_weight <= 0:
         return 0, 0.0
-    w = np.sort(trie.weights)[::-1][:c_max]
+    w = trie.weights
+    if w.shape[0] > c_max:  # only the c_max heaviest matter (tries reach tens of thousands of nodes)
+        w = np.partition(w, w.shape[0] - c_max)[w.shape[0] - c_max :]
+    w = np.sort(w)[::-1]
     gain = np.concatenate(([0.0], np.cumsum(w) / root_weight))  # expected accepted, c = 0..
     cs = np.arange(gain.shape[0])
     rate = (1.0 + calibration * gain) / (overhead_ms + curve(cs + 1))
@@ -190,6 +193,7 @@ class Engine:
         # worth a few steps) must not be pessimistic: a budget of 0 drafts nothing and learns nothing.
         self._accepted_sum, self._predicted_sum = 3.0, 3.0
         self._overhead_ms = 1.0  # per-step time outside the forward, running mean
+        self._observed: dict[int, tuple[int, float]] = {}  # q -> (count, mean forward ms)
         if datastore is not None and self.datastore.separator > self.vocab_size:
             raise ValueError(
                 f"the datastore's vocabulary ({self.datastore.separator}) is larger than the model's "
@@ -338,8 +342,14 @@ class Engine:
                 step_s = t_end - t_step
                 elapsed_s += step_s
                 retrieval_ms += 1000 * (t_tree - t_step)
-                if auto and draft is not None:
-                    self._learn(len(rows), predicted, 1000 * (step_s - (t_forward - t_tree)))
+                if auto:
+                    self._learn(
+                        len(rows) if draft is not None else None,
+                        predicted,
+                        1000 * (step_s - (t_forward - t_tree)),
+                        1 + (len(draft) if draft is not None else 0),
+                        1000 * (t_forward - t_tree),
+                    )
                 finish = None
                 if tokens[-1] in self.stop_ids:
                     finish = "eos"
@@ -449,7 +459,7 @@ class Engine:
         predicted = 0.0
         if auto and curve is not None:
             calibration = min(1.5, max(0.25, self._accepted_sum / self._predicted_sum))
-            c, predicted = choose_budget(pool, c, curve, self._overhead_ms, calibration)
+            c, predicted = choose_budget(pool, c, self._corrected(curve), self._overhead_ms, calibration)
         idx = select_top_c(pool, c) if len(pool) else empty
         if pool_idx is not None:
             idx = pool_idx[idx]
@@ -477,11 +487,32 @@ class Engine:
             )
         return out.logits[0]
 
-    def _learn(self, accepted: int, predicted: float, overhead_ms: float) -> None:
-        """Update the auto budget's calibration and per-step overhead from one step."""
-        self._accepted_sum += accepted
-        self._predicted_sum += predicted
+    def _learn(
+        self, accepted: int | None, predicted: float, overhead_ms: float, q: int, forward_ms: float
+    ) -> None:
+        """Update the auto budget from one step: calibration of the predicted acceptance (steps
+        that drafted), per-step overhead, and the observed forward cost at this size."""
+        if accepted is not None:
+            self._accepted_sum += accepted
+            self._predicted_sum += predicted
         self._overhead_ms += 0.1 * (overhead_ms - self._overhead_ms)
+        n, mean = self._observed.get(q, (0, 0.0))
+        self._observed[q] = (n + 1, mean + (forward_ms - mean) / min(n + 1, 20))  # mean, then EMA
+
+    def _corrected(self, curve: CostCurve) -> CostCurve:
+        """The measured curve with sizes seen at least 3 times replaced by their observed cost
+        (the machine's load changes; the one-off measurement may have been unlucky)."""
+        seen = {q: ms for q, (n, ms) in self._observed.items() if n >= 3}
+        if not seen:
+            return curve
+        points = dict(zip(curve.sizes, curve.ms))
+        # Scale unobserved sizes by how far observation drifted from measurement overall.
+        ratios = [ms / float(curve(q)) for q, ms in seen.items()]
+        drift = float(np.median(ratios))
+        points = {q: ms * drift for q, ms in points.items()}
+        points.update(seen)
+        sizes = sorted(points)
+        return CostCurve(tuple(sizes), tuple(np.maximum.accumulate([points[q] for q in sizes]).tolist()))
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -399,3 +399,16 @@ def test_choose_budget_prefers_big_trees_only_when_they_pay():
     assert 1 <= c_steep <= c_flat
     empty = Trie(*(np.empty(0, d) for d in (np.int64, np.int64, np.int64, np.float64, np.uint8)))
     assert choose_budget(empty, 32, steep, 1.0, 1.0) == (0, 0.0)
+
+
+def test_auto_budget_learns_the_observed_forward_cost():
+    lm = tiny_loaded("llama")
+    curve = CostCurve((1, 2, 4, 8), (10.0, 11.0, 12.0, 13.0))
+    engine = Engine(lm.model, lm.tokenizer, None, cost_curve=curve)
+    assert engine._corrected(curve) is curve  # nothing observed yet
+    for _ in range(3):
+        engine._learn(1, 0.5, 1.0, q=2, forward_ms=22.0)  # the machine got twice as slow
+    fixed = engine._corrected(curve)
+    assert float(fixed(2)) == pytest.approx(22.0)
+    assert float(fixed(8)) == pytest.approx(26.0)  # unobserved sizes scaled by the same drift
+    assert list(fixed.ms) == sorted(fixed.ms)
