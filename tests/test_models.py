@@ -66,3 +66,30 @@ def test_tiny_models_generate(arch):
     assert lm.model.config._attn_implementation == "sdpa"
     out = lm.model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=5, do_sample=False)
     assert out.shape[1] <= 8
+
+
+def test_local_folder_and_generate_command(tmp_path, capsys):
+    import json
+
+    from rest_core.cli import main
+
+    lm = tiny_loaded("llama")
+    folder = tmp_path / "tiny-llama"
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    loaded = load_model(str(folder), device="cpu")
+    assert loaded.dtype == torch.float32 and loaded.model.config._attn_implementation == "sdpa"
+    assert loaded.tokenizer("hi").input_ids == lm.tokenizer("hi").input_ids
+
+    args = ["generate", "--prompt", "hello", "--model", str(folder), "--datastore", "none", "--max-new-tokens", "6"]
+    assert main(args + ["--json", "--context", "--seed", "1", "--temperature", "0.8"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("text", "token_ids", "steps", "new_tokens", "mean_generated_length", "tokens_per_s",
+                "retrieval_ms_per_token"):
+        assert key in out
+    assert 1 <= out["new_tokens"] == len(out["token_ids"]) <= 6
+    assert main(args + ["--chat", "--method", "ar"]) == 0
+    captured = capsys.readouterr()
+    assert "[ar]" in captured.err
+    assert main(args[:-1] + ["0"]) == 2  # max_new_tokens 0: a clear one-line error
+    assert "max_new_tokens" in capsys.readouterr().err
