@@ -119,7 +119,7 @@ def test_sliding_window_model_equals_generate():
 
 def test_eos_stops_like_generate():
     lm = tiny_loaded("llama")
-    store_docs, hits = [], 0
+    hits = 0
     prompts = _prompts(30, seed=11)
     refs = [_reference(lm.model, p, 40) for p in prompts]
     store = Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], vocab_size=VOCAB_SIZE)
@@ -133,7 +133,6 @@ def test_eos_stops_like_generate():
         else:
             assert res.finish_reason == "length" and len(res.token_ids) == 40
     assert hits >= 3  # the tiny Llama does emit EOS on some of these prompts
-    del store_docs
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -172,18 +171,17 @@ def test_sampling_distribution_statistical():
     model = lm.model
     prompt = [72, 101, 108, 108, 111]
     sampling = SamplingConfig(temperature=1.0, top_k=3)
-    cfg_proc = sampling
 
     from rest_core.sampling import process_logits
 
     with torch.no_grad():
-        p1 = process_logits(model(torch.tensor([prompt])).logits[0, -1], cfg_proc)
+        p1 = process_logits(model(torch.tensor([prompt])).logits[0, -1], sampling)
     firsts = torch.nonzero(p1).flatten().tolist()
     expected = {}
     docs = []
     for a in firsts:
         with torch.no_grad():
-            p2 = process_logits(model(torch.tensor([prompt + [a]])).logits[0, -1], cfg_proc)
+            p2 = process_logits(model(torch.tensor([prompt + [a]])).logits[0, -1], sampling)
         for b in torch.nonzero(p2).flatten().tolist():
             expected[(a, b)] = float(p1[a] * p2[b])
             docs.append(prompt + [a, b])
