@@ -565,8 +565,24 @@ def summarize(result: BenchResult, *, baseline: str = "ar") -> dict[str, MethodS
 # Reports
 
 
+def git_commit() -> str | None:
+    """The repository's HEAD commit (and '+dirty' with uncommitted changes), if in a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
+        "git_commit": git_commit(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
@@ -719,7 +735,7 @@ def _json_default(o: Any) -> Any:
 
 
 def _meta_lines(meta: dict[str, Any]) -> str:
-    keys = ("date", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "settings", "pld", "command")
+    keys = ("date", "git_commit", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "settings", "pld", "command")
     lines = []
     for k in keys:
         if k in meta:

@@ -186,7 +186,7 @@ class Session:
         return EngineRunner(self.engine(store), config, name=name or method)
 
     def meta(self, problems: list, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        from rest_core.bench import now_utc
+        from rest_core.bench import git_commit, now_utc
 
         a = self.args
         store = None
@@ -195,6 +195,7 @@ class Session:
                      "n_documents": self._datastore.n_documents}
         return {
             "date": now_utc(),
+            "git_commit": git_commit(),
             "suite": a.suite,
             "problems_run": f"{len(problems)} ({problems[0].id} .. {problems[-1].id})",
             "problem_ids": [p.id for p in problems],
