@@ -114,15 +114,24 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
     return CostCurve(tuple(sizes), tuple(np.maximum.accumulate(ms).tolist()))
 
 
+RANK_BUCKETS = 9  # auto budget calibration per node rank: 1, 2-3, 4-7, ..., 256+
+
+
+def rank_buckets(n: int) -> np.ndarray:
+    """(n,) bucket of the ranks 1..n: floor(log2(rank)), capped."""
+    return np.minimum(np.log2(np.arange(1, n + 1)).astype(np.int64), RANK_BUCKETS - 1)
+
+
 def choose_budget(
-    trie: Trie, c_max: int, curve: CostCurve, overhead_ms: float, calibration: float
+    trie: Trie, c_max: int, curve: CostCurve, overhead_ms: float, calibration: float | np.ndarray
 ) -> tuple[int, float]:
     """The c in [0, c_max] maximising expected tokens per second, and its predicted accepted count.
 
     A node's share of the root's weight estimates the chance that the model's own path runs
     through it; summed over the top-c nodes it is the expected number of accepted drafts
     (the accepted path is a chain, so accepted = sum over nodes of [node accepted]).
-    `calibration` scales that estimate by what was actually accepted so far.
+    `calibration` (a number, or one per rank bucket, see `rank_buckets`) scales that estimate
+    by what was actually accepted so far at that rank.
     """
     if len(trie) == 0 or c_max <= 0:
         return 0, 0.0
@@ -133,9 +142,12 @@ def choose_budget(
     if w.shape[0] > c_max:  # only the c_max heaviest matter (tries reach tens of thousands of nodes)
         w = np.partition(w, w.shape[0] - c_max)[w.shape[0] - c_max :]
     w = np.sort(w)[::-1]
-    gain = np.concatenate(([0.0], np.cumsum(w) / root_weight))  # expected accepted, c = 0..
+    cal = np.asarray(calibration, dtype=np.float64)
+    if cal.ndim:
+        cal = cal[rank_buckets(w.shape[0])]
+    gain = np.concatenate(([0.0], np.cumsum(cal * w / root_weight)))  # expected accepted, c = 0..
     cs = np.arange(gain.shape[0])
-    rate = (1.0 + calibration * gain) / (overhead_ms + curve(cs + 1))
+    rate = (1.0 + gain) / (overhead_ms + curve(cs + 1))
     best = int(np.argmax(rate))
     return best, float(gain[best])
 
@@ -189,9 +201,10 @@ class Engine:
         self._warm = False
         self._lock = threading.Lock()
         self._saved: _DecodeState | None = None
-        # Auto budget: accepted drafts vs predicted from the trie weights. The prior (ratio 1,
-        # worth a few steps) must not be pessimistic: a budget of 0 drafts nothing and learns nothing.
-        self._accepted_sum, self._predicted_sum = 3.0, 3.0
+        # Auto budget: per rank bucket, drafts accepted vs predicted from the trie weights. The
+        # prior (ratio 1) must not be pessimistic: a budget of 0 drafts nothing and learns nothing.
+        self._accepted_sum = np.full(RANK_BUCKETS, 0.5)
+        self._predicted_sum = np.full(RANK_BUCKETS, 0.5)
         self._overhead_ms = 1.0  # per-step time outside the forward, running mean
         self._observed: dict[int, tuple[int, float]] = {}  # q -> (count, mean forward ms)
         if datastore is not None and self.datastore.separator > self.vocab_size:
@@ -301,7 +314,7 @@ class Engine:
                 t_retrieved = time.perf_counter()
 
                 # 2. tree: merge into one weighted trie, keep the budget's best nodes
-                trie, draft_idx, draft, budget, predicted = self._draft(
+                trie, draft_idx, draft, budget = self._draft(
                     retrieved, config, remaining, len(state.ids), curve, auto
                 )
                 t_tree = time.perf_counter()
@@ -344,8 +357,9 @@ class Engine:
                 retrieval_ms += 1000 * (t_tree - t_step)
                 if auto:
                     self._learn(
-                        len(rows) if draft is not None else None,
-                        predicted,
+                        trie,
+                        draft,
+                        accepted,
                         1000 * (step_s - (t_forward - t_tree)),
                         1 + (len(draft) if draft is not None else 0),
                         1000 * (t_forward - t_tree),
@@ -431,22 +445,22 @@ class Engine:
         n_ids: int,
         curve: CostCurve | None,
         auto: bool,
-    ) -> tuple[Trie | None, np.ndarray, Trie | None, int, float]:
-        """(merged trie or None, selected indices into it, draft subtree or None, budget, predicted)."""
+    ) -> tuple[Trie | None, np.ndarray, Trie | None, int]:
+        """(merged trie or None, selected indices into it, draft subtree or None, budget)."""
         from rest_core.trie import build_trie, select_top_c, subtree
 
         empty = np.empty(0, np.int64)
         if not retrieved:
-            return None, empty, None, 0, 0.0
+            return None, empty, None, 0
         # Each source contributes its weight spread over its continuations: the trie's weights
         # are then a weighted mixture of the sources' next-token statistics.
         parts = [replace(r, weight=r.weight / r.continuations.shape[0]) for r in retrieved if r.continuations.shape[0]]
         c = config.draft.c
         if not parts:
-            return None, empty, None, c, 0.0
+            return None, empty, None, c
         trie = build_trie(parts)
         if len(trie) == 0:
-            return None, empty, None, c, 0.0
+            return None, empty, None, c
         # Never draft deeper than the tokens still wanted or the model's context allows.
         max_depth = remaining
         if self.max_positions:
@@ -456,16 +470,15 @@ class Engine:
         if int(trie.depths.max()) > max_depth:
             pool_idx = np.flatnonzero(trie.depths <= max_depth)
             pool = subtree(trie, pool_idx)
-        predicted = 0.0
         if auto and curve is not None:
-            calibration = min(1.5, max(0.25, self._accepted_sum / self._predicted_sum))
-            c, predicted = choose_budget(pool, c, self._corrected(curve), self._overhead_ms, calibration)
+            calibration = np.clip(self._accepted_sum / self._predicted_sum, 0.05, 1.5)
+            c, _ = choose_budget(pool, c, self._corrected(curve), self._overhead_ms, calibration)
         idx = select_top_c(pool, c) if len(pool) else empty
         if pool_idx is not None:
             idx = pool_idx[idx]
         if idx.size == 0:
-            return trie, empty, None, c, predicted
-        return trie, idx, subtree(trie, idx), c, predicted
+            return trie, empty, None, c
+        return trie, idx, subtree(trie, idx), c
 
     def _forward_plain(self, root: int, cache) -> torch.Tensor:
         """(1, V) logits for the root alone: the same call a plain decoding step makes."""
@@ -488,13 +501,24 @@ class Engine:
         return out.logits[0]
 
     def _learn(
-        self, accepted: int | None, predicted: float, overhead_ms: float, q: int, forward_ms: float
+        self,
+        trie: Trie | None,
+        draft: Trie | None,
+        accepted: Sequence[int],
+        overhead_ms: float,
+        q: int,
+        forward_ms: float,
     ) -> None:
-        """Update the auto budget from one step: calibration of the predicted acceptance (steps
-        that drafted), per-step overhead, and the observed forward cost at this size."""
-        if accepted is not None:
-            self._accepted_sum += accepted
-            self._predicted_sum += predicted
+        """Update the auto budget from one step: per rank bucket, the predicted acceptance of
+        the verified nodes vs what was accepted; the per-step overhead; the forward cost at q."""
+        if trie is not None and draft is not None and len(draft):
+            root_weight = float(trie.weights[trie.depths == 1].sum())
+            order = np.lexsort((np.arange(len(draft)), -draft.weights))  # rank order, as selected
+            buckets = rank_buckets(len(draft))
+            hit = np.zeros(len(draft))
+            hit[list(accepted)] = 1.0
+            np.add.at(self._predicted_sum, buckets, draft.weights[order] / root_weight)
+            np.add.at(self._accepted_sum, buckets, hit[order])
         self._overhead_ms += 0.1 * (overhead_ms - self._overhead_ms)
         n, mean = self._observed.get(q, (0, 0.0))
         self._observed[q] = (n + 1, mean + (forward_ms - mean) / min(n + 1, 20))  # mean, then EMA

@@ -405,8 +405,21 @@ def test_auto_budget_learns_the_observed_forward_cost():
     engine = Engine(lm.model, lm.tokenizer, None, cost_curve=curve)
     assert engine._corrected(curve) is curve  # nothing observed yet
     for _ in range(3):
-        engine._learn(1, 0.5, 1.0, q=2, forward_ms=22.0)  # the machine got twice as slow
+        engine._learn(None, None, (), 1.0, q=2, forward_ms=22.0)  # the machine got twice as slow
     fixed = engine._corrected(curve)
     assert float(fixed(2)) == pytest.approx(22.0)
     assert float(fixed(8)) == pytest.approx(26.0)  # unobserved sizes scaled by the same drift
     assert list(fixed.ms) == sorted(fixed.ms)
+
+
+def test_auto_budget_calibrates_per_rank():
+    from rest_core.trie import Trie
+
+    lm = tiny_loaded("llama")
+    engine = Engine(lm.model, lm.tokenizer, None, cost_curve=CostCurve((1, 64), (10.0, 10.0)))
+    # A star: 8 first tokens, the heaviest always accepted, the others never.
+    trie = Trie(np.arange(8), np.full(8, -1), np.ones(8, np.int64), np.arange(8, 0, -1.0), np.ones(8, np.uint8))
+    for _ in range(50):
+        engine._learn(trie, trie, (0,), 1.0, q=9, forward_ms=10.0)
+    ratio = engine._accepted_sum / engine._predicted_sum
+    assert ratio[0] > 2 and ratio[1] < 0.1 and ratio[2] < 0.1  # rank 1 under-, ranks 2-7 over-predicted
