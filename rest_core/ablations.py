@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -278,22 +278,6 @@ def rows_from(result: BenchResult, variants: Sequence[tuple[str, Any, dict[str, 
     """One row per (runner name, parameter value, extra notes), in the given order."""
     summaries = summarize(result)
     return [VariantRow(name, value, summaries[name], extra) for name, value, extra in variants if name in summaries]
-
-
-def variant_runner(runner: Runner, name: str) -> Runner:
-    """The same runner under another name (runners are keyed by name in results)."""
-    clone = replace(runner) if hasattr(runner, "__dataclass_fields__") else _Renamed(runner, name)
-    clone.name = name
-    return clone
-
-
-class _Renamed:
-    def __init__(self, inner: Runner, name: str) -> None:
-        self.inner = inner
-        self.name = name
-
-    def run(self, prompt_ids, max_new_tokens, seed):  # noqa: ANN001
-        return self.inner.run(prompt_ids, max_new_tokens, seed)
 
 
 # --------------------------------------------------------------------------------------------
