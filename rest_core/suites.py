@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,14 +38,19 @@ class Problem:
 
 
 def package_file(package: str, relative: str, pip_name: str) -> Path:
-    """A data file inside an installed package, found without importing the package."""
+    """A data file inside an installed package, found without importing the package.
+
+    Falls back to looking in every sys.path folder, so that a same-named module or folder
+    elsewhere on the path (the current directory comes first) cannot hide the installed one.
+    """
     spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {package!r} is not installed: pip install --no-deps {pip_name}")
-    path = Path(spec.submodule_search_locations[0]) / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; reinstall {pip_name}")
-    return path
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    folders += [str(Path(p or ".") / package) for p in sys.path]
+    for folder in folders:
+        path = Path(folder) / relative
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{package}/{relative} not found: pip install --no-deps {pip_name}")
 
 
 def load_humaneval(limit: int | None = None) -> list[Problem]:
