@@ -395,15 +395,18 @@ def random_selection_engine_class() -> type:
             super().__init__(*args, **kwargs)
             self.rng = np.random.default_rng(seed)
 
-        def _draft(self, retrieved, config, remaining, n_ids, curve, auto):  # noqa: ANN001
-            trie, idx, draft, budget, predicted = super()._draft(retrieved, config, remaining, n_ids, curve, auto)
+        # Overrides the engine's private draft phase (it has no public selector hook): the
+        # engine's result tuple starts with (trie, selected idx, draft subtree, budget).
+        def _draft(self, retrieved, config, remaining, n_ids, *rest, **kwargs):  # noqa: ANN001
+            out = super()._draft(retrieved, config, remaining, n_ids, *rest, **kwargs)
+            trie, idx, _draft, budget = out[:4]
             if trie is None or len(idx) == 0:
-                return trie, idx, draft, budget, predicted
+                return out
             # The same depth limit as the engine's own selection.
             max_depth = remaining if not self.max_positions else min(remaining, self.max_positions - n_ids)
             eligible = np.flatnonzero(trie.depths <= max_depth)
             pool = trie if len(eligible) == len(trie) else subtree(trie, eligible)
             pick = eligible[select_random_continuations(pool, budget, self.rng)]
-            return trie, pick, subtree(trie, pick), budget, predicted
+            return (trie, pick, subtree(trie, pick), budget, *out[4:])
 
     return RandomSelectionEngine

@@ -88,6 +88,9 @@ class Session:
         self.tokenizer = loaded.tokenizer
         self._datastore: Any = None
         self._engines: dict[int, Any] = {}
+        from rest_core.bench import git_commit
+
+        self.git_commit = git_commit()  # the code that runs, read before it runs
 
     @classmethod
     def open(cls, args: argparse.Namespace) -> "Session":
@@ -186,7 +189,7 @@ class Session:
         return EngineRunner(self.engine(store), config, name=name or method)
 
     def meta(self, problems: list, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        from rest_core.bench import git_commit, now_utc
+        from rest_core.bench import now_utc
 
         a = self.args
         store = None
@@ -195,7 +198,7 @@ class Session:
                      "n_documents": self._datastore.n_documents}
         return {
             "date": now_utc(),
-            "git_commit": git_commit(),
+            "git_commit": self.git_commit,
             "suite": a.suite,
             "problems_run": f"{len(problems)} ({problems[0].id} .. {problems[-1].id})",
             "problem_ids": [p.id for p in problems],
