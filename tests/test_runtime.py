@@ -65,3 +65,13 @@ def test_warm_up_runs_in_the_background(caplog):
         thread.join(timeout=300)
     assert not thread.is_alive()
     assert "retrieval kernels ready" in caplog.text and "failed" not in caplog.text
+
+
+def test_default_preset_follows_the_device():
+    from rest_core.config import PRESETS
+    from rest_core.runtime import default_preset
+
+    assert default_preset("cpu") == PRESETS["cpu"]
+    assert default_preset("cpu", zero_gpu=True) == PRESETS["gpu"]  # ZeroGPU attaches CUDA per request
+    assert default_preset("no-such-device") == PRESETS["cpu"]  # the load reports the bad flag
+    assert PRESETS["cpu"] != PRESETS["gpu"]
