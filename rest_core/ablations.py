@@ -377,36 +377,16 @@ def random_selection_runner(session: Any, method: str, c: int) -> Runner:
     """The engine with the trie's top-c selection replaced by `select_random_continuations`
     (same node budget, same depth limit, same retrieved continuations)."""
     from rest_core.bench import ENGINE_METHODS, EngineRunner, engine_config
+    from rest_core.engine import Engine
 
-    engine_cls = random_selection_engine_class()
+    rng = np.random.default_rng(session.args.seed)
     store = session.datastore if ENGINE_METHODS[method][0] else None
-    engine = engine_cls(session.model, session.tokenizer, store, reuse_cache=False, seed=session.args.seed)
+    engine = Engine(
+        session.model,
+        session.tokenizer,
+        store,
+        reuse_cache=False,
+        selector=lambda pool, budget: select_random_continuations(pool, budget, rng),
+    )
     config = engine_config(method, retrieval=session.retrieval(), draft=session.draft(c=c), sampling=session.sampling())
     return EngineRunner(engine, config, name=f"random c={c}")
-
-
-def random_selection_engine_class() -> type:
-    """An Engine subclass whose draft is random whole continuations instead of the top-c nodes."""
-    from rest_core.engine import Engine
-    from rest_core.trie import subtree
-
-    class RandomSelectionEngine(Engine):
-        def __init__(self, *args: Any, seed: int = 0, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.rng = np.random.default_rng(seed)
-
-        # Overrides the engine's private draft phase (it has no public selector hook): the
-        # engine's result tuple starts with (trie, selected idx, draft subtree, budget).
-        def _draft(self, retrieved, config, remaining, n_ids, *rest, **kwargs):  # noqa: ANN001
-            out = super()._draft(retrieved, config, remaining, n_ids, *rest, **kwargs)
-            trie, idx, _draft, budget = out[:4]
-            if trie is None or len(idx) == 0:
-                return out
-            # The same depth limit as the engine's own selection.
-            max_depth = remaining if not self.max_positions else min(remaining, self.max_positions - n_ids)
-            eligible = np.flatnonzero(trie.depths <= max_depth)
-            pool = trie if len(eligible) == len(trie) else subtree(trie, eligible)
-            pick = eligible[select_random_continuations(pool, budget, self.rng)]
-            return (trie, pick, subtree(trie, pick), budget, *out[4:])
-
-    return RandomSelectionEngine

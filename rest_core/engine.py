@@ -15,7 +15,7 @@ import inspect
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -170,6 +170,8 @@ class Engine:
     datastore: a `rest_core.datastore.Datastore`, a path to one, or None (context source only,
     or plain decoding). reuse_cache: keep the KV cache of the last generation, so the next
     call whose prompt extends it (a conversation's next turn) only prefills the new tokens.
+    selector: picks the draft from the merged trie, `(trie, c) -> sorted node indices` forming
+    a subtree; default the paper's top-c by weight (an ablation swaps in random continuations).
     """
 
     def __init__(
@@ -180,8 +182,12 @@ class Engine:
         *,
         reuse_cache: bool = True,
         cost_curve: CostCurve | None = None,
+        selector: Callable[[Trie, int], np.ndarray] | None = None,
     ) -> None:
+        from rest_core.trie import select_top_c
+
         self.model = model
+        self.selector = selector or select_top_c
         self.tokenizer = tokenizer
         if isinstance(datastore, (str, bytes)) or hasattr(datastore, "__fspath__"):
             from rest_core.datastore import Datastore
@@ -447,7 +453,7 @@ class Engine:
         auto: bool,
     ) -> tuple[Trie | None, np.ndarray, Trie | None, int]:
         """(merged trie or None, selected indices into it, draft subtree or None, budget)."""
-        from rest_core.trie import build_trie, select_top_c, subtree
+        from rest_core.trie import build_trie, subtree
 
         empty = np.empty(0, np.int64)
         if not retrieved:
@@ -473,7 +479,7 @@ class Engine:
         if auto and curve is not None:
             calibration = np.clip(self._accepted_sum / self._predicted_sum, 0.05, 1.5)
             c, _ = choose_budget(pool, c, self._corrected(curve), self._overhead_ms, calibration)
-        idx = select_top_c(pool, c) if len(pool) else empty
+        idx = self.selector(pool, c) if len(pool) else empty
         if pool_idx is not None:
             idx = pool_idx[idx]
         if idx.size == 0:

@@ -80,6 +80,31 @@ def test_greedy_equals_generate(setup, store, draft):
         assert accepted > 0  # the equivalence was tested with drafts actually accepted
 
 
+def test_selector_hook_chooses_the_draft(setup):
+    """A custom selector (here: the deepest single chain of the trie) replaces top-c, and the
+    output is still exactly the greedy reference."""
+    picked = []
+
+    def first_chain(trie, c):
+        node, chain = int(np.argmax(trie.depths == 1)), []  # first child of the root
+        while node >= 0 and len(chain) < c:
+            chain.append(node)
+            kids = np.flatnonzero(trie.parents == node)
+            node = int(kids[0]) if kids.size else -1
+        picked.append(len(chain))
+        return np.array(chain, dtype=np.int64)
+
+    engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"], selector=first_chain)
+    cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DraftConfig(c=6))
+    for prompt, ref in zip(setup["prompts"][:4], setup["refs"][:4]):
+        res = collect(engine.generate(prompt, cfg))
+        assert res.token_ids == ref
+        for ev in res.events:
+            if ev.draft is not None:  # a chain: every node's parent is the previous node
+                assert ev.draft.parents.tolist() == list(range(-1, len(ev.draft) - 1))
+    assert picked and max(picked) > 1
+
+
 def test_ar_equals_generate(setup):
     engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"])
     for prompt, ref in zip(setup["prompts"], setup["refs"]):
