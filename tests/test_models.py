@@ -88,8 +88,11 @@ def test_local_folder_and_generate_command(tmp_path, capsys):
                 "retrieval_ms_per_token"):
         assert key in out
     assert 1 <= out["new_tokens"] == len(out["token_ids"]) <= 6
+    assert main(args + ["--chat", "--method", "ar", "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)["text"]
     assert main(args + ["--chat", "--method", "ar"]) == 0
     captured = capsys.readouterr()
     assert "[ar]" in captured.err
+    assert captured.out == expected + "\n"  # the streamed pieces add up to the decoded text
     assert main(args[:-1] + ["0"]) == 2  # max_new_tokens 0: a clear one-line error
     assert "max_new_tokens" in capsys.readouterr().err

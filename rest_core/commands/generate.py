@@ -130,21 +130,20 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary(result, lm, config, datastore_path), ensure_ascii=False))
         return 0
 
+    from rest_core.render import IncrementalDecoder
+
+    # Token by token, but never splitting a multi-byte character across writes.
     out = sys.stdout
-    ids: list[int] = []
-    shown = ""
+    decoder = IncrementalDecoder(lm.tokenizer)
     last = None
     for ev in events:
-        ids.extend(ev.tokens)
-        text = lm.tokenizer.decode(ids, skip_special_tokens=True)
-        # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
-        if not text.endswith("\ufffd") and text.startswith(shown):
-            out.write(text[len(shown):])
-            out.flush()
-            shown = text
+        for token in ev.tokens:
+            piece = decoder.push(token)
+            if piece:
+                out.write(piece)
+        out.flush()
         last = ev
-    if shown != lm.tokenizer.decode(ids, skip_special_tokens=True):
-        out.write(lm.tokenizer.decode(ids, skip_special_tokens=True)[len(shown):])
+    out.write(decoder.flush())
     out.write("\n")
     if last is not None:
         t = last.totals
