@@ -106,3 +106,8 @@ PRESETS: dict[str, GenerationConfig] = {
     "cpu": GenerationConfig(draft=DraftConfig(c=2, use_context=True)),
     "gpu": GenerationConfig(draft=DraftConfig(c=64, use_context=True)),
 }
+
+
+def preset_for_device(device_type: str) -> GenerationConfig:
+    """The measured defaults for a device type ("cuda", "cpu", ...): "gpu" on CUDA, else "cpu"."""
+    return PRESETS["gpu" if device_type == "cuda" else "cpu"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rest_core import render
-from rest_core.config import PRESETS, GenerationConfig
+from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or Space) root, where app.py is
@@ -61,11 +61,13 @@ def default_preset(device: str, zero_gpu: bool = False) -> GenerationConfig:
     ZeroGPU, where the GPU is attached only inside requests), else the "cpu" preset."""
     from rest_core.models import resolve_device  # imports torch: only when asked
 
+    if zero_gpu:
+        return preset_for_device("cuda")
     try:
-        on_gpu = zero_gpu or resolve_device(device).type == "cuda"
+        device_type = resolve_device(device).type
     except ValueError:
-        on_gpu = False  # a bad device flag is reported when the model loads
-    return PRESETS["gpu" if on_gpu else "cpu"]
+        device_type = "cpu"  # a bad device flag is reported when the model loads
+    return preset_for_device(device_type)
 
 
 def is_store(path: Path) -> bool:

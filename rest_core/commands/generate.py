@@ -53,9 +53,9 @@ def build_config(args: argparse.Namespace, device_type: str):
     """The GenerationConfig for these arguments, starting from the device's preset."""
     from dataclasses import replace
 
-    from rest_core.config import PRESETS, GenerationConfig, RetrievalConfig, SamplingConfig
+    from rest_core.config import GenerationConfig, RetrievalConfig, SamplingConfig, preset_for_device
 
-    preset = PRESETS["gpu" if device_type == "cuda" else "cpu"]
+    preset = preset_for_device(device_type)
     retrieval = preset.retrieval
     if args.n_min is not None or args.n_max is not None:
         retrieval = RetrievalConfig(
