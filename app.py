@@ -199,7 +199,7 @@ def build_demo() -> gr.Blocks:
                 stats = gr.HTML(render.stats_html([]), elem_id="stats")
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=300):
-                        trie = gr.Plot(render._empty_figure("The draft tree of each step appears here."), label="Draft tree of the step", elem_id="trie")
+                        trie = gr.Plot(render.empty_figure(), label="Draft tree of the step", elem_id="trie")
                         step = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
                     with gr.Column(scale=2, min_width=260):
                         inspector = gr.HTML(render.inspector_html(None, None), elem_id="inspector", label="Step inspector")

@@ -433,7 +433,11 @@ def tree_view(event: StepEvent, max_nodes: int = 40, max_extra: int = 8) -> Tree
 TRIE_HEIGHT = 420  # fixed: Plotly's responsive mode in the page keeps the first figure's height
 
 
-def _empty_figure(message: str, height: int = TRIE_HEIGHT):
+NO_TRIE_YET = "The draft tree of each step appears here."
+
+
+def empty_figure(message: str = NO_TRIE_YET, height: int = TRIE_HEIGHT):
+    """A blank figure with a centred message (before the first step, or a step with no draft)."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -455,11 +459,11 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     import plotly.graph_objects as go
 
     if event is None:
-        return _empty_figure("The draft tree of each step appears here.")
+        return empty_figure()
     view = tree_view(event, max_nodes=max_nodes)
     if view is None:
         why = "plain decoding: no draft" if event.method == "ar" else "no match in any source: a plain one-token step"
-        return _empty_figure(f"Step {event.step + 1}: {why}")
+        return empty_figure(f"Step {event.step + 1}: {why}")
     trie = event.trie
     assert trie is not None
     tok = [int(trie.tokens[t]) for t in view.nodes]

@@ -366,5 +366,4 @@ class Session:
 def blank_view(runtime: Runtime) -> Update:
     """A new conversation's page: empty chat, stats, trie and inspector, slider hidden."""
     tok = runtime.loaded().tokenizer if runtime.ready else None
-    fig = render.trie_figure(None, tok) if tok is not None else render._empty_figure("The draft tree of each step appears here.")
-    return Update(Session().chat_html(), render.stats_html([]), fig, render.inspector_html(None, tok), steps=0, status="", box="")
+    return Update(Session().chat_html(), render.stats_html([]), render.empty_figure(), render.inspector_html(None, tok), steps=0, status="", box="")
