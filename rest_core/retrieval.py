@@ -50,6 +50,8 @@ def _compare_at(tokens: np.ndarray, start: int, pattern: np.ndarray) -> int:
     suffix sorts first, 0 if it starts with the pattern, 1 if it sorts after. A suffix that
     ends early sorts first (the suffix array's convention)."""
     size = tokens.shape[0]
+    if start < 0 or start >= size:  # a damaged suffix array: never read outside the tokens
+        return -1
     for j in range(pattern.shape[0]):
         p = start + j
         if p >= size:
@@ -130,17 +132,19 @@ def _gather(
         pos[i] = np.int64(sa[ranks[i]]) + skip
     touched = 0
     for i in range(k):
-        if pos[i] < size:
+        if 0 <= pos[i] < size:
             touched += np.int64(tokens[pos[i]])
     m = out.shape[1]
     for i in range(k):
         p = pos[i]
+        if p < 0:  # a damaged suffix array: leave the row empty rather than read before the tokens
+            continue
         for j in range(m):
             q = p + j
             if q >= size:
                 break
             t = np.int64(tokens[q])
-            if t == separator:
+            if t >= separator:  # ids past the separator (a damaged store) never become drafts
                 break
             out[i, j] = t
     return touched  # returned so that the touching pass is not optimized away
