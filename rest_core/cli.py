@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        # Clear one-line errors for bad input; tracebacks are for bugs.
-        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, OSError, RuntimeError) as exc:
+        # Clear one-line errors for bad input and for the file system saying no (missing or
+        # unreadable paths, a full disk, no permission); tracebacks are for bugs.
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: {message}", file=sys.stderr)
         return 2

@@ -106,12 +106,12 @@ class Datastore:
         )
 
     @classmethod
-    def open(cls, path: str | os.PathLike, tokenizer: Any = None) -> "Datastore":
-        """Map a datastore folder; check its files, sizes and format (and tokenizer, if given).
-
-        Raises DatastoreError naming the problem.
+    def open(cls, path: str | os.PathLike, tokenizer: Any = None, *, check_data: bool = True) -> "Datastore":
+        """Map a datastore folder; check its files, sizes and format (and tokenizer, if given),
+        and (check_data) that every token id and suffix-array entry is in range, so that
+        retrieval can never read outside the store. Raises DatastoreError naming the problem.
         """
-        return _open(Path(path), tokenizer)
+        return _open(Path(path), tokenizer, check_data)
 
     @classmethod
     def from_token_ids(
@@ -449,9 +449,7 @@ def build_datastore(
     complete. `extra_meta_fn` is called after the documents are consumed (for reader statistics
     such as skipped records) and its result is merged into meta.json.
     """
-    out = Path(out_dir)
-    if out.exists() and not force:
-        raise DatastoreError(f"{out} exists (use --force / force=True to replace it)")
+    out = check_target(out_dir, force)
     vocab_size = tokenizer_vocab_size(tokenizer)
     fingerprint = tokenizer_fingerprint(tokenizer)
     name = tokenizer_name or tokenizer_display_name(tokenizer)
@@ -506,9 +504,7 @@ def build_from_token_ids(
     fingerprint: str = "",
 ) -> Datastore:
     """Write a datastore from already tokenized documents (no tokenizer involved)."""
-    out = Path(out_dir)
-    if out.exists() and not force:
-        raise DatastoreError(f"{out} exists (use --force / force=True to replace it)")
+    out = check_target(out_dir, force)
     return _write_store(
         (np.asarray(d, dtype=np.int64) for d in documents),
         out,
@@ -566,11 +562,47 @@ def _write_store(
         # meta.json last: a folder without it is never a datastore.
         _write_json_synced(tmp / META_FILE, meta)
         _fsync_dir(tmp)
+        if out.exists() or out.is_symlink():
+            check_target(out, force=True)  # again: the folder may have changed during the build
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Datastore.open(out, tokenizer)
+
+
+def check_target(out_dir: str | os.PathLike, force: bool) -> Path:
+    """The folder a build may write to: one that does not exist yet or, with `force`, an
+    existing datastore or an empty folder. Anything else (a plain file, a folder holding other
+    files) is refused, so --force can never delete what a typo points it at. Returns the path
+    ('.' and '..' made absolute so that the temp folder gets a name beside it)."""
+    out = Path(out_dir)
+    if out.name in ("", ".", ".."):
+        out = Path(os.path.abspath(out))
+    if not out.name:
+        raise DatastoreError(f"cannot build a datastore at {out_dir}: name a folder to create")
+    if not (out.exists() or out.is_symlink()):
+        return out
+    if not force:
+        raise DatastoreError(f"{out} exists (use --force / force=True to replace it)")
+    refuse = f"refusing to replace {out} with --force: "
+    if not out.is_dir():
+        raise DatastoreError(refuse + "it is not a folder (only an existing datastore or an empty folder is replaced)")
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return out
+    try:
+        _, _, _, shards = _check_meta(read_meta(out), f"{out}/{META_FILE}")
+    except DatastoreError as exc:
+        raise DatastoreError(refuse + f"it is not an empty folder nor a datastore ({exc})") from None
+    own = {META_FILE} | {name for _, _, t, a, _ in shards for name in (t, a)}
+    foreign = [e for e in entries if e not in own]
+    if foreign:
+        raise DatastoreError(
+            refuse + f"it holds {foreign[0]!r}" + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+            + ", which is not part of the datastore; move it away first"
+        )
+    return out
 
 
 def _write_json_synced(path: Path, obj: Any) -> None:
@@ -669,61 +701,128 @@ def find_datastores(root: str | os.PathLike = "datastores") -> dict[str, dict[st
     for p in sorted(root.iterdir()):
         if p.is_dir() and not p.name.startswith("."):
             try:
-                found[p.name] = Datastore.open(p).meta
+                found[p.name] = Datastore.open(p, check_data=False).meta
             except DatastoreError:
                 continue
     return found
 
 
-def _open(path: Path, tokenizer: Any) -> Datastore:
+def _open(path: Path, tokenizer: Any, check_data: bool = True) -> Datastore:
     meta = read_meta(path)
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise DatastoreError(
-            f"{path}: unknown datastore format version {version!r} (this code reads version {FORMAT_VERSION}); rebuild it"
-        )
-    missing = [k for k in _REQUIRED_KEYS if k not in meta]
-    if missing:
-        raise DatastoreError(f"{path}/{META_FILE}: missing keys {', '.join(missing)}")
-    try:
-        dtype = np.dtype(meta["dtype"])
-        separator = int(meta["separator"])
-        vocab_size = int(meta["vocab_size"])
-        n_tokens = int(meta["n_tokens"])
-        shards_meta = list(meta["shards"])
-    except (TypeError, ValueError) as exc:
-        raise DatastoreError(f"{path}/{META_FILE}: bad value: {exc}") from None
-    if separator != vocab_size:
-        raise DatastoreError(f"{path}: separator {separator} differs from vocab size {vocab_size}")
-    if dtype not in (np.dtype("<u2"), np.dtype("<u4")) or dtype != token_dtype(separator):
-        raise DatastoreError(f"{path}: token dtype {dtype} does not fit separator {separator}")
-
+    dtype, separator, n_tokens, shards_meta = _check_meta(meta, f"{path}/{META_FILE}")
     if tokenizer is not None:
         check_tokenizer(meta, tokenizer, where=str(path))
 
     shards: list[Shard] = []
     total = 0
-    for i, sm in enumerate(shards_meta):
-        try:
-            n = int(sm["n_tokens"])
-            tok_file = path / str(sm["tokens"])
-            sa_file = path / str(sm["sa"])
-            sa_dtype = np.dtype(sm.get("sa_dtype", "<i4"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DatastoreError(f"{path}/{META_FILE}: shard {i} entry is malformed ({exc})") from None
-        if sa_dtype not in (np.dtype("<i4"), np.dtype("<i8")):
-            raise DatastoreError(f"{path}: shard {i} has unsupported suffix-array dtype {sa_dtype}")
-        if n > INT32_MAX and sa_dtype.itemsize < 8:
-            raise DatastoreError(f"{path}: shard {i} has {n:,} tokens, too many for a {sa_dtype} suffix array")
-        tokens = _map(tok_file, dtype, n, f"shard {i} tokens")
-        sa = _map(sa_file, sa_dtype, n, f"shard {i} suffix array")
-        shards.append(Shard(tokens=tokens, sa=sa, n_documents=int(sm.get("n_documents", 0))))
+    for i, (n, n_docs, tok_name, sa_name, sa_dtype) in enumerate(shards_meta):
+        tokens = _map(_inside(path, tok_name, f"shard {i} tokens"), dtype, n, f"shard {i} tokens")
+        sa = _map(_inside(path, sa_name, f"shard {i} suffix array"), sa_dtype, n, f"shard {i} suffix array")
+        if check_data:
+            check_shard_data(tokens, sa, separator, where=f"{path}: shard {i}")
+        shards.append(Shard(tokens=tokens, sa=sa, n_documents=n_docs))
         total += n
     if total != n_tokens:
         raise DatastoreError(f"{path}: shards hold {total:,} tokens but meta.json says {n_tokens:,}")
-    if not shards:
-        raise DatastoreError(f"{path}: no shards")
     return Datastore(path=path, meta=meta, shards=shards)
+
+
+def _meta_int(value: Any, what: str, minimum: int = 0) -> int:
+    # JSON integers only: a bool, a float or a numeric string in meta.json is damage, not data.
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DatastoreError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_meta(meta: dict[str, Any], where: str) -> tuple[np.dtype, int, int, list[tuple[int, int, str, str, np.dtype]]]:
+    """Types and consistency of meta.json (no data read). Returns (token dtype, separator,
+    n_tokens, per shard (n_tokens, n_documents, tokens file, sa file, sa dtype))."""
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise DatastoreError(
+            f"{where}: unknown datastore format version {version!r} (this code reads version {FORMAT_VERSION}); rebuild it"
+        )
+    missing = [k for k in _REQUIRED_KEYS if k not in meta]
+    if missing:
+        raise DatastoreError(f"{where}: missing keys {', '.join(missing)}")
+    tok = meta["tokenizer"]
+    if not isinstance(tok, dict) or not all(isinstance(tok.get(k, ""), str) for k in ("name", "fingerprint")):
+        raise DatastoreError(f"{where}: 'tokenizer' must be an object with string 'name' and 'fingerprint', got {tok!r:.80}")
+    vocab_size = _meta_int(meta["vocab_size"], f"{where}: vocab_size", 1)
+    separator = _meta_int(meta["separator"], f"{where}: separator", 1)
+    n_tokens = _meta_int(meta["n_tokens"], f"{where}: n_tokens")
+    _meta_int(meta["n_documents"], f"{where}: n_documents")
+    if separator != vocab_size:
+        raise DatastoreError(f"{where}: separator {separator} differs from vocab size {vocab_size}")
+    try:
+        dtype = np.dtype(meta["dtype"]) if isinstance(meta["dtype"], str) else None
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype not in (np.dtype("<u2"), np.dtype("<u4")) or dtype != token_dtype(separator):
+        raise DatastoreError(f"{where}: token dtype {meta['dtype']!r} does not fit separator {separator}")
+    if not isinstance(meta["shards"], list) or not meta["shards"]:
+        raise DatastoreError(f"{where}: 'shards' must be a non-empty list")
+    shards = []
+    for i, sm in enumerate(meta["shards"]):
+        what = f"{where}: shard {i}"
+        if not isinstance(sm, dict) or any(k not in sm for k in ("n_tokens", "tokens", "sa")):
+            raise DatastoreError(f"{what} entry is malformed (needs n_tokens, tokens, sa)")
+        n = _meta_int(sm["n_tokens"], f"{what} n_tokens")
+        n_docs = _meta_int(sm.get("n_documents", 0), f"{what} n_documents")
+        names = [_plain_name(sm[k], f"{what} {k}") for k in ("tokens", "sa")]
+        try:
+            sa_dtype = np.dtype(sm.get("sa_dtype", "<i4")) if isinstance(sm.get("sa_dtype", "<i4"), str) else None
+        except TypeError:
+            sa_dtype = None
+        if sa_dtype not in (np.dtype("<i4"), np.dtype("<i8")):
+            raise DatastoreError(f"{what} has unsupported suffix-array dtype {sm.get('sa_dtype')!r}")
+        if n > INT32_MAX and sa_dtype.itemsize < 8:
+            raise DatastoreError(f"{what} has {n:,} tokens, too many for a {sa_dtype} suffix array")
+        shards.append((n, n_docs, names[0], names[1], sa_dtype))
+    return dtype, separator, n_tokens, shards
+
+
+def _plain_name(name: Any, what: str) -> str:
+    """A shard file is named by a plain file name: no folder part, so meta.json can never point
+    the store at a file elsewhere on disk."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise DatastoreError(f"{what} must be a plain file name inside the store folder, got {name!r}")
+    return name
+
+
+def _inside(folder: Path, name: str, what: str) -> Path:
+    """folder/name, refused if a link takes it out of the folder."""
+    file = folder / name
+    if file.is_symlink() and file.resolve().parent != folder.resolve():
+        raise DatastoreError(f"{what}: {file} links outside the store folder")
+    return file
+
+
+CHECK_CHUNK = 1 << 22  # entries per pass of the data check: bounded memory on a mapped store
+
+
+def check_shard_data(tokens: np.ndarray, sa: np.ndarray, separator: int, where: str = "shard") -> None:
+    """Every token id is in [0, separator] and every suffix-array entry in [0, n): the bounds the
+    retrieval kernels rely on. One vectorised pass in chunks, so a mapped store is read once
+    without holding more than a chunk in anonymous memory. Raises DatastoreError."""
+    n = int(tokens.shape[0])
+    for a in range(0, n, CHECK_CHUNK):
+        t = np.asarray(tokens[a : a + CHECK_CHUNK])
+        top = int(t.max())
+        if top > separator:
+            j = a + int(np.argmax(t > separator))
+            raise DatastoreError(
+                f"{where}: token id {top} at position {j} is outside the vocabulary (ids 0..{separator - 1}, "
+                f"separator {separator}); the store is damaged, rebuild it"
+            )
+        s = np.asarray(sa[a : a + CHECK_CHUNK])
+        lo, hi = int(s.min()), int(s.max())
+        if lo < 0 or hi >= n:
+            j = a + int(np.argmax((s < 0) | (s >= n)))
+            raise DatastoreError(
+                f"{where}: suffix-array entry {j} is {int(s[j - a])}, outside the store's {n:,} positions; "
+                f"the store is damaged, rebuild it"
+            )
 
 
 def _map(file: Path, dtype: np.dtype, n: int, what: str) -> np.ndarray:

@@ -645,3 +645,208 @@ def test_env_is_untouched_by_build(tmp_path):
     build_from_token_ids([[1, 2]], 10, tmp_path / "a")
     build_from_token_ids([[1, 2]], 10, tmp_path / "b")
     assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+
+
+# --- damaged data: refused on open, and retrieval never reads out of bounds ----------------
+
+
+def poke(file: Path, dtype: str, index: int, value: int) -> None:
+    arr = np.memmap(file, dtype=dtype, mode="r+")
+    arr[index] = value
+    arr.flush()
+    del arr
+
+
+@pytest.mark.parametrize("value", [-(2**31), -1, 9, 2**31 - 1])  # shard 0 holds positions 0..3
+def test_open_rejects_suffix_array_entries_outside_the_store(store, value):
+    poke(store / "sa-00000.bin", "<i4", 2, value)
+    with pytest.raises(DatastoreError, match=f"suffix-array entry 2 is {value}, outside"):
+        Datastore.open(store)
+
+
+def test_open_rejects_token_ids_above_the_separator(store):
+    poke(store / "tokens-00001.bin", "<u2", 0, 11)  # vocabulary 10: ids 0..9, separator 10
+    with pytest.raises(DatastoreError, match="token id 11 at position 0 is outside the vocabulary"):
+        Datastore.open(store)
+    Datastore.open(store, check_data=False)  # listing stores reads meta only
+
+
+def test_check_is_chunked(store, monkeypatch):
+    """The data check walks the arrays in pieces (bounded memory on a mapped store) and still
+    finds damage in a later piece."""
+    monkeypatch.setattr(dsmod, "CHECK_CHUNK", 2)
+    Datastore.open(store)
+    poke(store / "sa-00000.bin", "<i4", 3, -7)
+    with pytest.raises(DatastoreError, match="entry 3 is -7"):
+        Datastore.open(store)
+
+
+_DAMAGED_SEARCH = """
+import numpy as np
+from rest_core.config import RetrievalConfig
+from rest_core.retrieval import search_shards
+tokens = np.array([1, 2, 3, 1, 2, 4, 9], dtype=np.uint16)
+cfg = RetrievalConfig(n_min=1, n_max=4, m=3, max_matches=8)
+for bad in (-(2**31), 2**31 - 1, -3, 7):
+    for at in range(7):
+        sa = np.array([0, 3, 1, 4, 2, 5, 6], dtype=np.int32)
+        sa[at] = bad
+        for ctx in ([1, 2], [2], [9], [4]):
+            n, count, conts = search_shards([(tokens, sa)], np.array(ctx), cfg, 9)
+            assert conts.shape[1] == 3 and ((conts >= -1) & (conts < 9)).all(), conts
+print("ok")
+"""
+
+
+def test_retrieval_survives_a_damaged_suffix_array():
+    """Whatever the files hold, the compiled search never reads outside the tokens: run in a
+    child process, because an out-of-bounds read there is a segmentation fault, not an error."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", _DAMAGED_SEARCH], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])
+
+
+def test_ids_past_the_separator_never_become_drafts():
+    from rest_core.config import RetrievalConfig
+    from rest_core.retrieval import search_shards
+
+    tokens = np.array([1, 2, 30, 5, 9], dtype=np.uint16)  # 30: past the separator 9
+    sa = np.array(brute_force_sa(tokens), dtype=np.int32)
+    n, _, conts = search_shards([(tokens, sa)], np.array([1, 2]), RetrievalConfig(n_min=1, n_max=2, m=3), 9)
+    assert n == 2 and conts.tolist() == [[-1, -1, -1]]
+
+
+def test_cli_info_refuses_a_damaged_store(store, capsys):
+    poke(store / "sa-00001.bin", "<i4", 0, -(2**31))
+    assert cli("datastore", "info", str(store)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "shard 1: suffix-array entry 0 is -2147483648" in err
+
+
+# --- meta.json with wrong types or paths --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"tokenizer": "x"}, "'tokenizer' must be an object"),
+        ({"tokenizer": {"name": 3}}, "'tokenizer' must be an object"),
+        ({"n_documents": "three"}, "n_documents must be an integer"),
+        ({"n_documents": -1}, "n_documents must be an integer >= 0"),
+        ({"n_documents": 2.5}, "n_documents must be an integer"),
+        ({"n_tokens": True}, "n_tokens must be an integer"),
+        ({"vocab_size": "10", "separator": "10"}, "vocab_size must be an integer"),
+        ({"dtype": ["<u2"]}, "token dtype"),
+        ({"shards": {}}, "'shards' must be a non-empty list"),
+        ({"shards": []}, "'shards' must be a non-empty list"),
+        ({"shards": ["tokens-00000.bin"]}, "shard 0 entry is malformed"),
+    ],
+)
+def test_open_rejects_malformed_meta(store, changes, message):
+    edit_meta(store, **changes)
+    with pytest.raises(DatastoreError, match=message):
+        Datastore.open(store)
+
+
+def edit_shard(path: Path, i: int, **changes) -> None:
+    meta = json.loads((path / "meta.json").read_text())
+    meta["shards"][i].update(changes)
+    (path / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("where", ["absolute", "parent", "subfolder"])
+def test_shard_files_must_be_plain_names_in_the_store(store, tmp_path, where):
+    """A file of the right size elsewhere on disk is never mapped."""
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_bytes((store / "tokens-00000.bin").read_bytes())
+    (store / "sub").mkdir()
+    (store / "sub" / "t.bin").write_bytes(outside.read_bytes())
+    name = {"absolute": str(outside), "parent": "../elsewhere.bin", "subfolder": "sub/t.bin"}[where]
+    edit_shard(store, 0, tokens=name)
+    with pytest.raises(DatastoreError, match="shard 0 tokens must be a plain file name"):
+        Datastore.open(store)
+
+
+def test_shard_file_linked_outside_is_refused(store, tmp_path):
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_bytes((store / "sa-00000.bin").read_bytes())
+    (store / "sa-00000.bin").unlink()
+    (store / "sa-00000.bin").symlink_to(outside)
+    with pytest.raises(DatastoreError, match="links outside the store folder"):
+        Datastore.open(store)
+
+
+def test_cli_info_malformed_meta_is_one_line(store, capsys):
+    edit_meta(store, tokenizer="x", read_stats=3, build_seconds="slow")
+    assert cli("datastore", "info", str(store)) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    edit_meta(store, tokenizer={"name": "t", "fingerprint": ""})
+    assert cli("datastore", "info", str(store)) == 0  # odd optional fields are shown as far as they go
+
+
+# --- --force replaces only a datastore or an empty folder ----------------------------------
+
+
+def test_force_refuses_a_folder_that_is_not_a_store(tmp_path):
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("years of work")
+    with pytest.raises(DatastoreError, match=f"refusing to replace {thesis}.*not an empty folder nor a datastore"):
+        build_from_token_ids([[1, 2]], 10, thesis, force=True)
+    assert (thesis / "chapter1.tex").read_text() == "years of work"
+
+
+def test_force_refuses_a_plain_file(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("keep me")
+    with pytest.raises(DatastoreError, match=f"refusing to replace {f}.*not a folder"):
+        build_from_token_ids([[1, 2]], 10, f, force=True)
+    assert f.read_text() == "keep me"
+
+
+def test_force_refuses_a_store_holding_other_files(store):
+    (store / "my-notes.txt").write_text("keep me")
+    with pytest.raises(DatastoreError, match="holds 'my-notes.txt'"):
+        build_from_token_ids([[1, 2]], 10, store, force=True)
+    assert (store / "my-notes.txt").exists() and Datastore.open(store).n_tokens == 9
+
+
+def test_force_replaces_a_store_or_an_empty_folder(store, tmp_path):
+    assert build_from_token_ids([[1, 2]], 10, store, force=True).n_tokens == 3
+    (tmp_path / "empty").mkdir()
+    assert build_from_token_ids([[1]], 10, tmp_path / "empty", force=True).n_tokens == 2
+    # a damaged store (data or files) can be rebuilt: its meta.json still says what it is
+    (store / "sa-00000.bin").unlink()
+    assert build_from_token_ids([[4]], 10, store, force=True).n_tokens == 2
+
+
+def test_cli_force_refuses_before_tokenizing(tmp_path, fake_model, capsys):
+    src = tmp_path / "a.txt"
+    src.write_text("hello")
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("years of work")
+    assert cli("datastore", "build", "--source", str(src), "--out", str(thesis), "--model", fake_model, "--force") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"refusing to replace {thesis}" in err
+    assert (thesis / "chapter1.tex").exists()
+    f = tmp_path / "file.bin"
+    f.write_text("x")
+    assert cli("datastore", "build", "--source", str(src), "--out", str(f), "--model", fake_model, "--force") == 2
+    assert f.read_text() == "x"
+
+
+def test_cli_build_out_dot(tmp_path, fake_model, capsys, monkeypatch):
+    src = tmp_path / "a.txt"
+    src.write_text("hello")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "keep.txt").write_text("x")
+    monkeypatch.chdir(work)
+    assert cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet") == 2
+    assert "exists" in capsys.readouterr().err
+    assert cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet", "--force") == 2
+    assert "refusing to replace" in capsys.readouterr().err
+    (work / "keep.txt").unlink()
+    assert cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet", "--force") == 0
+    assert Datastore.open(work).n_documents == 1

@@ -60,7 +60,7 @@ def _build(args: argparse.Namespace) -> int:
     import time
 
     from rest_core.corpora import open_source
-    from rest_core.datastore import Datastore, DatastoreError, build_datastore, check_tokenizer
+    from rest_core.datastore import Datastore, DatastoreError, build_datastore, check_target, check_tokenizer
     from rest_core.models import load_tokenizer, resolve_model
 
     out = Path(args.out)
@@ -75,6 +75,7 @@ def _build(args: argparse.Namespace) -> int:
         return 0
     if out.exists() and not args.force:
         raise DatastoreError(f"{out} exists (use --force to replace it, or --if-missing to keep it)")
+    check_target(out, args.force)  # before the long tokenizing pass: --force replaces only a store
 
     corpus = open_source(
         args.source, pattern=args.glob, assistant_only=not args.all_turns, text_field=args.text_field
@@ -155,10 +156,14 @@ def _info(args: argparse.Namespace) -> int:
     print(f"tokens      {ds.n_tokens:,} in {len(ds.shards)} shard(s)")
     skipped = m.get("skipped_records")
     if skipped is not None:
-        reasons = m.get("read_stats", {}).get("skipped_by_reason", {})
-        detail = ", ".join(f"{n} {why}" for why, n in reasons.items())
+        # Optional, informative fields: shown as far as they have the expected shape.
+        stats = m.get("read_stats")
+        reasons = stats.get("skipped_by_reason") if isinstance(stats, dict) else None
+        detail = ", ".join(f"{n} {why}" for why, n in reasons.items()) if isinstance(reasons, dict) else ""
         print(f"skipped     {skipped}" + (f" ({detail})" if detail else ""))
-    print(f"built       {m.get('built_at', '?')} in {m.get('build_seconds', 0):.1f} s (format v{m['format_version']})")
+    seconds = m.get("build_seconds")
+    took = f" in {seconds:.1f} s" if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else ""
+    print(f"built       {m.get('built_at', '?')}{took} (format v{m['format_version']})")
     print(f"disk        {_human_bytes(info['disk_bytes'])} in {len(files)} files; opened in {open_ms:.1f} ms")
     if args.verify:
         print("verified    ok")
