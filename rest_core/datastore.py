@@ -14,8 +14,12 @@ tokenizer never produces), so a continuation read after a match stops at the doc
 A shard holds whole documents (a document longer than a shard is split), and each shard has its
 own suffix array; retrieval searches every shard and merges the results.
 
-Opening maps the files with `np.memmap`: nothing is read until it is used, so opening a
-70M-token store is instant. Builds write into a temporary folder next to the target and rename
+Opening maps the files with `np.memmap` and reads them once, in chunks, to check that every
+token id is at most the separator and every suffix-array entry points inside its shard: the
+compiled retrieval loops index with these values, so a damaged file must be refused here, not
+found by a crash later. The check is memory-bandwidth bound: 30 ms for the 21.9M-token chat
+store with the files in the page cache (about 1.4 ms per million tokens, so ~0.1 s for a
+79M-token store), more the first time the files come off disk. Builds write into a temporary folder next to the target and rename
 it into place once complete, so an interrupted build leaves nothing that `Datastore.open` accepts.
 """
 
