@@ -22,6 +22,7 @@ import torch
 
 from rest_core.config import GenerationConfig
 from rest_core.events import MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.models import input_device
 from rest_core.sampling import Uniforms, accept
 from rest_core.trie import Trie
 
@@ -87,7 +88,7 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
     """
     from transformers import DynamicCache
 
-    device = model.get_input_embeddings().weight.device
+    device = input_device(model)
     vocab = model.get_input_embeddings().weight.shape[0]
     gen = torch.Generator().manual_seed(0)
     ctx = torch.randint(0, vocab, (1, context_len), generator=gen).to(device)
@@ -195,7 +196,7 @@ class Engine:
             datastore = Datastore.open(datastore, tokenizer)
         self.datastore = datastore
         self.reuse_cache = reuse_cache
-        self.device = model.get_input_embeddings().weight.device
+        self.device = input_device(model)
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
         self.max_positions = _max_positions(model.config)
         self.stop_ids = _stop_ids(model, tokenizer)
@@ -623,6 +624,7 @@ def _commit(cache, cache_len: int, rows: Sequence[int]) -> None:
     if rows and list(rows) != list(range(1, len(rows) + 1)):
         src = torch.tensor([cache_len + r for r in rows], device=cache.layers[0].keys.device)
         for layer in cache.layers:
+            src = src.to(layer.keys.device)  # layers of a model spread over devices (device_map)
             # Advanced indexing copies first, so overlapping source and target slots are safe.
             layer.keys[..., cache_len + 1 : keep, :] = layer.keys[..., src, :]
             layer.values[..., cache_len + 1 : keep, :] = layer.values[..., src, :]

@@ -121,6 +121,17 @@ def resolve_device(device: str = "auto"):
     return dev
 
 
+def placement(device: str, dev: Any, device_map: str | None) -> str | None:
+    """The device_map to load with: as asked, else "auto" when `device` is "auto" and several
+    CUDA devices are visible, so that the same command runs a model too big for one GPU across
+    all of them (and the CPU, if they are still too small). A named device ("cuda:0") pins it."""
+    import torch
+
+    if device_map is None and device == "auto" and dev.type == "cuda" and torch.cuda.device_count() > 1:
+        return "auto"
+    return device_map
+
+
 def resolve_dtype(dtype: Any, device) -> Any:
     """"auto" -> float32 on CPU, bfloat16 on CUDA when supported (else float16); or a name/torch dtype."""
     import torch
@@ -145,16 +156,24 @@ def load_model(
     dtype: Any = "auto",
     *,
     device_map: str | None = None,
+    max_memory: dict[Any, Any] | None = None,
+    offload_folder: str | os.PathLike | None = None,
     attn_implementation: str = "sdpa",
     cache: bool = True,
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer, ready for `Engine`.
 
     spec: "embedded" (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id.
-    device: "auto" | "cpu" | "cuda" | "cuda:N" | "mps".
+    device: "auto" | "cpu" | "cuda" | "cuda:N" | "mps". "auto" with several GPUs visible spreads
+        the model over all of them (device_map="auto"; see `placement`).
     dtype: "auto" (float32 on CPU, bfloat16/float16 on CUDA) or an explicit name / torch dtype.
     device_map: "auto" spreads a model too big for one GPU over the GPUs and the CPU (accelerate);
         `device` then only chooses the default dtype.
+    max_memory: with device_map="auto", the most each device may hold, e.g. {0: "20GiB",
+        1: "20GiB", "cpu": "60GiB"} (accelerate's format); what does not fit goes to the next
+        device, then to the CPU, then to `offload_folder` on disk.
+    offload_folder: where weights that fit on no device are kept (needed once max_memory sends
+        part of the model to disk).
     attn_implementation: must accept a custom 4-D mask ("sdpa" or "eager").
     cache: write / read the converted-GGUF cache (see the module docstring).
     """
@@ -168,8 +187,11 @@ def load_model(
         )
     if device_map not in (None, "auto"):
         raise ValueError(f"device_map must be None or 'auto', got {device_map!r}")
+    if (max_memory is not None or offload_folder is not None) and device_map != "auto":
+        raise ValueError("max_memory and offload_folder apply to device_map='auto' only")
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
+    device_map = placement(device, dev, device_map)
     src = resolve_model(spec)
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -177,6 +199,10 @@ def load_model(
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "attn_implementation": attn_implementation}
     if device_map == "auto":
         kwargs["device_map"] = "auto"
+        if max_memory is not None:
+            kwargs["max_memory"] = dict(max_memory)
+        if offload_folder is not None:
+            kwargs["offload_folder"] = str(offload_folder)
     elif dev.type != "cpu":
         kwargs["device_map"] = {"": dev}
 
@@ -195,7 +221,7 @@ def load_model(
                 del model
             else:  # no cache: convert in memory
                 model = model.to(dtype=torch_dtype)
-                if device_map is None and dev.type != "cpu":
+                if dev.type != "cpu":  # (not spread: one device for this rare path)
                     model = model.to(dev)
         if cache_dir is not None and cache_dir.is_dir():
             tokenizer = AutoTokenizer.from_pretrained(str(cache_dir))
@@ -211,11 +237,26 @@ def load_model(
         model=model,
         tokenizer=tokenizer,
         name=src.name,
-        device=model.get_input_embeddings().weight.device,
+        device=input_device(model),
         dtype=next(model.parameters()).dtype,
         load_s=time.perf_counter() - t0,
         from_cache=from_cache,
     )
+
+
+def input_device(model) -> Any:
+    """The device input ids go to: that of the input embeddings. A model spread by accelerate
+    (device_map="auto") may have its embeddings offloaded to CPU or disk, their weights then on
+    the "meta" device; its hooks run them on their execution device, so inputs go there."""
+    import torch
+
+    emb = model.get_input_embeddings()
+    device = emb.weight.device
+    if device.type == "meta":
+        hook = getattr(emb, "_hf_hook", None) or getattr(model, "_hf_hook", None)
+        where = getattr(hook, "execution_device", None)
+        device = torch.device(where if where is not None else "cpu")
+    return device
 
 
 def _load_causal_lm(cls, path: str, kwargs: dict[str, Any]):
