@@ -45,3 +45,24 @@ def test_ids_past_the_vocabulary_in_memory_never_reach_the_model(lm):
         engine = Engine(lm.model, lm.tokenizer, bad)
         cfg = GenerationConfig(max_new_tokens=8, draft=DraftConfig(c=4))
         assert collect(engine.generate(prompt, cfg)).token_ids == ref
+
+
+def test_generate_command_refuses_a_damaged_store(lm, tmp_path, capsys):
+    """Was a segmentation fault (exit 139): a suffix-array entry of -2^31 read before the tokens."""
+    from rest_core.cli import main
+
+    folder = tmp_path / "tiny-llama"
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    store = tmp_path / "store"
+    build_datastore(["hello world, hello there"] * 3, lm.tokenizer, store, progress=False)
+    sa = np.memmap(store / "sa-00000.bin", dtype="<i4", mode="r+")
+    sa[:] = -(2**31)
+    sa.flush()
+    del sa
+    capsys.readouterr()  # (the checkpoint writer's progress bar)
+    args = ["generate", "--prompt", "hello", "--model", str(folder), "--device", "cpu", "--datastore", str(store),
+            "--max-new-tokens", "4"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "suffix-array entry 0 is -2147483648" in err
