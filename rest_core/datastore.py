@@ -19,7 +19,8 @@ token id is at most the separator and every suffix-array entry points inside its
 compiled retrieval loops index with these values, so a damaged file must be refused here, not
 found by a crash later. The check is memory-bandwidth bound: 30 ms for the 21.9M-token chat
 store with the files in the page cache (about 1.4 ms per million tokens, so ~0.1 s for a
-79M-token store), more the first time the files come off disk. Builds write into a temporary folder next to the target and rename
+79M-token store); 0.36 s when the files first come off this machine's disk (so about 1.3 s
+for the 79M-token store), a cost paid once per process that opens the store. Builds write into a temporary folder next to the target and rename
 it into place once complete, so an interrupted build leaves nothing that `Datastore.open` accepts.
 """
 
