@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rest_core.ablations import document_subset, select_random_continuations, suffix_histogram
-from rest_core.bench import BenchResult, Run, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
+from rest_core.bench import BenchResult, TimedRun, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
 from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.suites import load_suite
 from rest_core.trie import Trie
@@ -75,7 +75,7 @@ def test_run_from_events_counts_tokens_sources_and_timings():
 
 
 def make_run(method, n_tokens, wall_ms, prefill_ms, steps, draft=0, retrieval_ms=0.0, sources=None, prefill_tokens=0):
-    return Run("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
+    return TimedRun("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
                retrieval_ms=retrieval_ms, source_tokens=sources or {}, prefill_tokens=prefill_tokens)
 
 
@@ -127,7 +127,7 @@ class EchoRunner:
         out = list(prompt_ids[-max_new_tokens:])
         if self.broken_above is not None and len(prompt_ids) > self.broken_above:
             out[-1] += 1
-        return Run("", 0, self.name, len(prompt_ids), out, 10.0, 1.0, len(out))
+        return TimedRun("", 0, self.name, len(prompt_ids), out, 10.0, 1.0, len(out))
 
 
 def test_chat_identity_compares_like_with_like():
@@ -231,37 +231,44 @@ def test_suite_loaders_read_the_real_files():
 
 
 @pytest.fixture(scope="module")
-def tiny_session():
-    from rest_core.cli import build_parser
-    from rest_core.commands.bench import Session
-    from rest_core.datastore import Datastore
+def tiny_lm():
     from tests.tiny_models import tiny_loaded
 
-    lm = tiny_loaded("llama", max_positions=2048)
+    return tiny_loaded("llama", max_positions=2048)
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tiny_lm):
+    from rest_core.datastore import Datastore
+
     # A store of byte strings the tiny model's greedy output is likely to revisit, plus code.
     texts = ["def f(x):\n    return x + 1\n", "    return result\n", "Hello, how are you today?\n"] * 3
-    docs = [list(t.encode()) for t in texts]
+    return Datastore.from_token_ids([list(t.encode()) for t in texts], vocab_size=len(tiny_lm.tokenizer))
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tiny_lm, tiny_store):
+    from rest_core.cli import build_parser
+    from rest_core.commands.bench import BenchSetup
 
     def make(argv):
         args = build_parser().parse_args(["bench", *argv])
-        session = Session(args, lm)
-        session._datastore = Datastore.from_token_ids(docs, vocab_size=len(lm.tokenizer))
-        return args, session
+        return args, BenchSetup.build(args, tiny_lm, open_datastore=lambda: tiny_store)
 
     return make
 
 
 @pytest.mark.parametrize("suite", ["humaneval", "mtbench"])
-def test_bench_command_end_to_end_on_the_tiny_model(tiny_session, tmp_path, suite):
+def test_bench_command_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, suite):
     from rest_core.commands.bench import run_methods
     from rest_core.suites import load_suite
 
-    args, session = tiny_session(
+    args, setup = tiny_setup(
         ["--suite", suite, "--methods", "ar,pld,rest,ar-loop,context,hybrid", "--limit", "1", "--max-new-tokens", "10",
          "--pld-k", "auto", "--pld-tune-limit", "1", "--pld-tune-tokens", "4", "--c", "8", "--no-progress"]
     )
     problems = load_suite(suite, 1)
-    assert run_methods(args, session, problems, tmp_path) == 0  # greedy outputs all identical to ar
+    assert run_methods(setup, problems, tmp_path) == 0  # greedy outputs all identical to ar
     data = json.loads((tmp_path / "results.json").read_text())
     methods = data["methods"]
     assert set(methods) == {"ar", "pld", "rest", "ar-loop", "context", "hybrid"}
@@ -277,15 +284,15 @@ def test_bench_command_end_to_end_on_the_tiny_model(tiny_session, tmp_path, suit
 
 
 @pytest.mark.parametrize("kind", ["c-sweep", "selection", "datastore-size", "suffix-hist"])
-def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_session, tmp_path, kind):
-    from rest_core.ablations import run_kind
+def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, kind):
+    from rest_core.commands.bench import run_ablation
     from rest_core.suites import load_suite
 
     values = {"c-sweep": "1,4", "selection": "4", "datastore-size": "1/2,1", "suffix-hist": ""}[kind]
     argv = ["ablation", "--kind", kind, "--suite", "humaneval", "--limit", "1", "--max-new-tokens", "8",
             "--method", "hybrid", "--warmup", "0", "--no-progress"]
-    args, session = tiny_session(argv + (["--values", values] if values else []))
-    assert run_kind(args, session, load_suite("humaneval", 1), tmp_path) == 0
+    args, setup = tiny_setup(argv + (["--values", values] if values else []))
+    assert run_ablation(setup, load_suite("humaneval", 1), tmp_path) == 0
     data = json.loads((tmp_path / "results.json").read_text())
     if kind == "suffix-hist":
         assert sum(data["histogram"]["datastore"].values()) > 0
