@@ -8,6 +8,11 @@ method in turn (rotating which goes first), so machine noise hits all methods al
 speedups are ratios measured in the same run. `summarize` turns runs into per-method metrics;
 `write_report` writes results.json, results.md and chart.html.
 
+A `RunnerFactory` builds every runner of one benchmark from a loaded model and base settings
+(plain data, no command line), and `measure` warms the runners up and times them under a
+`Timing`; the CLI (`commands/bench.py`) and the ablations (`ablations.py`) are both built on
+these two. End-of-sequence ids come from the engine (`Engine.stop_ids`), for every method.
+
 Timing definitions (all pooled over runs: total time / total tokens, so long outputs count more):
 - ``mean_token_ms``: wall time of the whole generate call (prefill included) per generated token.
 - ``mean_token_ms_decode``: prefill excluded (what the paper reports): time after prefill per
@@ -859,7 +864,7 @@ def _json_default(o: Any) -> Any:
 
 
 def _meta_lines(meta: dict[str, Any]) -> str:
-    keys = ("date", "git_commit", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "settings", "pld", "command")
+    keys = ("date", "git_commit", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "preset", "settings", "pld", "command")
     lines = []
     for k in keys:
         if k in meta:
