@@ -9,6 +9,12 @@ chart.html. Kinds:
 - ``datastore-size``: nested random document subsets of the store (1/16 .. 1).
 - ``selection``: the trie's top-c nodes vs random whole continuations with the same node budget.
 - ``suffix-hist``: histogram of matched suffix lengths per step.
+
+Besides these, `pld_sweep_plan` times transformers' prompt lookup at each
+prompt_lookup_num_tokens (the `bench pld-sweep` command, on a training split).
+
+Ablations take a `bench.RunnerFactory` (the model and base settings) and a `bench.Timing`; they
+know nothing of the command line.
 """
 
 from __future__ import annotations
@@ -16,21 +22,27 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rest_core.bench import (
+    ENGINE_METHODS,
     BenchResult,
     MethodSummary,
     Runner,
+    RunnerFactory,
+    Timing,
     _plotly_html,
     machine_info,
     markdown_table,
+    measure,
+    print_differences,
     summarize,
 )
+from rest_core.suites import Problem
 from rest_core.trie import Trie
 
 KINDS = ("c-sweep", "n-max-sweep", "datastore-size", "selection", "suffix-hist")
@@ -41,6 +53,7 @@ DEFAULT_VALUES: dict[str, list[float]] = {
     "selection": [4, 16, 64],
     "suffix-hist": [],
 }
+PLD_SWEEP_KS = tuple(range(2, 11))
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,112 +294,142 @@ def rows_from(result: BenchResult, variants: Sequence[tuple[str, Any, dict[str, 
 
 
 # --------------------------------------------------------------------------------------------
-# The command: one kind per call
+# Plans: which runners an ablation times, and how its rows are read
 
 
-def _values(args: Any, kind: str) -> list[float]:
-    if args.values:
-        return [float(v) if "/" not in v else _fraction(v) for v in args.values.split(",") if v.strip()]
-    return list(DEFAULT_VALUES[kind])
+@dataclass
+class AblationPlan:
+    """The runners one ablation times and how to report them.
+
+    `variants` lists (runner name, swept value, notes) in row order; `histogram_of` names the
+    runner whose matched suffix lengths are counted (suffix-hist). With `with_ar`, plain `ar`
+    runs too: the baseline of the speedups and the reference of the greedy identity check.
+    """
+
+    kind: str
+    runners: list[Runner]
+    variants: list[tuple[str, Any, dict[str, Any]]]
+    param: str
+    log_x: bool = False
+    notes: dict[str, Any] = field(default_factory=dict)
+    histogram_of: str | None = None
+    with_ar: bool = True
 
 
-def _fraction(text: str) -> float:
-    num, den = text.split("/")
-    return float(num) / float(den)
-
-
-def _int_or_float(v: float) -> int | float:
-    return int(v) if float(v).is_integer() else v
-
-
-def run_kind(args: Any, session: Any, problems: Sequence[Any], out: Path) -> int:
-    """Run one ablation kind (see the module docstring) and write its report to `out`."""
-    from rest_core.bench import print_differences, run_benchmark
-
-    kind, method = args.kind, args.method
-    values = _values(args, kind)
-    ar = session.hf_runner("ar")
-    runners: list[Runner] = []
-    variants: list[tuple[str, Any, dict[str, Any]]] = []
-    param, log_x, meta_extra = kind, False, {}
-    if kind == "c-sweep":
-        param, log_x = "c (max draft tokens)", True
-        for v in map(int, values):
-            runners.append(session.engine_runner(method, name=f"c={v}", draft=session.draft(c=v)))
-            variants.append((f"c={v}", v, {}))
-    elif kind == "n-max-sweep":
-        param = "n_max"
-        for v in map(int, values):
-            retrieval = session.retrieval(n_max=v, n_min=min(session.args.n_min, v))
-            runners.append(session.engine_runner(method, name=f"n_max={v}", retrieval=retrieval))
-            variants.append((f"n_max={v}", v, {}))
-    elif kind == "datastore-size":
-        param, log_x = "fraction of datastore documents", True
-        full = session.datastore
-        for f in values:
-            store = document_subset(full, f, seed=session.args.seed)
-            name = f"size={f:g}"
-            runners.append(session.engine_runner(method, name=name, datastore=store))
-            variants.append((name, f, {"tokens": f"{store.n_tokens:,}", "documents": f"{store.n_documents:,}"}))
-        meta_extra["subset"] = "nested random document subsets (suffix array filtered, exact)"
-    elif kind == "selection":
-        param, log_x = "c (node budget)", True
-        for v in map(int, values):
-            runners.append(session.engine_runner(method, name=f"top-c c={v}", draft=session.draft(c=v)))
-            variants.append((f"top-c c={v}", v, {"selection": "trie top-c"}))
-            runners.append(random_selection_runner(session, method, v))
-            variants.append((f"random c={v}", v, {"selection": "random continuations"}))
-    elif kind == "suffix-hist":
-        runners.append(session.engine_runner(method))
-    else:
+def plan_ablation(kind: str, values: Sequence[float], factory: RunnerFactory, method: str, *, seed: int = 0) -> AblationPlan:
+    """The plan of one ablation kind (see the module docstring) varying engine `method`."""
+    if method not in ENGINE_METHODS:
+        raise ValueError(f"ablations vary an engine method ({', '.join(ENGINE_METHODS)}), not {method!r}")
+    builders = {
+        "c-sweep": _c_sweep, "n-max-sweep": _n_max_sweep, "datastore-size": _datastore_size,
+        "selection": _selection, "suffix-hist": _suffix_hist,
+    }
+    if kind not in builders:
         raise ValueError(f"unknown ablation kind {kind!r}; choose from {', '.join(KINDS)}")
-    all_runners = ([ar] if kind != "suffix-hist" else []) + runners
-    for r in all_runners:
-        for _ in range(session.args.warmup):
-            _warm_up(session, r, problems[0], min(16, session.args.max_new_tokens))
-    greedy = session.args.temperature == 0
-    result = run_benchmark(
-        problems, all_runners, encode=session.encode, decode=session.decode,
-        max_new_tokens=session.args.max_new_tokens, eos_ids=session.eos_ids, greedy=greedy and kind != "suffix-hist",
-        seed=session.args.seed, progress=not session.args.no_progress, repeats=session.args.repeats,
-    )
-    rows = rows_from(result, variants)
-    histogram = suffix_histogram(result, method) if kind == "suffix-hist" else None
-    title = f"ablation {kind}: {method} on {session.args.suite}, {len(problems)} problems x {session.args.max_new_tokens} tokens"
-    meta = session.meta(list(problems), {"kind": kind, "method": method, "values": [_int_or_float(v) for v in values],
-                                         **meta_extra})
-    meta.pop("problem_ids", None)
-    written = write_ablation(out, kind=kind, title=title, rows=rows, result=result, meta=meta, param=param,
-                             histogram=histogram, log_x=log_x)
-    if rows:
-        print(sweep_table(rows, param))
-    if histogram:
-        print(histogram_table(histogram))
-    print_differences(result)
-    print("wrote " + ", ".join(written))
-    return 1 if result.differences else 0
+    return builders[kind](factory, method, list(values), seed)
 
 
-def _warm_up(session: Any, runner: Runner, problem: Any, tokens: int) -> None:
-    from rest_core.commands.bench import warm_up
+def _c_sweep(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
+    plan = AblationPlan("c-sweep", [], [], "c (max draft tokens)", log_x=True)
+    for v in map(int, values):
+        plan.runners.append(factory.engine_runner(method, name=f"c={v}", draft=replace(factory.draft, c=v)))
+        plan.variants.append((f"c={v}", v, {}))
+    return plan
 
-    warm_up(session, runner, problem, tokens)
+
+def _n_max_sweep(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
+    plan = AblationPlan("n-max-sweep", [], [], "n_max")
+    for v in map(int, values):
+        retrieval = replace(factory.retrieval, n_max=v, n_min=min(factory.retrieval.n_min, v))
+        plan.runners.append(factory.engine_runner(method, name=f"n_max={v}", retrieval=retrieval))
+        plan.variants.append((f"n_max={v}", v, {}))
+    return plan
 
 
-def random_selection_runner(session: Any, method: str, c: int) -> Runner:
+def _datastore_size(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
+    plan = AblationPlan("datastore-size", [], [], "fraction of datastore documents", log_x=True,
+                        notes={"subset": "nested random document subsets (suffix array filtered, exact)"})
+    for f in values:
+        store = document_subset(factory.datastore, f, seed=seed)
+        name = f"size={f:g}"
+        plan.runners.append(factory.engine_runner(method, name=name, datastore=store))
+        plan.variants.append((name, f, {"tokens": f"{store.n_tokens:,}", "documents": f"{store.n_documents:,}"}))
+    return plan
+
+
+def _selection(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
+    plan = AblationPlan("selection", [], [], "c (node budget)", log_x=True)
+    for v in map(int, values):
+        plan.runners.append(factory.engine_runner(method, name=f"top-c c={v}", draft=replace(factory.draft, c=v)))
+        plan.variants.append((f"top-c c={v}", v, {"selection": "trie top-c"}))
+        plan.runners.append(random_selection_runner(factory, method, v, seed))
+        plan.variants.append((f"random c={v}", v, {"selection": "random continuations"}))
+    return plan
+
+
+def _suffix_hist(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
+    return AblationPlan("suffix-hist", [factory.engine_runner(method)], [], "suffix length", histogram_of=method,
+                        with_ar=False)
+
+
+def random_selection_runner(factory: RunnerFactory, method: str, c: int, seed: int = 0) -> Runner:
     """The engine with the trie's top-c selection replaced by `select_random_continuations`
     (same node budget, same depth limit, same retrieved continuations)."""
-    from rest_core.bench import ENGINE_METHODS, EngineRunner, engine_config
-    from rest_core.engine import Engine
-
-    rng = np.random.default_rng(session.args.seed)
-    store = session.datastore if ENGINE_METHODS[method][0] else None
-    engine = Engine(
-        session.model,
-        session.tokenizer,
-        store,
-        reuse_cache=False,
+    rng = np.random.default_rng(seed)
+    return factory.engine_runner(
+        method, name=f"random c={c}", draft=replace(factory.draft, c=c),
         selector=lambda pool, budget: select_random_continuations(pool, budget, rng),
     )
-    config = engine_config(method, retrieval=session.retrieval(), draft=session.draft(c=c), sampling=session.sampling())
-    return EngineRunner(engine, config, name=f"random c={c}")
+
+
+def pld_sweep_plan(factory: RunnerFactory, ks: Sequence[int]) -> AblationPlan:
+    """transformers' prompt lookup at each prompt_lookup_num_tokens k (runners `pld-k<k>`)."""
+    if not ks or any(int(k) != k or k < 1 for k in ks):
+        raise ValueError(f"prompt_lookup_num_tokens values must be integers >= 1, got {list(ks)}")
+    plan = AblationPlan("pld-sweep", [], [], "prompt_lookup_num_tokens")
+    for k in map(int, ks):
+        plan.runners.append(factory.hf_runner(f"pld-k{k}", k))
+        plan.variants.append((f"pld-k{k}", k, {}))
+    return plan
+
+
+def best_pld_k(rows: Sequence[VariantRow]) -> int:
+    """The k of the fastest prompt lookup row (wall time per token, prefill included)."""
+    pld = [r for r in rows if r.variant.startswith("pld-k")]
+    if not pld:
+        raise ValueError("no prompt lookup rows to choose from")
+    return int(min(pld, key=lambda r: r.summary.mean_token_ms).value)
+
+
+# --------------------------------------------------------------------------------------------
+# Running a plan
+
+
+@dataclass
+class AblationOutcome:
+    plan: AblationPlan
+    result: BenchResult
+    rows: list[VariantRow]
+    histogram: dict[str, dict[int, int]] | None
+
+
+def run_ablation(plan: AblationPlan, problems: Sequence[Problem], factory: RunnerFactory, timing: Timing) -> AblationOutcome:
+    """Time the plan's runners (and `ar` if the plan asks for it) interleaved per problem."""
+    runners = ([factory.hf_runner("ar")] if plan.with_ar else []) + plan.runners
+    result = measure(problems, runners, factory, timing, check_identity=plan.with_ar)
+    histogram = suffix_histogram(result, plan.histogram_of) if plan.histogram_of else None
+    return AblationOutcome(plan, result, rows_from(result, plan.variants), histogram)
+
+
+def write_outcome(out_dir: Path, outcome: AblationOutcome, *, title: str, meta: dict[str, Any]) -> list[str]:
+    """results.json, results.md and chart.html of a finished ablation; prints its table."""
+    plan = outcome.plan
+    written = write_ablation(out_dir, kind=plan.kind, title=title, rows=outcome.rows, result=outcome.result,
+                             meta={**meta, **plan.notes}, param=plan.param, histogram=outcome.histogram,
+                             log_x=plan.log_x)
+    if outcome.rows:
+        print(sweep_table(outcome.rows, plan.param))
+    if outcome.histogram:
+        print(histogram_table(outcome.histogram))
+    print_differences(outcome.result)
+    return written

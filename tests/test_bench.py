@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rest_core.ablations import document_subset, select_random_continuations, suffix_histogram
-from rest_core.bench import BenchResult, Run, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
+from rest_core.bench import BenchResult, TimedRun, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
 from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.suites import load_suite
 from rest_core.trie import Trie
@@ -75,7 +75,7 @@ def test_run_from_events_counts_tokens_sources_and_timings():
 
 
 def make_run(method, n_tokens, wall_ms, prefill_ms, steps, draft=0, retrieval_ms=0.0, sources=None, prefill_tokens=0):
-    return Run("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
+    return TimedRun("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
                retrieval_ms=retrieval_ms, source_tokens=sources or {}, prefill_tokens=prefill_tokens)
 
 
@@ -127,7 +127,7 @@ class EchoRunner:
         out = list(prompt_ids[-max_new_tokens:])
         if self.broken_above is not None and len(prompt_ids) > self.broken_above:
             out[-1] += 1
-        return Run("", 0, self.name, len(prompt_ids), out, 10.0, 1.0, len(out))
+        return TimedRun("", 0, self.name, len(prompt_ids), out, 10.0, 1.0, len(out))
 
 
 def test_chat_identity_compares_like_with_like():
@@ -231,37 +231,44 @@ def test_suite_loaders_read_the_real_files():
 
 
 @pytest.fixture(scope="module")
-def tiny_session():
-    from rest_core.cli import build_parser
-    from rest_core.commands.bench import Session
-    from rest_core.datastore import Datastore
+def tiny_lm():
     from tests.tiny_models import tiny_loaded
 
-    lm = tiny_loaded("llama", max_positions=2048)
+    return tiny_loaded("llama", max_positions=2048)
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tiny_lm):
+    from rest_core.datastore import Datastore
+
     # A store of byte strings the tiny model's greedy output is likely to revisit, plus code.
     texts = ["def f(x):\n    return x + 1\n", "    return result\n", "Hello, how are you today?\n"] * 3
-    docs = [list(t.encode()) for t in texts]
+    return Datastore.from_token_ids([list(t.encode()) for t in texts], vocab_size=len(tiny_lm.tokenizer))
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tiny_lm, tiny_store):
+    from rest_core.cli import build_parser
+    from rest_core.commands.bench import BenchSetup
 
     def make(argv):
         args = build_parser().parse_args(["bench", *argv])
-        session = Session(args, lm)
-        session._datastore = Datastore.from_token_ids(docs, vocab_size=len(lm.tokenizer))
-        return args, session
+        return args, BenchSetup.build(args, tiny_lm, open_datastore=lambda: tiny_store)
 
     return make
 
 
 @pytest.mark.parametrize("suite", ["humaneval", "mtbench"])
-def test_bench_command_end_to_end_on_the_tiny_model(tiny_session, tmp_path, suite):
+def test_bench_command_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, suite):
     from rest_core.commands.bench import run_methods
     from rest_core.suites import load_suite
 
-    args, session = tiny_session(
+    args, setup = tiny_setup(
         ["--suite", suite, "--methods", "ar,pld,rest,ar-loop,context,hybrid", "--limit", "1", "--max-new-tokens", "10",
          "--pld-k", "auto", "--pld-tune-limit", "1", "--pld-tune-tokens", "4", "--c", "8", "--no-progress"]
     )
     problems = load_suite(suite, 1)
-    assert run_methods(args, session, problems, tmp_path) == 0  # greedy outputs all identical to ar
+    assert run_methods(setup, problems, tmp_path) == 0  # greedy outputs all identical to ar
     data = json.loads((tmp_path / "results.json").read_text())
     methods = data["methods"]
     assert set(methods) == {"ar", "pld", "rest", "ar-loop", "context", "hybrid"}
@@ -277,15 +284,15 @@ def test_bench_command_end_to_end_on_the_tiny_model(tiny_session, tmp_path, suit
 
 
 @pytest.mark.parametrize("kind", ["c-sweep", "selection", "datastore-size", "suffix-hist"])
-def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_session, tmp_path, kind):
-    from rest_core.ablations import run_kind
+def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, kind):
+    from rest_core.commands.bench import run_ablation
     from rest_core.suites import load_suite
 
     values = {"c-sweep": "1,4", "selection": "4", "datastore-size": "1/2,1", "suffix-hist": ""}[kind]
     argv = ["ablation", "--kind", kind, "--suite", "humaneval", "--limit", "1", "--max-new-tokens", "8",
             "--method", "hybrid", "--warmup", "0", "--no-progress"]
-    args, session = tiny_session(argv + (["--values", values] if values else []))
-    assert run_kind(args, session, load_suite("humaneval", 1), tmp_path) == 0
+    args, setup = tiny_setup(argv + (["--values", values] if values else []))
+    assert run_ablation(setup, load_suite("humaneval", 1), tmp_path) == 0
     data = json.loads((tmp_path / "results.json").read_text())
     if kind == "suffix-hist":
         assert sum(data["histogram"]["datastore"].values()) > 0
@@ -293,3 +300,172 @@ def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_session, tmp_path, 
         assert len(data["rows"]) == {"c-sweep": 2, "selection": 2, "datastore-size": 2}[kind]
         assert all(r["summary"]["identical_to_ar"] == 1.0 for r in data["rows"])
     assert (tmp_path / "results.md").exists() and (tmp_path / "chart.html").exists()
+
+
+# --- defaults, prompt lookup's sweep, layering ------------------------------------------------
+
+
+def parse_bench(argv):
+    from rest_core.cli import build_parser
+
+    return build_parser().parse_args(["bench", *argv])
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_bench_without_knob_flags_uses_the_device_preset(device_type):
+    from rest_core.commands.bench import settings_from_args
+    from rest_core.config import preset_for_device
+
+    preset = preset_for_device(device_type)
+    retrieval, draft, _ = settings_from_args(parse_bench([]), device_type)
+    assert retrieval == preset.retrieval and draft == preset.draft  # cpu: c=2; cuda: c=64
+    retrieval, draft, _ = settings_from_args(parse_bench(["--c", "5", "--budget", "auto", "--n-max", "1"]), device_type)
+    assert (draft.c, draft.budget, draft.use_context) == (5, "auto", preset.draft.use_context)
+    assert (retrieval.n_max, retrieval.n_min, retrieval.m) == (1, 1, preset.retrieval.m)
+
+
+def test_bench_run_records_the_preset_it_ran(tiny_setup, tmp_path):
+    from rest_core.commands.bench import run_methods
+    from rest_core.config import PRESETS
+    from rest_core.suites import load_suite
+
+    args, setup = tiny_setup(["--methods", "ar,rest", "--limit", "1", "--max-new-tokens", "6", "--warmup", "0",
+                              "--no-progress"])
+    assert run_methods(setup, load_suite("humaneval", 1), tmp_path) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["preset"] == "cpu"
+    assert data["settings"]["draft"]["c"] == PRESETS["cpu"].draft.c
+
+
+@pytest.mark.parametrize("suite,first_train", [("humaneval", 100), ("mtbench", 101)])
+def test_pld_sweep_never_selects_an_evaluation_problem(suite, first_train):
+    from rest_core.commands.bench import select_problems
+    from rest_core.suites import load_suite, problem_number
+
+    for argv in ([], ["--limit", "0"], ["--limit", "0", "--offset", "3"], ["--split", "train"]):
+        problems = select_problems(parse_bench(["pld-sweep", "--suite", suite, *argv]))
+        assert problems and all(problem_number(p) >= first_train for p in problems)
+    whole = select_problems(parse_bench(["pld-sweep", "--suite", suite, "--limit", "0"]))
+    assert len(whole) == {"humaneval": 64, "mtbench": 60}[suite]
+    for split in ("eval", "all"):
+        with pytest.raises(ValueError, match="training split"):
+            select_problems(parse_bench(["pld-sweep", "--suite", suite, "--split", split]))
+    # The evaluation split is the complement: HumanEval 0-99, MT-Bench 81-100.
+    ids = {p.id for p in load_suite(suite, split="eval")}
+    assert len(ids) == {"humaneval": 100, "mtbench": 20}[suite] and not ids & {p.id for p in whole}
+
+
+def test_pld_sweep_reports_a_winner_that_the_bench_then_uses(tiny_setup, tmp_path):
+    from rest_core.commands.bench import run_methods, run_pld_sweep, select_problems
+    from rest_core.suites import load_suite
+
+    args, setup = tiny_setup(["pld-sweep", "--limit", "1", "--max-new-tokens", "8", "--values", "2,3", "--warmup",
+                              "0", "--no-progress"])
+    sweep = tmp_path / "sweep"
+    assert run_pld_sweep(setup, select_problems(args), sweep) == 0
+    data = json.loads((sweep / "results.json").read_text())
+    assert data["kind"] == "pld-sweep" and data["split"] == "train" and data["suite"] == "humaneval"
+    assert [r["value"] for r in data["rows"]] == [2, 3] and data["pld_winner"] in (2, 3)
+    assert all(r["summary"]["identical_to_ar"] == 1.0 for r in data["rows"])
+    fastest = min(data["rows"], key=lambda r: r["summary"]["mean_token_ms"])
+    assert data["pld_winner"] == fastest["value"]
+    assert "| prompt_lookup_num_tokens |" in (sweep / "results.md").read_text()
+
+    args, setup = tiny_setup(["--methods", "ar,pld", "--limit", "1", "--max-new-tokens", "6", "--warmup", "0",
+                              "--no-progress", "--pld-k", str(sweep)])
+    assert run_methods(setup, load_suite("humaneval", 1), tmp_path / "run") == 0
+    pld = json.loads((tmp_path / "run" / "results.json").read_text())["pld"]
+    assert pld["prompt_lookup_num_tokens"] == data["pld_winner"] and "pld-sweep" in pld["chosen"]
+    args, setup = tiny_setup(["--suite", "mtbench", "--methods", "pld", "--pld-k", str(sweep)])
+    with pytest.raises(ValueError, match="humaneval, not on mtbench"):
+        run_methods(setup, load_suite("mtbench", 1), tmp_path / "wrong")
+
+
+def test_pld_auto_tunes_on_training_problems(tiny_setup):
+    from rest_core.commands.bench import choose_pld_k
+
+    args, setup = tiny_setup(["--pld-k", "auto", "--pld-tune-limit", "2", "--pld-tune-tokens", "4", "--no-progress"])
+    k, meta = choose_pld_k(setup)
+    assert meta["tuned_on"] == ["HumanEval/100", "HumanEval/101"]
+    assert k == meta["prompt_lookup_num_tokens"] and f"pld-k{k}" in meta["candidates"]
+
+
+def test_ablations_run_from_a_runner_factory_without_argparse(tiny_lm, tiny_store):
+    from rest_core.ablations import plan_ablation, run_ablation
+    from rest_core.bench import RunnerFactory, Timing
+    from rest_core.config import DraftConfig
+    from rest_core.suites import load_suite
+
+    factory = RunnerFactory(tiny_lm.model, tiny_lm.tokenizer, draft=DraftConfig(c=4), open_datastore=lambda: tiny_store)
+    plan = plan_ablation("c-sweep", [1, 3], factory, "hybrid")
+    outcome = run_ablation(plan, load_suite("humaneval", 1), factory, Timing(max_new_tokens=6, warmup=0, progress=False))
+    assert [(r.variant, r.value) for r in outcome.rows] == [("c=1", 1), ("c=3", 3)]
+    assert all(r.summary.identical_to_ar == 1.0 for r in outcome.rows)
+    assert [r.method for r in outcome.result.runs] == ["ar", "c=1", "c=3"]
+
+
+def test_transformers_runs_stop_on_the_engines_eos_ids(tiny_lm):
+    import copy
+
+    from rest_core.bench import RunnerFactory
+    from rest_core.engine import Engine
+
+    model = copy.deepcopy(tiny_lm.model)
+    model.generation_config.eos_token_id = [10, 11]  # differs from the tokenizer's EOS (256)
+    factory = RunnerFactory(model, tiny_lm.tokenizer)
+    expected = list(Engine(model, tiny_lm.tokenizer).stop_ids)
+    assert expected == [10, 11]
+    assert factory.stop_ids == expected and factory.hf_runner("ar").eos_ids == expected
+
+
+def test_benchmark_modules_import_no_cli_and_no_cycle():
+    """ablations / bench know nothing of argparse or the commands, and no import cycle (module- or
+    function-level) runs through the benchmark modules; no two classes in the package share a name."""
+    import ast
+    from collections import Counter
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    graph: dict[str, set[str]] = {}
+    classes: Counter[str] = Counter()
+    for path in (root / "rest_core").rglob("*.py"):
+        name = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                classes[node.name] += 1
+            elif isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                graph[name] |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    graph = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
+    for module in ("rest_core.ablations", "rest_core.bench"):
+        imported = graph[module] | _imports(root, module)
+        assert "argparse" not in imported and not any(t.startswith("rest_core.commands") for t in imported)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = set(), [start]
+        while stack:
+            for nxt in graph[stack.pop()] - seen:
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                stack.append(nxt)
+        return False
+
+    for module in ("rest_core.ablations", "rest_core.bench", "rest_core.commands.bench", "rest_core.suites"):
+        assert not reaches(module, module), f"{module} imports itself through a cycle"
+    assert [name for name, n in classes.items() if n > 1] == []
+
+
+def _imports(root, module: str) -> set[str]:
+    import ast
+
+    path = root / (module.replace(".", "/") + ".py")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names

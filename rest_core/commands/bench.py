@@ -1,7 +1,13 @@
-"""`python -m rest_core bench`: time methods on HumanEval / MT-Bench, or run one ablation.
+"""`python -m rest_core bench`: time methods on HumanEval / MT-Bench, run one ablation, or sweep
+prompt lookup's k on the training split.
 
     python -m rest_core bench --suite humaneval --methods ar,pld,rest --limit 20 --max-new-tokens 128
     python -m rest_core bench ablation --kind c-sweep --suite humaneval --limit 8
+    python -m rest_core bench pld-sweep --suite humaneval --limit 10 --out bench_results/pld-humaneval
+    python -m rest_core bench --suite humaneval --pld-k bench_results/pld-humaneval/results.json
+
+Knob flags left out (--c, --budget, --n-max, ...) take the device's preset (`config.PRESETS`:
+"cpu" or "gpu"), the same defaults as the app and `generate`.
 """
 
 from __future__ import annotations
@@ -10,11 +16,19 @@ import argparse
 import shlex
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rest_core.suites import SPLITS
+
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
+ACTIONS = ("run", "ablation", "pld-sweep")
+# Knob flags whose default is the device's preset (dest -> RetrievalConfig / DraftConfig field).
+RETRIEVAL_KNOBS = ("n_min", "n_max", "m", "max_matches")
+DRAFT_KNOBS = ("c", "budget", "datastore_weight", "context_weight")
+PRESET_KNOBS = RETRIEVAL_KNOBS + DRAFT_KNOBS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,11 +37,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from rest_core.config import DraftConfig, RetrievalConfig
 
     r, d = RetrievalConfig(), DraftConfig()
-    p.add_argument("action", nargs="?", choices=("run", "ablation"), default="run", help="run (default) or ablation")
+    p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
+                   help="run (default), ablation, or pld-sweep (prompt lookup's k on the training split)")
     p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
     p.add_argument("--methods", default="ar,pld,rest", help=f"comma-separated, from {','.join(ALL_METHODS)}")
     p.add_argument("--limit", type=int, default=10, help="number of problems (0 = the whole suite)")
-    p.add_argument("--offset", type=int, default=0, help="skip this many problems first")
+    p.add_argument("--offset", type=int, default=0, help="skip this many problems first (within --split)")
+    p.add_argument("--split", choices=SPLITS, default=None,
+                   help="all (default), eval (HumanEval 0-99, MT-Bench 81-100) or train (the rest; pld-sweep's only split)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="per generation (paper: 512 HumanEval, 1024 MT-Bench)")
     p.add_argument("--out", default=None, help="output folder (default bench_results/<suite>-<action>-<time>)")
     g = p.add_argument_group("model")
@@ -53,251 +70,299 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("timing")
     g.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per method")
     g.add_argument("--repeats", type=int, default=1, help="rounds per problem; each method's fastest run counts")
-    g.add_argument("--pld-k", default="auto", help="prompt_lookup_num_tokens, or auto: the fastest of "
-                   f"{','.join(map(str, PLD_CANDIDATES))} on --pld-tune-limit problems")
+    g.add_argument("--pld-k", default="auto", help="prompt_lookup_num_tokens: a number; the results.json (or folder) "
+                   "of a `bench pld-sweep`, whose winner is used; or auto: the fastest of "
+                   f"{','.join(map(str, PLD_CANDIDATES))} on --pld-tune-limit training problems")
     g.add_argument("--pld-ngram", type=int, default=0, help="max_matching_ngram_size (0 = transformers' default)")
     g.add_argument("--pld-tune-limit", type=int, default=2)
     g.add_argument("--pld-tune-tokens", type=int, default=64)
     g.add_argument("--no-progress", action="store_true")
     g = p.add_argument_group("ablation")
     g.add_argument("--kind", choices=KINDS, default="c-sweep")
-    g.add_argument("--values", default=None, help="comma-separated values of the swept parameter")
+    g.add_argument("--values", default=None, help="comma-separated values of the swept parameter "
+                   "(pld-sweep: k values, default 2..10)")
     g.add_argument("--method", default="rest", help="engine method the ablation varies (rest, hybrid, context)")
+    # The knob flags default to None: left out, they take the device's preset once the device is
+    # known (`settings_from_args`). Parser-level defaults override the declared ones.
+    p.set_defaults(**{name: None for name in PRESET_KNOBS})
+
+
 
 
 def run(args: argparse.Namespace) -> int:
+    from rest_core.bench import git_commit
+    from rest_core.models import resolve_device
+
+    commit = git_commit()  # the code that runs, read before it runs
+    problems = select_problems(args)
+    device = resolve_device(args.device)  # bad device or settings: an error before loading the model
+    settings = settings_from_args(args, device.type)
+    out = Path(args.out or f"bench_results/{args.suite}-{args.action}-{time.strftime('%Y%m%d-%H%M%S')}")
+    setup = BenchSetup.open(args, settings, commit)
+    actions = {"run": run_methods, "ablation": run_ablation, "pld-sweep": run_pld_sweep}
+    return actions[args.action](setup, problems, out)
+
+
+def select_problems(args: argparse.Namespace) -> list:
+    """The problems of this call. pld-sweep tunes, so it runs on the training split only."""
     from rest_core.suites import load_suite
 
-    problems = load_suite(args.suite, args.limit or None, args.offset)
+    split = args.split or ("train" if args.action == "pld-sweep" else "all")
+    if args.action == "pld-sweep" and split != "train":
+        raise ValueError("pld-sweep tunes prompt lookup, so it runs on the training split only (--split train)")
+    problems = load_suite(args.suite, args.limit or None, args.offset, split)
     if not problems:
-        raise ValueError("no problems selected (check --limit / --offset)")
-    out = Path(args.out or f"bench_results/{args.suite}-{args.action}-{time.strftime('%Y%m%d-%H%M%S')}")
-    session = Session.open(args)
-    if args.action == "ablation":
-        return run_ablation(args, session, problems, out)
-    return run_methods(args, session, problems, out)
+        raise ValueError("no problems selected (check --limit / --offset / --split)")
+    return problems
 
 
-class Session:
-    """Model, tokenizer, engine and (lazily) the datastore, shared by the runners."""
+def settings_from_args(args: argparse.Namespace, device_type: str) -> tuple[Any, Any, Any]:
+    """(retrieval, draft, sampling): the device's preset, with the knob flags given replacing its values."""
+    from rest_core.config import SamplingConfig, preset_for_device
 
-    def __init__(self, args: argparse.Namespace, loaded: Any) -> None:
-        self.args = args
-        self.loaded = loaded
-        self.model = loaded.model
-        self.tokenizer = loaded.tokenizer
-        self._datastore: Any = None
-        self._engines: dict[int, Any] = {}
-        from rest_core.bench import git_commit
+    preset = preset_for_device(device_type)
+    given = {k: getattr(args, k) for k in PRESET_KNOBS if getattr(args, k, None) is not None}
+    retrieval_changes = {k: v for k, v in given.items() if k in RETRIEVAL_KNOBS}
+    if "n_max" in given and "n_min" not in given:  # a short n_max alone lowers the preset's n_min with it
+        retrieval_changes["n_min"] = min(preset.retrieval.n_min, given["n_max"])
+    retrieval = replace(preset.retrieval, **retrieval_changes)  # re-validated by __post_init__
+    draft = replace(preset.draft, **{k: v for k, v in given.items() if k in DRAFT_KNOBS})
+    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    return retrieval, draft, sampling
 
-        self.git_commit = git_commit()  # the code that runs, read before it runs
+
+@dataclass
+class BenchSetup:
+    """What every action of one call shares: the flags, the loaded model, its runner factory."""
+
+    args: argparse.Namespace
+    loaded: Any
+    factory: Any  # bench.RunnerFactory
+    git_commit: str | None = None
 
     @classmethod
-    def open(cls, args: argparse.Namespace) -> "Session":
+    def open(cls, args: argparse.Namespace, settings: tuple[Any, Any, Any], commit: str | None) -> "BenchSetup":
         import torch
 
         from rest_core.models import load_model
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        return cls(args, load_model(args.model, args.device, args.dtype))
+        return cls.build(args, load_model(args.model, args.device, args.dtype), settings, commit=commit)
+
+    @classmethod
+    def build(cls, args: argparse.Namespace, loaded: Any, settings: tuple[Any, Any, Any] | None = None, *,
+              open_datastore: Any = None, commit: str | None = None) -> "BenchSetup":
+        """From a loaded model; `settings` default to the flags over the model's device preset."""
+        from rest_core.bench import RunnerFactory
+
+        retrieval, draft, sampling = settings or settings_from_args(args, loaded.device.type)
+        factory = RunnerFactory(loaded.model, loaded.tokenizer, retrieval, draft, sampling,
+                                open_datastore=open_datastore or (lambda: open_datastore_for(args, loaded.tokenizer)),
+                                pld_ngram=args.pld_ngram or None)
+        return cls(args, loaded, factory, commit)
 
     @property
-    def datastore(self) -> Any:
-        if self._datastore is None:
-            from rest_core.datastore import Datastore
-
-            path = self.args.datastore or DEFAULT_DATASTORES[self.args.suite]
-            if not Path(path).is_dir():
-                raise FileNotFoundError(
-                    f"datastore {path} not found: build it with `make datastores` or pass --datastore"
-                )
-            self._datastore = Datastore.open(path, self.tokenizer)
-        return self._datastore
-
-    def engine(self, datastore: Any = None) -> Any:
-        from rest_core.engine import Engine
-
-        key = id(datastore)
-        if key not in self._engines:
-            # No KV reuse across calls: every method prefills its whole prompt, as transformers does.
-            self._engines[key] = Engine(self.model, self.tokenizer, datastore, reuse_cache=False)
-        return self._engines[key]
-
-    def encode(self, prompt: Any, chat: bool) -> list[int]:
-        return list(self.engine(None).encode(prompt, chat))
-
-    def decode(self, ids: Any) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
-
-    @property
-    def eos_ids(self) -> list[int]:
-        from rest_core.bench import eos_token_ids
-
-        return eos_token_ids(self.model, self.tokenizer)
-
-    # -- settings ---------------------------------------------------------------------------
-
-    def retrieval(self, **changes: Any):
-        from rest_core.config import RetrievalConfig
+    def timing(self) -> Any:
+        from rest_core.bench import Timing
 
         a = self.args
-        base = dict(n_min=min(a.n_min, a.n_max), n_max=a.n_max, m=a.m, max_matches=a.max_matches)
-        return RetrievalConfig(**{**base, **changes})
-
-    def draft(self, **changes: Any):
-        from rest_core.config import DraftConfig
-
-        a = self.args
-        base = dict(c=a.c, budget=a.budget, datastore_weight=a.datastore_weight, context_weight=a.context_weight)
-        return DraftConfig(**{**base, **changes})
-
-    def sampling(self):
-        from rest_core.config import SamplingConfig
-
-        a = self.args
-        return SamplingConfig(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, seed=a.seed)
-
-    def settings(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return {"retrieval": asdict(self.retrieval()), "draft": asdict(self.draft()), "sampling": asdict(self.sampling())}
-
-    # -- runners ----------------------------------------------------------------------------
-
-    def hf_runner(self, name: str = "ar", k: int | None = None):
-        from rest_core.bench import HFRunner
-
-        return HFRunner(
-            self.model,
-            self.tokenizer,
-            name=name,
-            sampling=self.sampling(),
-            prompt_lookup_num_tokens=k,
-            max_matching_ngram_size=self.args.pld_ngram or None,
-        )
-
-    def engine_runner(self, method: str, *, name: str | None = None, datastore: Any = None,
-                      retrieval: Any = None, draft: Any = None):
-        from rest_core.bench import ENGINE_METHODS, EngineRunner, engine_config
-
-        needs_store = method in ENGINE_METHODS and ENGINE_METHODS[method][0]
-        store = datastore if datastore is not None else (self.datastore if needs_store else None)
-        config = engine_config(
-            method, retrieval=retrieval or self.retrieval(), draft=draft or self.draft(), sampling=self.sampling()
-        )
-        return EngineRunner(self.engine(store), config, name=name or method)
+        return Timing(max_new_tokens=a.max_new_tokens, warmup=a.warmup, repeats=a.repeats, seed=a.seed,
+                      progress=not a.no_progress)
 
     def meta(self, problems: list, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         from rest_core.bench import now_utc
 
-        a = self.args
-        store = None
-        if self._datastore is not None:
-            store = {"path": str(self._datastore.path), "n_tokens": self._datastore.n_tokens,
-                     "n_documents": self._datastore.n_documents}
+        a, store = self.args, self.factory.opened_datastore
+        if store is not None:
+            store = {"path": str(store.path), "n_tokens": store.n_tokens, "n_documents": store.n_documents}
+        device_type = self.loaded.device.type
+        given = [k for k in PRESET_KNOBS if getattr(a, k, None) is not None]
         return {
-            "date": now_utc(),
-            "git_commit": self.git_commit,
-            "suite": a.suite,
+            "date": now_utc(), "git_commit": self.git_commit, "suite": a.suite,
             "problems_run": f"{len(problems)} ({problems[0].id} .. {problems[-1].id})",
             "problem_ids": [p.id for p in problems],
-            "model": self.loaded.name,
-            "device": str(self.loaded.device),
+            "model": self.loaded.name, "device": str(self.loaded.device),
             "dtype": str(self.loaded.dtype).replace("torch.", ""),
-            "max_new_tokens": a.max_new_tokens,
-            "repeats": a.repeats,
-            "torch_threads": _torch_threads(),
-            "settings": self.settings(),
-            "datastore": store,
-            "command": "python -m rest_core bench " + " ".join(shlex.quote(x) for x in sys.argv[2:])
-            if len(sys.argv) > 1 and sys.argv[1] == "bench" else " ".join(shlex.quote(x) for x in sys.argv),
+            "max_new_tokens": a.max_new_tokens, "repeats": a.repeats, "torch_threads": _torch_threads(),
+            "preset": _preset_name(device_type) + (f" with {', '.join(given)} from flags" if given else ""),
+            "settings": self.factory.settings(), "datastore": store, "command": _command_line(),
             **(extra or {}),
         }
 
 
+def open_datastore_for(args: argparse.Namespace, tokenizer: Any) -> Any:
+    from rest_core.datastore import Datastore
+
+    path = args.datastore or DEFAULT_DATASTORES[args.suite]
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"datastore {path} not found: build it with `make datastores` or pass --datastore")
+    return Datastore.open(path, tokenizer)
+
+
 # --------------------------------------------------------------------------------------------
+# Actions
 
 
-def tune_pld(session: Session, problems: list, *, limit: int, max_new_tokens: int, progress: bool) -> tuple[int, dict]:
-    """Fastest prompt_lookup_num_tokens on the first `limit` problems (first turns), same run."""
-    from rest_core.bench import run_benchmark, summarize
+def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
+    from rest_core.bench import ALL_METHODS, markdown_table, measure, print_differences, summarize, write_report
 
-    runners = [session.hf_runner(f"pld-k{k}", k) for k in PLD_CANDIDATES]
-    single = [type(p)(p.id, p.kind, p.turns[:1], p.category) for p in problems[:limit]]
-    for r in runners:  # warm-up
-        warm_up(session, r, single[0], 8)
-    result = run_benchmark(
-        single, runners, encode=session.encode, decode=session.decode, max_new_tokens=max_new_tokens,
-        eos_ids=session.eos_ids, greedy=False, progress=progress,
-    )
-    summaries = summarize(result)
-    table = {name: {"mean_token_ms": s.mean_token_ms, "M": s.mean_generated_length} for name, s in summaries.items()}
-    best = min(summaries.values(), key=lambda s: s.mean_token_ms)
-    return int(best.method.removeprefix("pld-k")), {
-        "tuned_on": [p.id for p in single], "tune_max_new_tokens": max_new_tokens, "candidates": table,
-    }
-
-
-def warm_up(session: Session, runner: Any, problem: Any, tokens: int) -> None:
-    if problem.kind == "chat":
-        ids = session.encode([{"role": "user", "content": problem.turns[0]}], True)
-    else:
-        ids = session.encode(problem.turns[0], False)
-    runner.run(ids, tokens, 0)
-
-
-def run_methods(args: argparse.Namespace, session: Session, problems: list, out: Path) -> int:
-    from rest_core.bench import (
-        ALL_METHODS, ENGINE_METHODS, markdown_table, print_differences, run_benchmark, summarize, write_report,
-    )
-
+    args, factory = setup.args, setup.factory
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(ALL_METHODS)}")
-    progress = not args.no_progress
     pld_meta: dict[str, Any] = {}
     runners = []
     for m in methods:
-        if m == "ar":
-            runners.append(session.hf_runner("ar"))
-        elif m == "pld":
-            if args.pld_k == "auto":
-                k, info = tune_pld(session, problems, limit=args.pld_tune_limit,
-                                   max_new_tokens=min(args.pld_tune_tokens, args.max_new_tokens), progress=progress)
-                pld_meta = {"prompt_lookup_num_tokens": k, "chosen": "auto", **info}
-            else:
-                k = int(args.pld_k)
-                pld_meta = {"prompt_lookup_num_tokens": k, "chosen": "fixed"}
-            pld_meta["max_matching_ngram_size"] = args.pld_ngram or "transformers default"
+        if m == "pld":
+            k, pld_meta = choose_pld_k(setup)
             print(f"pld: prompt_lookup_num_tokens={k} ({pld_meta['chosen']})", file=sys.stderr)
-            runners.append(session.hf_runner("pld", k))
-        elif m in ENGINE_METHODS or m == "ar-loop":
-            runners.append(session.engine_runner(m))
-    for r in runners:
-        for _ in range(args.warmup):
-            warm_up(session, r, problems[0], min(16, args.max_new_tokens))
-    greedy = args.temperature == 0
-    result = run_benchmark(
-        problems, runners, encode=session.encode, decode=session.decode, max_new_tokens=args.max_new_tokens,
-        eos_ids=session.eos_ids, greedy=greedy, seed=args.seed, progress=progress, repeats=args.repeats,
-    )
+            runners.append(factory.hf_runner("pld", k))
+        else:
+            runners.append(factory.hf_runner("ar") if m == "ar" else factory.engine_runner(m))
+    result = measure(problems, runners, factory, setup.timing)
     summaries = summarize(result)
+    greedy = factory.sampling.greedy
     mode = "greedy" if greedy else f"T={args.temperature} top-p={args.top_p}"
-    title = f"{args.suite}: {', '.join(methods)} ({session.loaded.name}, {mode}, {len(problems)} problems)"
+    title = f"{args.suite}: {', '.join(methods)} ({setup.loaded.name}, {mode}, {len(problems)} problems)"
     written = write_report(out, title=title, summaries=summaries, result=result,
-                           meta=session.meta(problems, {"methods_order": methods, "pld": pld_meta}))
+                           meta=setup.meta(problems, {"methods_order": methods, "pld": pld_meta}))
     print(markdown_table(summaries))
     print_differences(result)
     print("wrote " + ", ".join(written))
     return 1 if greedy and result.differences else 0
 
 
-def run_ablation(args: argparse.Namespace, session: Session, problems: list, out: Path) -> int:
+def run_ablation(setup: BenchSetup, problems: list, out: Path) -> int:
     from rest_core import ablations
 
-    return ablations.run_kind(args, session, problems, out)
+    args = setup.args
+    values = _values(args.values, ablations.DEFAULT_VALUES[args.kind])
+    plan = ablations.plan_ablation(args.kind, values, setup.factory, args.method, seed=args.seed)
+    outcome = ablations.run_ablation(plan, problems, setup.factory, setup.timing)
+    title = f"ablation {args.kind}: {args.method} on {args.suite}, {len(problems)} problems x {args.max_new_tokens} tokens"
+    meta = setup.meta(problems, {"kind": args.kind, "method": args.method, "values": [_int_or_float(v) for v in values]})
+    meta.pop("problem_ids", None)
+    written = ablations.write_outcome(out, outcome, title=title, meta=meta)
+    print("wrote " + ", ".join(written))
+    return 1 if outcome.result.differences else 0
+
+
+def run_pld_sweep(setup: BenchSetup, problems: list, out: Path) -> int:
+    """prompt_lookup_num_tokens = each of --values (default 2..10) against `ar` on training
+    problems; writes the sweep and its winner, which `--pld-k <out>/results.json` then uses."""
+    from rest_core import ablations
+
+    args = setup.args
+    ks = [int(v) for v in _values(args.values, ablations.PLD_SWEEP_KS)]
+    plan = ablations.pld_sweep_plan(setup.factory, ks)
+    outcome = ablations.run_ablation(plan, problems, setup.factory, setup.timing)
+    winner = ablations.best_pld_k(outcome.rows)
+    title = f"prompt lookup sweep on {args.suite} (training split), {len(problems)} problems x {args.max_new_tokens} tokens"
+    meta = setup.meta(problems, {"kind": "pld-sweep", "split": "train", "values": ks, "pld_winner": winner})
+    written = ablations.write_outcome(out, outcome, title=title, meta=meta)
+    print(f"pld-sweep winner: prompt_lookup_num_tokens={winner}; use it with --pld-k {out / 'results.json'}")
+    print("wrote " + ", ".join(written))
+    return 1 if outcome.result.differences else 0
+
+
+# --------------------------------------------------------------------------------------------
+# Prompt lookup's k for a run
+
+
+def choose_pld_k(setup: BenchSetup) -> tuple[int, dict[str, Any]]:
+    """(k, how it was chosen) from --pld-k: a number, a pld-sweep's results, or auto."""
+    args = setup.args
+    value = str(args.pld_k)
+    if value == "auto":
+        k, info = tune_pld(setup)
+        meta = {"prompt_lookup_num_tokens": k, "chosen": "auto", **info}
+    elif value.isdigit():
+        k = int(value)
+        if k < 1:
+            raise ValueError(f"--pld-k must be >= 1, got {k}")
+        meta = {"prompt_lookup_num_tokens": k, "chosen": "fixed"}
+    else:
+        k, source = pld_k_from_sweep(Path(value), args.suite)
+        meta = {"prompt_lookup_num_tokens": k, "chosen": f"pld-sweep winner ({source})"}
+    meta["max_matching_ngram_size"] = args.pld_ngram or "transformers default"
+    return k, meta
+
+
+def pld_k_from_sweep(path: Path, suite: str) -> tuple[int, str]:
+    """The winning k of a `bench pld-sweep` (its results.json, or the folder holding it)."""
+    import json
+
+    file = path / "results.json" if path.is_dir() else path
+    if not file.is_file():
+        raise ValueError(f"--pld-k must be a number, auto, or a pld-sweep's results.json; {path} does not exist")
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{file} is not a JSON file: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != "pld-sweep" or "pld_winner" not in data:
+        raise ValueError(f"{file} is not the results of `bench pld-sweep`")
+    if data.get("suite") != suite:
+        raise ValueError(f"{file} swept prompt lookup on {data.get('suite')}, not on {suite}")
+    return int(data["pld_winner"]), str(file)
+
+
+def tune_pld(setup: BenchSetup) -> tuple[int, dict[str, Any]]:
+    """Fastest of PLD_CANDIDATES on the first --pld-tune-limit training problems (first turns
+    only, --pld-tune-tokens each): a quick stand-in for a full `bench pld-sweep`."""
+    from rest_core import ablations
+    from rest_core.bench import Timing
+    from rest_core.suites import load_suite
+
+    args = setup.args
+    train = load_suite(args.suite, args.pld_tune_limit or None, 0, "train")
+    single = [replace(p, turns=p.turns[:1]) for p in train]
+    tokens = min(args.pld_tune_tokens, args.max_new_tokens)
+    plan = replace(ablations.pld_sweep_plan(setup.factory, PLD_CANDIDATES), with_ar=False)  # speed only
+    timing = Timing(max_new_tokens=tokens, warmup=1, seed=0, progress=not args.no_progress)
+    outcome = ablations.run_ablation(plan, single, setup.factory, timing)
+    table = {r.variant: {"mean_token_ms": r.summary.mean_token_ms, "M": r.summary.mean_generated_length}
+             for r in outcome.rows}
+    return ablations.best_pld_k(outcome.rows), {
+        "tuned_on": [p.id for p in single], "tune_max_new_tokens": tokens, "candidates": table,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _values(text: str | None, default: Any) -> list[float]:
+    if not text:
+        return list(default)
+    try:
+        return [_number(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--values must be comma-separated numbers (or fractions like 1/8), got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    if "/" in text:
+        num, den = text.split("/")
+        return float(num) / float(den)
+    return float(text)
+
+
+def _int_or_float(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else v
+
+
+def _preset_name(device_type: str) -> str:
+    from rest_core.config import PRESETS, preset_for_device
+
+    preset = preset_for_device(device_type)
+    return next(name for name, config in PRESETS.items() if config is preset)
+
+
+def _command_line() -> str:
+    if len(sys.argv) > 1 and sys.argv[1] == "bench":
+        return "python -m rest_core bench " + " ".join(shlex.quote(x) for x in sys.argv[2:])
+    return " ".join(shlex.quote(x) for x in sys.argv)
 
 
 def _torch_threads() -> int:
