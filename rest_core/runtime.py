@@ -213,7 +213,7 @@ def start_warm_up() -> threading.Thread:
     def work() -> None:
         t0 = time.perf_counter()
         try:
-            from rest_core.retrieval import warm_up
+            from rest_core.draft import warm_up
 
             warm_up()
         except Exception:  # noqa: BLE001 - the first step then compiles them itself

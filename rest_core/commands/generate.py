@@ -158,15 +158,11 @@ def run(args: argparse.Namespace) -> int:
 
 def summary(result, lm, config, datastore_path) -> dict:
     """The --json object."""
-    from rest_core.events import SOURCE_NAMES
+    from rest_core.sources import count_origins
 
     t = result.totals
-    per_source = {name: 0 for name in SOURCE_NAMES.values()}
-    for ev in result.events:
-        for bits in ev.token_sources:
-            for bit, name in SOURCE_NAMES.items():
-                if bits & bit:
-                    per_source[name] += 1
+    per_source = count_origins(s for ev in result.events for s in ev.token_sources)
+    del per_source["model"]  # accepted drafts only: "datastore", "context", "both"
     budgets = [ev.budget for ev in result.events]
     return {
         "text": result.text,
