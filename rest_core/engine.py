@@ -94,7 +94,7 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
     sizes = [1]
     while sizes[-1] < max_q:
         sizes.append(min(sizes[-1] * 2, max_q))
-    mask_kind = _mask_kind(model)
+    mask_kind, layout = _mask_kind(model), _mask_layout(model.config)
     with torch.inference_mode():
         cache = DynamicCache()
         model(input_ids=ctx, **_cache_kw(model, cache))
@@ -105,7 +105,7 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
             times = []
             for rep in range(reps + 1):
                 t0 = time.perf_counter()
-                _forward(model, ids, cache, context_len, chain, np.arange(q), mask_kind)
+                _forward(model, ids, cache, context_len, chain, np.arange(q), mask_kind, layout)
                 _sync(device)
                 if rep:  # the first run warms up
                     times.append(1000 * (time.perf_counter() - t0))
@@ -201,6 +201,7 @@ class Engine:
         self.stop_ids = _stop_ids(model, tokenizer)
         self._mask_kind = _mask_kind(model)
         self._sliding_window = _sliding_window(model.config)
+        self._layout = _mask_layout(model.config)
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._cost_curve = cost_curve
@@ -488,7 +489,7 @@ class Engine:
 
     def _forward_plain(self, root: int, cache) -> torch.Tensor:
         """(1, V) logits for the root alone: the same call a plain decoding step makes."""
-        if self._sliding_window:  # our full-length cache needs our own sliding-window mask
+        if self._layout:  # our full-length cache needs our own sliding-window / chunk mask
             return self._forward_tree(root, _EMPTY_DRAFT, cache, _cache_length(cache))
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([[root]], device=self.device), **_cache_kw(self.model, cache))
@@ -502,7 +503,7 @@ class Engine:
         with torch.inference_mode():
             out = _forward(
                 self.model, ids, cache, cache_len, tree_attention_mask(draft), position_offsets(draft),
-                self._mask_kind, self._sliding_window,
+                self._mask_kind, self._layout,
             )
         return out.logits[0]
 
@@ -577,21 +578,24 @@ def _forward(
     tree_mask: np.ndarray,
     offsets: np.ndarray,
     mask_kind: str,
-    sliding_window: int | None = None,
+    layout: "MaskLayout | None" = None,
 ):
     """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask:
-    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models that mix full
-    and sliding-window layers get one mask per layer type."""
+    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models with sliding
+    windows or attention chunks (`layout`) get those limits in the mask too: one mask for all
+    layers, or one per layer type when the model reads its masks by layer type."""
     device = ids.device
     q = ids.shape[1]
     allowed = torch.ones((1, 1, q, cache_len + q), dtype=torch.bool, device=device)
     allowed[0, 0, :, cache_len:] = torch.from_numpy(tree_mask).to(device)
     positions = torch.from_numpy(offsets + cache_len).to(device).unsqueeze(0)  # (1, q)
-    mask: Any = _as_mask(model, allowed, mask_kind)
-    if sliding_window:
+    if layout is None:
+        mask: Any = _as_mask(model, allowed, mask_kind)
+    else:
         key_pos = torch.cat([torch.arange(cache_len, device=device), positions[0]])  # (cache_len + q,)
-        near = (positions[0, :, None] - key_pos[None, :]) < sliding_window  # (q, cache_len + q)
-        mask = {"full_attention": mask, "sliding_attention": _as_mask(model, allowed & near, mask_kind)}
+        masks = {kind: _as_mask(model, allowed & layout.limit(kind, positions[0], key_pos), mask_kind)
+                 for kind in layout.kinds}
+        mask = masks if layout.by_layer_type else masks[layout.kinds[0]]
     return model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, cache))
 
 
@@ -608,12 +612,73 @@ def _cache_length(cache) -> int:
     return 0 if layer is None or layer.keys is None else int(layer.keys.shape[-2])
 
 
+FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
+
+
+@dataclass(frozen=True)
+class MaskLayout:
+    """Which attention limits beyond causality a model's layers use, read as transformers reads
+    them (`masking_utils.create_masks_for_generate`): per layer type when the config lists
+    `layer_types` (Gemma 2/3, Cohere2, gpt-oss, Qwen2/3 with use_sliding_window past
+    max_window_layers, Llama 4 chunks); else one `sliding_window` for every layer (Mistral,
+    Phi-3, Starcoder2, Mixtral); else one `attention_chunk_size` for every layer.
+
+    kinds: the layer kinds present (the single kind first when not by_layer_type).
+    """
+
+    kinds: tuple[str, ...]
+    by_layer_type: bool  # the model takes a {layer type: mask} dict, else one mask
+    window: int | None = None  # sliding layers: a query sees keys less than `window` positions back
+    chunk: int | None = None  # chunked layers: a query sees keys of its own chunk of positions
+
+    def limit(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """(q, k) bool: which keys the layer kind lets each query see (before causality)."""
+        if kind == SLIDING:  # transformers' sliding_window_overlay: kv > q - window
+            return (q_pos[:, None] - k_pos[None, :]) < self.window
+        if kind == CHUNKED:  # chunked_overlay: same chunk of positions
+            return (q_pos[:, None] // self.chunk) == (k_pos[None, :] // self.chunk)
+        return torch.ones((q_pos.shape[0], k_pos.shape[0]), dtype=torch.bool, device=q_pos.device)
+
+
+def _text_config(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _mask_layout(config) -> MaskLayout | None:
+    """The model's attention limits beyond causality (see MaskLayout), or None for plain causal
+    attention. Layer types whose state a tree forward cannot verify (recurrent, compressed)
+    are refused: a silently wrong mask would break the lossless guarantee."""
+    text = _text_config(config)
+    window = getattr(text, "sliding_window", None) or None
+    chunk = getattr(text, "attention_chunk_size", None) or None
+    types = getattr(text, "layer_types", None)
+    if types is not None:
+        kinds = tuple(dict.fromkeys(types))
+        unknown = [k for k in kinds if k not in (FULL, SLIDING, CHUNKED)]
+        if unknown:
+            raise ValueError(
+                f"layer type {unknown[0]!r} cannot be verified with a tree attention mask "
+                f"(supported: {FULL}, {SLIDING}, {CHUNKED})"
+            )
+        for kind, size, name in ((SLIDING, window, "sliding_window"), (CHUNKED, chunk, "attention_chunk_size")):
+            if kind in kinds and not size:
+                raise ValueError(f"the model config has {kind} layers but no {name}")
+        if set(kinds) <= {FULL}:
+            return None
+        # Always a full-attention mask too: some models build rotary or other tables per kind.
+        kinds = tuple(dict.fromkeys((*kinds, FULL)))
+        return MaskLayout(kinds=kinds, by_layer_type=True, window=window, chunk=chunk)
+    if window:
+        return MaskLayout(kinds=(SLIDING,), by_layer_type=False, window=int(window))
+    if chunk:
+        return MaskLayout(kinds=(CHUNKED,), by_layer_type=False, chunk=int(chunk))
+    return None
+
+
 def _sliding_window(config) -> int | None:
-    """The window of models that mix full and sliding-window attention layers (e.g. Gemma 3)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    types = getattr(text, "layer_types", None) or ()
-    window = getattr(text, "sliding_window", None)
-    return int(window) if window and "sliding_attention" in types else None
+    """The sliding window of a model with sliding-window layers (some or all), else None."""
+    layout = _mask_layout(config)
+    return layout.window if layout is not None and SLIDING in layout.kinds else None
 
 
 def _commit(cache, cache_len: int, rows: Sequence[int]) -> None:

@@ -1,0 +1,96 @@
+"""Greedy identity with `generate` on the architectures whose attention is more than causal
+(sliding windows declared every way transformers reads them) and on models whose own
+generation config changes greedy decoding (repetition penalty, banned n-grams, ...)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from rest_core.config import DraftConfig, GenerationConfig
+from rest_core.datastore import Datastore
+from rest_core.engine import Engine, collect
+from tests.tiny_models import WINDOWED_ARCHITECTURES, VOCAB_SIZE, WINDOW, tiny_loaded, torch_threads
+
+N_NEW = 30
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with torch_threads(1):
+        yield
+
+
+def _prompts(n: int, seed: int, lo: int = 1, hi: int = 24) -> list[list[int]]:
+    rnd = random.Random(seed)
+    return [[rnd.randrange(256) for _ in range(rnd.randrange(lo, hi))] for _ in range(n)]
+
+
+def _reference(model, prompt: list[int], n: int = N_NEW) -> list[int]:
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+def _stores(prompts: list[list[int]], refs: list[list[int]]) -> dict[str, Datastore]:
+    """"own": the model's greedy outputs (drafts mostly right); "noise": random tokens (mostly wrong)."""
+    rnd = random.Random(3)
+    noise = [[rnd.randrange(256) for _ in range(200)] for _ in range(5)]
+    return {
+        "own": Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], vocab_size=VOCAB_SIZE),
+        "noise": Datastore.from_token_ids(noise, vocab_size=VOCAB_SIZE),
+    }
+
+
+def _assert_identity(lm, prompts, refs, stores, drafts=(DraftConfig(c=8, use_context=True), DraftConfig(c=2))):
+    accepted = 0
+    for name, store in stores.items():
+        engine = Engine(lm.model, lm.tokenizer, store)
+        for method in ("ar", "rest"):
+            for draft in drafts if method == "rest" else drafts[:1]:
+                cfg = GenerationConfig(method=method, max_new_tokens=len(refs[0]), draft=draft)
+                for prompt, ref in zip(prompts, refs):
+                    res = collect(engine.generate(prompt, cfg))
+                    assert res.token_ids == ref, (name, method, draft, prompt)
+                    if name == "own":
+                        accepted += res.totals.draft_tokens
+    assert accepted > 0  # drafts were actually accepted, so the tree forward was exercised
+
+
+@pytest.mark.parametrize("arch", WINDOWED_ARCHITECTURES)
+def test_sliding_window_models_equal_generate(arch):
+    """Prompts and outputs far longer than the 8-token window: a mask that ignores the window
+    lets every layer see past it and changes the tokens."""
+    lm = tiny_loaded(arch)
+    prompts = _prompts(4, seed=4, lo=WINDOW + 2, hi=24)
+    refs = [_reference(lm.model, p) for p in prompts]
+    _assert_identity(lm, prompts, refs, _stores(prompts, refs))
+
+
+def test_mask_layout_reads_every_window_declaration():
+    """Config-only: each way transformers declares a window or chunk, as the engine reads it."""
+    import transformers as tf
+
+    from rest_core.engine import CHUNKED, FULL, SLIDING, _mask_layout, _sliding_window
+
+    small = dict(num_hidden_layers=4)
+    assert _mask_layout(tf.LlamaConfig(**small)) is None
+    assert _mask_layout(tf.MixtralConfig(**small)) is None  # sliding_window defaults to None
+    assert _mask_layout(tf.Qwen2Config(sliding_window=8, **small)) is None  # use_sliding_window off
+    # Qwen2 with every layer below max_window_layers: no sliding layer, so no window.
+    assert _mask_layout(tf.Qwen2Config(use_sliding_window=True, sliding_window=8, max_window_layers=4, **small)) is None
+    for cfg in (tf.MistralConfig(sliding_window=8, **small), tf.Phi3Config(sliding_window=8, **small),
+                tf.Qwen3MoeConfig(use_sliding_window=True, sliding_window=8, **small)):
+        layout = _mask_layout(cfg)
+        assert (layout.kinds, layout.by_layer_type, layout.window) == ((SLIDING,), False, 8), type(cfg)
+        assert _sliding_window(cfg) == 8
+    for cfg in (tf.Gemma2Config(sliding_window=8, **small), tf.Cohere2Config(sliding_window=8, **small),
+                tf.GptOssConfig(sliding_window=8, **small)):
+        layout = _mask_layout(cfg)
+        assert set(layout.kinds) == {SLIDING, FULL} and layout.by_layer_type and layout.window == 8, type(cfg)
+    llama4 = tf.Llama4TextConfig(attention_chunk_size=8, **small)
+    layout = _mask_layout(llama4)
+    assert set(layout.kinds) == {CHUNKED, FULL} and layout.chunk == 8 and _sliding_window(llama4) is None
+    with pytest.raises(ValueError, match="linear_attention"):
+        _mask_layout(tf.Qwen2Config(layer_types=["full_attention", "linear_attention"] * 2, **small))
