@@ -83,10 +83,16 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
     """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
 
     Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
-    and makes the curve non-decreasing in q.
+    and makes the curve non-decreasing in q. Stays within the model's positions: the context
+    is at most half of them, and position ids past the last one are clamped to it (the cost
+    of a forward does not depend on the position values; a learned position table would
+    overflow).
     """
     from transformers import DynamicCache
 
+    limit = _max_positions(model.config)
+    if limit:
+        context_len = max(1, min(context_len, limit // 2))
     device = model.get_input_embeddings().weight.device
     vocab = model.get_input_embeddings().weight.shape[0]
     gen = torch.Generator().manual_seed(0)
@@ -102,10 +108,11 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
         for q in sizes:
             ids = torch.randint(0, vocab, (1, q), generator=gen).to(device)
             chain = np.tril(np.ones((q, q), dtype=bool))  # a chain: same cost as any tree of q
+            offsets = np.arange(q) if not limit else np.minimum(np.arange(q), limit - 1 - context_len)
             times = []
             for rep in range(reps + 1):
                 t0 = time.perf_counter()
-                _forward(model, ids, cache, context_len, chain, np.arange(q), mask_kind, layout)
+                _forward(model, ids, cache, context_len, chain, offsets, mask_kind, layout)
                 _sync(device)
                 if rep:  # the first run warms up
                     times.append(1000 * (time.perf_counter() - t0))

@@ -94,3 +94,19 @@ def test_mask_layout_reads_every_window_declaration():
     assert set(layout.kinds) == {CHUNKED, FULL} and layout.chunk == 8 and _sliding_window(llama4) is None
     with pytest.raises(ValueError, match="linear_attention"):
         _mask_layout(tf.Qwen2Config(layer_types=["full_attention", "linear_attention"] * 2, **small))
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_auto_budget_on_a_short_context_model(arch):
+    """budget=auto measures the forward cost within the model's 64 positions (a fixed 256-token
+    context overran GPT-2's position table) and still decodes exactly like `generate`."""
+    lm = tiny_loaded(arch, max_positions=64)
+    prompts = _prompts(3, seed=5)
+    refs = [_reference(lm.model, p, 20) for p in prompts]
+    engine = Engine(lm.model, lm.tokenizer, _stores(prompts, refs)["own"])
+    cfg = GenerationConfig(max_new_tokens=20, draft=DraftConfig(c=64, budget="auto", use_context=True))
+    for prompt, ref in zip(prompts, refs):
+        assert collect(engine.generate(prompt, cfg)).token_ids == ref
+    curve = engine.forward_cost(65)
+    assert curve.sizes[-1] == 65
+    assert engine.forward_cost(65) is curve  # measured once
