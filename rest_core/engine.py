@@ -22,6 +22,7 @@ import torch
 
 from rest_core.config import GenerationConfig
 from rest_core.events import MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.processors import ModelProcessors, model_processors, resolve_sampling
 from rest_core.sampling import Uniforms, accept
 from rest_core.trie import Trie
 
@@ -257,7 +258,10 @@ class Engine:
         config = config or GenerationConfig()
         ids = self._check_prompt(prompt_ids)
         max_new = min(config.max_new_tokens, self.max_positions - len(ids)) if self.max_positions else config.max_new_tokens
-        return self._run(ids, config, max_new)
+        # The model's own generation config, as `generate` applies it (top-k default, penalties).
+        config = replace(config, sampling=resolve_sampling(self.model, config.sampling))
+        processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
+        return self._run(ids, config, max_new, processors)
 
     def forward_cost(self, max_q: int = 64) -> CostCurve:
         """The measured forward-cost curve (measured once per engine, extended when needed)."""
@@ -295,7 +299,9 @@ class Engine:
             sources.append(ContextSource(config.retrieval, weight=d.context_weight))
         return sources
 
-    def _run(self, prompt: list[int], config: GenerationConfig, max_new: int) -> Iterator[StepEvent]:
+    def _run(
+        self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
+    ) -> Iterator[StepEvent]:
         greedy = config.sampling.greedy
         uniforms = None if greedy else Uniforms(config.sampling.seed)
         sources = self._sources(config)
@@ -348,7 +354,8 @@ class Engine:
 
                 # 4. accept: the model's own tokens along the draft
                 tokens, rows = accept(
-                    logits, children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids
+                    logits, children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
+                    process=processors.after(state.ids) if processors else None,
                 )
                 # 5. commit: keep the root and the accepted rows but the last emitted token's
                 with torch.inference_mode():

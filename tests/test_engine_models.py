@@ -110,3 +110,79 @@ def test_auto_budget_on_a_short_context_model(arch):
     curve = engine.forward_cost(65)
     assert curve.sizes[-1] == 65
     assert engine.forward_cost(65) is curve  # measured once
+
+
+# --- the model's own generation config ---------------------------------------------------------
+
+
+def _frequent(refs: list[list[int]], n: int) -> list[int]:
+    from collections import Counter
+
+    return [t for t, _ in Counter(t for r in refs for t in r).most_common(n)]
+
+
+GENERATION_SETTINGS = {
+    "repetition_penalty": lambda refs: {"repetition_penalty": 1.3},
+    "no_repeat_ngram_size": lambda refs: {"no_repeat_ngram_size": 2},
+    "suppress_tokens": lambda refs: {"suppress_tokens": _frequent(refs, 3)},
+    # Multi-token bad words depend on the prefix: banned only right after their first token.
+    "bad_words_ids": lambda refs: {"bad_words_ids": [[t] for t in _frequent(refs, 2)] + [r[:2] for r in refs[:3]]},
+    # A frequent token as EOS, so the minimum length matters on every prompt; the count of new
+    # tokens must be each node's own (its prefix length), not the root's.
+    "min_new_tokens": lambda refs: {"eos_token_id": _frequent(refs, 1)[0], "min_new_tokens": 10},
+    "penalty+ngram+sequence_bias": lambda refs: {
+        "repetition_penalty": 1.2, "no_repeat_ngram_size": 3, "sequence_bias": {(refs[0][0],): -5.0},
+    },
+}
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("setting", list(GENERATION_SETTINGS))
+def test_model_generation_config_applies_like_generate(arch, setting):
+    """A checkpoint's generation config changes greedy `generate`; REST must change the same way,
+    with each tree node processed under its own prefix. Drafts come from the unprocessed greedy
+    output ("own": often right up to where the setting bites) and from noise (mostly wrong)."""
+    lm = tiny_loaded(arch)
+    prompts = _prompts(6, seed=11)
+    plain = [_reference(lm.model, p) for p in prompts]
+    for name, value in GENERATION_SETTINGS[setting](plain).items():
+        setattr(lm.model.generation_config, name, value)
+    refs = [_reference(lm.model, p) for p in prompts]
+    assert refs != plain  # the setting changes greedy decoding
+    stores = _stores(prompts, plain)
+    stores["processed"] = Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], vocab_size=VOCAB_SIZE)
+    for name, store in stores.items():
+        engine = Engine(lm.model, lm.tokenizer, store)
+        for draft in (DraftConfig(c=8, use_context=True), DraftConfig(c=2)):
+            for prompt, ref in zip(prompts, refs):
+                res = collect(engine.generate(prompt, GenerationConfig(max_new_tokens=N_NEW, draft=draft)))
+                assert res.token_ids == ref, (setting, name, draft, prompt)
+    ar = GenerationConfig(method="ar", max_new_tokens=N_NEW)
+    assert [collect(engine.generate(p, ar)).token_ids for p in prompts] == refs
+
+
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        ({"num_beams": 2}, "beam_search"),
+        ({"penalty_alpha": 0.6, "top_k": 4}, "contrastive_search"),
+        ({"guidance_scale": 1.5}, "guidance_scale"),
+    ],
+)
+def test_unsupported_generation_settings_are_refused(settings, match):
+    lm = tiny_loaded("llama")
+    for name, value in settings.items():
+        setattr(lm.model.generation_config, name, value)
+    with pytest.raises(ValueError, match=match):
+        Engine(lm.model, lm.tokenizer).generate([1, 2, 3], GenerationConfig(method="ar", max_new_tokens=4))
+
+
+def test_sampling_only_settings_are_refused_when_sampling():
+    from rest_core.config import SamplingConfig
+
+    lm = tiny_loaded("llama")
+    lm.model.generation_config.min_p = 0.1
+    engine = Engine(lm.model, lm.tokenizer)
+    assert collect(engine.generate([1, 2, 3], GenerationConfig(method="ar", max_new_tokens=4))).token_ids  # greedy: unused
+    with pytest.raises(ValueError, match="min_p"):
+        engine.generate([1, 2, 3], GenerationConfig(max_new_tokens=4, sampling=SamplingConfig(temperature=0.8)))
