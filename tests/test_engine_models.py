@@ -186,3 +186,64 @@ def test_sampling_only_settings_are_refused_when_sampling():
     assert collect(engine.generate([1, 2, 3], GenerationConfig(method="ar", max_new_tokens=4))).token_ids  # greedy: unused
     with pytest.raises(ValueError, match="min_p"):
         engine.generate([1, 2, 3], GenerationConfig(max_new_tokens=4, sampling=SamplingConfig(temperature=0.8)))
+
+
+# --- sampling: the same distribution as generate(do_sample=True, temperature=T, top_p=P) ---------
+
+
+def test_resolve_sampling_takes_the_models_top_k_when_unset():
+    from rest_core.config import SamplingConfig
+    from rest_core.processors import resolve_sampling
+
+    model = tiny_loaded("llama").model
+    assert resolve_sampling(model, SamplingConfig(temperature=0.7)).top_k == 50  # transformers' default
+    assert resolve_sampling(model, SamplingConfig(temperature=0.7, top_k=5)).top_k == 5  # set explicitly
+    assert resolve_sampling(model, SamplingConfig()).top_k == 0  # greedy: no filter
+    model.generation_config.top_k = 20
+    assert resolve_sampling(model, SamplingConfig(temperature=0.7)).top_k == 20  # the checkpoint's
+
+
+@pytest.mark.parametrize("settings", [{}, {"repetition_penalty": 1.3, "top_k": 30}])
+def test_sampled_distribution_equals_generate(settings):
+    """The distribution the engine samples from after a prompt is exactly the one
+    `generate(do_sample=True, temperature=T, top_p=P)` samples from (its processed scores)."""
+    from rest_core.config import SamplingConfig
+    from rest_core.processors import model_processors, resolve_sampling
+    from rest_core.sampling import process_logits
+
+    model = tiny_loaded("llama", peaked=False).model  # flat: top-k cuts real probability mass
+    for name, value in settings.items():
+        setattr(model.generation_config, name, value)
+    prompt = _prompts(1, seed=6, lo=12)[0]
+    for temperature, top_p in [(1.0, 1.0), (0.7, 0.95)]:
+        out = model.generate(
+            torch.tensor([prompt]), do_sample=True, temperature=temperature, top_p=top_p, max_new_tokens=1,
+            output_scores=True, return_dict_in_generate=True,
+        )
+        expected = out.scores[0][0].double().softmax(-1)
+        cfg = resolve_sampling(model, SamplingConfig(temperature=temperature, top_p=top_p))
+        processors = model_processors(model, cfg, len(prompt), 1)
+        with torch.no_grad():
+            row = model(torch.tensor([prompt])).logits[0, -1]
+        scores = processors.after(prompt)([], row) if processors else row.float()
+        torch.testing.assert_close(process_logits(scores, cfg), expected, rtol=0, atol=1e-6)
+        assert int((expected > 0).sum()) <= settings.get("top_k", 50)
+
+
+def test_engine_samples_only_within_the_default_top_k():
+    """End to end: with top_k unset, every sampled token lies in the model's top 50 at its
+    position, as with `generate` (the flat tiny model puts most mass outside it)."""
+    from rest_core.config import SamplingConfig
+
+    lm = tiny_loaded("llama", peaked=False)
+    prompt = _prompts(1, seed=7, lo=12)[0]
+    store = Datastore.from_token_ids(_prompts(4, seed=8, lo=100, hi=101), vocab_size=VOCAB_SIZE)
+    engine = Engine(lm.model, lm.tokenizer, store)
+    for method in ("ar", "rest"):
+        cfg = GenerationConfig(method=method, max_new_tokens=40, draft=DraftConfig(c=8, use_context=True),
+                               sampling=SamplingConfig(temperature=1.0, seed=1))
+        out = collect(engine.generate(prompt, cfg)).token_ids
+        with torch.no_grad():
+            logits = lm.model(torch.tensor([prompt + out])).logits[0, len(prompt) - 1 : -1]  # (n, V)
+        kth = logits.topk(50, dim=-1).values[:, -1]
+        assert all(logits[i, t] >= kth[i] for i, t in enumerate(out)), method
