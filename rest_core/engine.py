@@ -592,7 +592,7 @@ def _forward(
     tree_mask: np.ndarray,
     offsets: np.ndarray,
     mask_kind: str,
-    layout: "MaskLayout | None" = None,
+    layout: MaskLayout | None = None,
 ):
     """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask:
     4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models with sliding
