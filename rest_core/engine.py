@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
@@ -25,6 +25,7 @@ from rest_core.config import GenerationConfig
 from rest_core.draft import Draft, Selector, build_draft, warm_up
 from rest_core.events import MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.models import input_device
+from rest_core.processors import ModelProcessors, model_processors, resolve_sampling
 from rest_core.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
 from rest_core.sampling import Uniforms, accept
 from rest_core.trie import select_top_c
@@ -68,10 +69,16 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
     """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
 
     Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
-    and makes the curve non-decreasing in q.
+    and makes the curve non-decreasing in q. Stays within the model's positions: the context
+    is at most half of them, and position ids past the last one are clamped to it (the cost
+    of a forward does not depend on the position values; a learned position table would
+    overflow).
     """
     from transformers import DynamicCache
 
+    limit = _max_positions(model.config)
+    if limit:
+        context_len = max(1, min(context_len, limit // 2))
     device = input_device(model)
     vocab = model.get_input_embeddings().weight.shape[0]
     gen = torch.Generator().manual_seed(0)
@@ -79,7 +86,7 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
     sizes = [1]
     while sizes[-1] < max_q:
         sizes.append(min(sizes[-1] * 2, max_q))
-    mask_kind = _mask_kind(model)
+    mask_kind, layout = _mask_kind(model), _mask_layout(model.config)
     with torch.inference_mode():
         cache = DynamicCache()
         model(input_ids=ctx, **_cache_kw(model, cache))
@@ -87,10 +94,11 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
         for q in sizes:
             ids = torch.randint(0, vocab, (1, q), generator=gen).to(device)
             chain = np.tril(np.ones((q, q), dtype=bool))  # a chain: same cost as any tree of q
+            offsets = np.arange(q) if not limit else np.minimum(np.arange(q), limit - 1 - context_len)
             times = []
             for rep in range(reps + 1):
                 t0 = time.perf_counter()
-                _forward(model, ids, cache, context_len, chain, np.arange(q), mask_kind)
+                _forward(model, ids, cache, context_len, chain, offsets, mask_kind, layout)
                 _sync(device)
                 if rep:  # the first run warms up
                     times.append(1000 * (time.perf_counter() - t0))
@@ -199,6 +207,7 @@ class Engine:
         self.auto_budget = AutoBudget(cost_curve)
         self._mask_kind = _mask_kind(model)
         self._sliding_window = _sliding_window(model.config)
+        self._layout = _mask_layout(model.config)
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._warm = False
@@ -240,7 +249,10 @@ class Engine:
         config = config or GenerationConfig()
         ids = self._check_prompt(prompt_ids)
         max_new = min(config.max_new_tokens, self.max_positions - len(ids)) if self.max_positions else config.max_new_tokens
-        return self._run(ids, config, max_new)
+        # The model's own generation config, as `generate` applies it (top-k default, penalties).
+        config = replace(config, sampling=resolve_sampling(self.model, config.sampling))
+        processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
+        return self._run(ids, config, max_new, processors)
 
     def forward_cost(self, max_q: int = 64) -> CostCurve:
         """The measured forward-cost curve (measured once per engine, extended when needed)."""
@@ -266,7 +278,9 @@ class Engine:
             )
         return ids
 
-    def _run(self, prompt: list[int], config: GenerationConfig, max_new: int) -> Iterator[StepEvent]:
+    def _run(
+        self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
+    ) -> Iterator[StepEvent]:
         sources = self._sources(config)
         auto = config.draft.budget == "auto" and config.method == "rest"
         if auto and sources:
@@ -290,7 +304,8 @@ class Engine:
                 logits = self._verify(state, draft)  # one forward over [root] + draft nodes
                 clock.mark()
                 tokens, rows = accept(  # the model's own tokens, along the draft while it agrees
-                    logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids
+                    logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
+                    process=processors.after(state.ids) if processors else None,
                 )
                 self._commit(state, tokens, rows)  # keep the accepted path's KV
                 consistent = True
@@ -375,13 +390,13 @@ class Engine:
         node, in one forward. An empty draft is the same call a plain decoding step makes."""
         root, cache_len = state.ids[-1], len(state.ids) - 1
         with torch.inference_mode():
-            if len(draft) == 0 and not self._sliding_window:
+            if len(draft) == 0 and not self._layout:
                 out = self.model(input_ids=torch.tensor([[root]], device=self.device), **_cache_kw(self.model, state.cache))
-            else:  # (a full-length cache needs our own sliding-window mask even for the root alone)
+            else:  # (a full-length cache needs our own sliding-window / chunk mask even for the root alone)
                 tree = draft.tree
                 ids = torch.tensor([[root, *tree.tokens.tolist()]], device=self.device)
                 out = _forward(
-                    self.model, ids, state.cache, cache_len, tree.mask, tree.positions, self._mask_kind, self._sliding_window
+                    self.model, ids, state.cache, cache_len, tree.mask, tree.positions, self._mask_kind, self._layout
                 )
         _sync(self.device)
         return out.logits[0]
@@ -441,21 +456,24 @@ def _forward(
     tree_mask: np.ndarray,
     offsets: np.ndarray,
     mask_kind: str,
-    sliding_window: int | None = None,
+    layout: MaskLayout | None = None,
 ):
     """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask:
-    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models that mix full
-    and sliding-window layers get one mask per layer type."""
+    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models with sliding
+    windows or attention chunks (`layout`) get those limits in the mask too: one mask for all
+    layers, or one per layer type when the model reads its masks by layer type."""
     device = ids.device
     q = ids.shape[1]
     allowed = torch.ones((1, 1, q, cache_len + q), dtype=torch.bool, device=device)
     allowed[0, 0, :, cache_len:] = torch.from_numpy(tree_mask).to(device)
     positions = torch.from_numpy(offsets + cache_len).to(device).unsqueeze(0)  # (1, q)
-    mask: Any = _as_mask(model, allowed, mask_kind)
-    if sliding_window:
+    if layout is None:
+        mask: Any = _as_mask(model, allowed, mask_kind)
+    else:
         key_pos = torch.cat([torch.arange(cache_len, device=device), positions[0]])  # (cache_len + q,)
-        near = (positions[0, :, None] - key_pos[None, :]) < sliding_window  # (q, cache_len + q)
-        mask = {"full_attention": mask, "sliding_attention": _as_mask(model, allowed & near, mask_kind)}
+        masks = {kind: _as_mask(model, allowed & layout.limit(kind, positions[0], key_pos), mask_kind)
+                 for kind in layout.kinds}
+        mask = masks if layout.by_layer_type else masks[layout.kinds[0]]
     return model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, cache))
 
 
@@ -467,12 +485,73 @@ def _as_mask(model, allowed: torch.Tensor, mask_kind: str) -> torch.Tensor:
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
 
 
+FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
+
+
+@dataclass(frozen=True)
+class MaskLayout:
+    """Which attention limits beyond causality a model's layers use, read as transformers reads
+    them (`masking_utils.create_masks_for_generate`): per layer type when the config lists
+    `layer_types` (Gemma 2/3, Cohere2, gpt-oss, Qwen2/3 with use_sliding_window past
+    max_window_layers, Llama 4 chunks); else one `sliding_window` for every layer (Mistral,
+    Phi-3, Starcoder2, Mixtral); else one `attention_chunk_size` for every layer.
+
+    kinds: the layer kinds present (the single kind first when not by_layer_type).
+    """
+
+    kinds: tuple[str, ...]
+    by_layer_type: bool  # the model takes a {layer type: mask} dict, else one mask
+    window: int | None = None  # sliding layers: a query sees keys less than `window` positions back
+    chunk: int | None = None  # chunked layers: a query sees keys of its own chunk of positions
+
+    def limit(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """(q, k) bool: which keys the layer kind lets each query see (before causality)."""
+        if kind == SLIDING:  # transformers' sliding_window_overlay: kv > q - window
+            return (q_pos[:, None] - k_pos[None, :]) < self.window
+        if kind == CHUNKED:  # chunked_overlay: same chunk of positions
+            return (q_pos[:, None] // self.chunk) == (k_pos[None, :] // self.chunk)
+        return torch.ones((q_pos.shape[0], k_pos.shape[0]), dtype=torch.bool, device=q_pos.device)
+
+
+def _text_config(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _mask_layout(config) -> MaskLayout | None:
+    """The model's attention limits beyond causality (see MaskLayout), or None for plain causal
+    attention. Layer types whose state a tree forward cannot verify (recurrent, compressed)
+    are refused: a silently wrong mask would break the lossless guarantee."""
+    text = _text_config(config)
+    window = getattr(text, "sliding_window", None) or None
+    chunk = getattr(text, "attention_chunk_size", None) or None
+    types = getattr(text, "layer_types", None)
+    if types is not None:
+        kinds = tuple(dict.fromkeys(types))
+        unknown = [k for k in kinds if k not in (FULL, SLIDING, CHUNKED)]
+        if unknown:
+            raise ValueError(
+                f"layer type {unknown[0]!r} cannot be verified with a tree attention mask "
+                f"(supported: {FULL}, {SLIDING}, {CHUNKED})"
+            )
+        for kind, size, name in ((SLIDING, window, "sliding_window"), (CHUNKED, chunk, "attention_chunk_size")):
+            if kind in kinds and not size:
+                raise ValueError(f"the model config has {kind} layers but no {name}")
+        if set(kinds) <= {FULL}:
+            return None
+        # Always a full-attention mask too: some models build rotary or other tables per kind.
+        kinds = tuple(dict.fromkeys((*kinds, FULL)))
+        return MaskLayout(kinds=kinds, by_layer_type=True, window=window, chunk=chunk)
+    if window:
+        return MaskLayout(kinds=(SLIDING,), by_layer_type=False, window=int(window))
+    if chunk:
+        return MaskLayout(kinds=(CHUNKED,), by_layer_type=False, chunk=int(chunk))
+    return None
+
+
 def _sliding_window(config) -> int | None:
-    """The window of models that mix full and sliding-window attention layers (e.g. Gemma 3)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    types = getattr(text, "layer_types", None) or ()
-    window = getattr(text, "sliding_window", None)
-    return int(window) if window and "sliding_attention" in types else None
+    """The sliding window of a model with sliding-window layers (some or all), else None."""
+    layout = _mask_layout(config)
+    return layout.window if layout is not None and SLIDING in layout.kinds else None
 
 
 def _keep_rows(cache, cache_len: int, rows: Sequence[int]) -> None:
