@@ -10,46 +10,38 @@ import argparse
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rest_core.config import GenerationConfig
+from rest_core.knobs import flag_values, make_config
+
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
+NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (bench.ENGINE_METHODS)
+FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from rest_core.ablations import KINDS
     from rest_core.bench import ALL_METHODS
-    from rest_core.config import DraftConfig, RetrievalConfig
+    from rest_core.knobs import add_flags
 
-    r, d = RetrievalConfig(), DraftConfig()
     p.add_argument("action", nargs="?", choices=("run", "ablation"), default="run", help="run (default) or ablation")
     p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
     p.add_argument("--methods", default="ar,pld,rest", help=f"comma-separated, from {','.join(ALL_METHODS)}")
     p.add_argument("--limit", type=int, default=10, help="number of problems (0 = the whole suite)")
     p.add_argument("--offset", type=int, default=0, help="skip this many problems first")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="per generation (paper: 512 HumanEval, 1024 MT-Bench)")
     p.add_argument("--out", default=None, help="output folder (default bench_results/<suite>-<action>-<time>)")
     g = p.add_argument_group("model")
     g.add_argument("--model", default="embedded", help="embedded, a local folder, a .gguf file or a hub id")
     g.add_argument("--device", default="auto")
     g.add_argument("--dtype", default="auto")
     g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    g = p.add_argument_group("REST")
-    g.add_argument("--datastore", default=None, help="datastore folder (default: datastores/code or datastores/chat)")
-    g.add_argument("--n-max", type=int, default=r.n_max)
-    g.add_argument("--n-min", type=int, default=r.n_min)
-    g.add_argument("--m", type=int, default=r.m, help="continuation length")
-    g.add_argument("--max-matches", type=int, default=r.max_matches)
-    g.add_argument("--c", type=int, default=d.c, help="max draft tokens verified per step")
-    g.add_argument("--budget", choices=("fixed", "auto"), default=d.budget)
-    g.add_argument("--datastore-weight", type=float, default=d.datastore_weight)
-    g.add_argument("--context-weight", type=float, default=d.context_weight)
-    g = p.add_argument_group("sampling (temperature 0 = greedy)")
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--seed", type=int, default=0)
+    p.add_argument("--datastore", default=None, help="datastore folder (default: datastores/code or datastores/chat)")
+    g = p.add_argument_group("settings (temperature 0 = greedy; the methods choose the draft sources)")
+    add_flags(g, exclude=NOT_FLAGS, base=GenerationConfig(), defaults=FLAG_DEFAULTS)
     g = p.add_argument_group("timing")
     g.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per method")
     g.add_argument("--repeats", type=int, default=1, help="rounds per problem; each method's fastest run counts")
@@ -138,25 +130,19 @@ class Session:
 
     # -- settings ---------------------------------------------------------------------------
 
-    def retrieval(self, **changes: Any):
-        from rest_core.config import RetrievalConfig
+    def config(self) -> GenerationConfig:
+        """The flags' settings (n_min capped at n_max, so that --n-max 1 alone is valid)."""
+        values = flag_values(self.args, exclude=NOT_FLAGS)
+        return make_config(values | {"n_min": min(values["n_min"], values["n_max"])})
 
-        a = self.args
-        base = dict(n_min=min(a.n_min, a.n_max), n_max=a.n_max, m=a.m, max_matches=a.max_matches)
-        return RetrievalConfig(**{**base, **changes})
+    def retrieval(self, **changes: Any):
+        return replace(self.config().retrieval, **changes)
 
     def draft(self, **changes: Any):
-        from rest_core.config import DraftConfig
-
-        a = self.args
-        base = dict(c=a.c, budget=a.budget, datastore_weight=a.datastore_weight, context_weight=a.context_weight)
-        return DraftConfig(**{**base, **changes})
+        return replace(self.config().draft, **changes)
 
     def sampling(self):
-        from rest_core.config import SamplingConfig
-
-        a = self.args
-        return SamplingConfig(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, seed=a.seed)
+        return self.config().sampling
 
     def settings(self) -> dict[str, Any]:
         from dataclasses import asdict
