@@ -35,6 +35,7 @@ def status_html(message: str, kind: str = "info") -> str:
 # ----------------------------------------------------------------------------------------------
 # Knobs -> GenerationConfig
 
+
 def request_config(store: str | None, knobs: dict[str, Any], base: GenerationConfig) -> tuple[GenerationConfig, str]:
     """The page's settings (knob name -> value, checked against the knobs' ranges) on `base`, and
     the datastore to draft from (NO_STORE when none is chosen or the datastore source is off)."""
