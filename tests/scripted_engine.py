@@ -39,6 +39,7 @@ class _Model:
 class ScriptedEngine:
     def __init__(self, tokenizer, answer: str, step_s: float = 0.0, seed: int = 0) -> None:
         self.tokenizer = tokenizer
+        self.max_positions = _Config.max_position_embeddings  # the model's context, as Engine.max_positions
         self.answer_ids = list(tokenizer.encode(answer, add_special_tokens=False))
         self.step_s = step_s
         self.seed = seed
