@@ -209,7 +209,8 @@ class HFRunner:
             do_sample=not self.sampling.greedy,
         )
         if not self.sampling.greedy:
-            kwargs.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k)
+            # top_k 0 = unset: generate then takes the model's default, as the engine does (processors.resolve_sampling).
+            kwargs.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k or None)
         if self.prompt_lookup_num_tokens:
             kwargs["prompt_lookup_num_tokens"] = self.prompt_lookup_num_tokens
             if self.max_matching_ngram_size:

@@ -81,7 +81,7 @@ class SamplingConfig:
 
     temperature: float = 0.0
     top_p: float = 1.0
-    top_k: int = 0  # 0 = off
+    top_k: int = 0  # 0 = unset: the model's generation config decides, as in generate() (processors.resolve_sampling)
     seed: int | None = None
 
     def __post_init__(self) -> None:
