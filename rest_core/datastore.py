@@ -655,9 +655,8 @@ def build_datastore(
         n_tokens = n_docs = 0
         try:
             for batch in _batched(documents, batch_docs, batch_chars):
-                _check_cancel(cancel)
+                _check_cancel(cancel)  # between batches of documents (uploads use small batches)
                 for (name, _), ids in zip(batch, encode_batch(tokenizer, [text for _, text in batch])):
-                    _check_cancel(cancel)
                     arr = np.asarray(ids, dtype=np.int64)
                     n_tokens += len(arr)
                     yield name, arr
