@@ -174,34 +174,33 @@ MASK_COLORS = ("#f3f4f6", "#93c5fd", "#16a34a", "#065f46")  # hidden, cached con
 
 
 def mask_figure(view: MaskView):
-    """Plotly heatmap of a MaskView: one row per token verified, one column per token it could
-    see; position ids in the hover and under the column labels."""
+    """Plotly heatmap of a MaskView: one row per token verified (its position id in brackets),
+    one column per token it could see (the position id under it); the last cached context
+    column is followed by a dotted line."""
     import plotly.graph_objects as go
 
     q, cols = view.z.shape
     scale = []
     for i, color in enumerate(MASK_COLORS):  # discrete colours for the values 0..3
         scale += [[i / 4, color], [(i + 1) / 4, color]]
-    meaning = ("hidden (masked out)", "cached context: every row sees it", "root or an ancestor: visible", "itself")
-    hover = [
-        [f"row {view.row_labels[r]} (position {view.row_positions[r]})<br>column {view.col_labels[c]} (position {view.col_positions[c]})<br>{meaning[view.z[r, c]]}"
-         for c in range(cols)]
-        for r in range(q)
-    ]
-    ticks = [f"{esc(lab)}<br><sub>{p}</sub>" for lab, p in zip(view.col_labels, view.col_positions)]
+    # Unique category names (the same token can sit in several rows), the position id under each.
+    cols_cat = [f"{i}:{lab}<br><sub>{p}</sub>" for i, (lab, p) in enumerate(zip(map(esc, view.col_labels), view.col_positions))]
+    rows_cat = [f"{esc(lab)} ({p})" for lab, p in zip(view.row_labels, view.row_positions)]
+    # No per-cell hover text: with c = 64 that is ~4,500 strings and most of the figure's cost;
+    # the colour bar names the four values instead.
     fig = go.Figure(
         go.Heatmap(
-            z=view.z, zmin=0, zmax=4, colorscale=scale, showscale=False, xgap=1, ygap=1,
-            hovertext=hover, hoverinfo="text",
+            z=view.z, x=cols_cat, y=rows_cat, zmin=0, zmax=4, colorscale=scale, xgap=1, ygap=1,
+            hovertemplate="row %{y}<br>column %{x}<extra></extra>",
+            colorbar=dict(tickvals=[0.5, 1.5, 2.5, 3.5], ticktext=["hidden", "cached context", "root / ancestor", "itself"], thickness=10, len=0.9),
         )
     )
     size = max(220, min(760, 60 + 18 * q))
     fig.update_layout(
         height=size,
-        margin=dict(l=10, r=10, t=30, b=10),
-        title=dict(text=f"Tree attention mask: {q} rows × {cols} columns (the last {view.n_context} cached tokens, then the tree)", font=dict(size=12), x=0.01),
-        xaxis=dict(tickvals=list(range(cols)), ticktext=ticks, side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True),
-        yaxis=dict(tickvals=list(range(q)), ticktext=[esc(r) for r in view.row_labels], autorange="reversed", tickfont=dict(size=9), fixedrange=True),
+        margin=dict(l=10, r=10, t=10, b=10),
+        xaxis=dict(type="category", side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True),
+        yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=9), fixedrange=True),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
@@ -447,3 +446,47 @@ def why_c_caption(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int) 
         f"so a bigger c pays only while the extra accepted tokens outgrow the extra forward cost: on a GPU the cost is almost "
         f"flat up to dozens of tokens, on a CPU it grows at once."
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Compare: two lanes on one clock
+
+
+def timeline_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], tokenizer: Tokenizer):
+    """Plain decoding and REST on one wall-clock axis (decode time, prefill excluded): one block
+    per forward pass, as wide as the step took, labelled with the tokens it produced and
+    coloured by the source of its accepted drafts (grey: the model's own token only)."""
+    import plotly.graph_objects as go
+
+    groups: dict[tuple[str, int], dict[str, list]] = {}
+    for lane, events in (("plain", ar_events), ("REST", rest_events)):
+        for e in events:
+            drafted = [s for s in e.token_sources if s]
+            key = (lane, int(drafted[0]) if drafted else 0)
+            g = groups.setdefault(key, {"base": [], "x": [], "y": [], "text": [], "hover": []})
+            width = e.timings.total_ms
+            text = visible(_dec(tokenizer, e.tokens), 40)
+            g["base"].append(1000 * e.totals.elapsed_s - width)
+            g["x"].append(width)
+            g["y"].append(lane)
+            g["text"].append(esc(text))
+            g["hover"].append(f"step {e.step + 1}: {len(e.tokens)} token{'s' if len(e.tokens) != 1 else ''} in {width:.1f} ms<br>{esc(text)}")
+    data = []
+    for (lane, mask), g in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        o = origin(mask)
+        color = "#9ca3af" if mask == 0 else o.color
+        name = "model's own token only" if mask == 0 else f"accepted drafts: {o.label}"
+        data.append(go.Bar(
+            base=g["base"], x=g["x"], y=g["y"], orientation="h", text=g["text"], textposition="inside", insidetextanchor="start",
+            textfont=dict(size=10), marker=dict(color=color, line=dict(color="#ffffff", width=1)), name=name,
+            legendgroup=name, showlegend=not any(d.name == name for d in data), hovertext=g["hover"], hoverinfo="text",
+        ))
+    fig = go.Figure(data=data)
+    fig.update_layout(
+        barmode="overlay", height=200, margin=dict(l=50, r=10, t=10, b=40),
+        xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
+        yaxis=dict(categoryorder="array", categoryarray=["REST", "plain"]),
+        legend=dict(orientation="h", y=-0.35, font=dict(size=11)),
+        plot_bgcolor="rgba(0,0,0,0)", paper_bgcolor="rgba(0,0,0,0)",
+    )
+    return fig

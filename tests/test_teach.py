@@ -81,7 +81,7 @@ def test_mask_heatmap_is_rows_by_context_plus_rows_and_matches_the_tree_mask(run
         assert view.col_positions[:4] == tuple(range(root_pos - 4, root_pos))
         fig = teach.mask_figure(view)
         assert np.asarray(fig.data[0].z).shape == view.z.shape
-        assert len(fig.layout.yaxis.ticktext) == 1 + n and len(fig.layout.xaxis.ticktext) == 5 + n
+        assert len(fig.data[0].y) == 1 + n and len(fig.data[0].x) == 5 + n
 
 
 def test_agree_marks_are_exactly_the_accepted_nodes(run, lm):
@@ -209,3 +209,19 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     assert "Type a message" in out[8] and 'class="status err' in out[8]
     out = h.restart(st)
     assert out[0] == "" and st.events == []
+
+
+def test_timeline_has_one_block_per_forward_on_one_clock(run, runtime, lm):
+    events, _, config = run
+    prompt = run[1][0]
+    plain = collect(runtime.engine(STORE).generate(prompt, config.with_method("ar"))).events
+    fig = teach.timeline_figure(events, plain, lm.tokenizer)
+    for lane, evs in (("REST", events), ("plain", plain)):
+        blocks = sorted((b, w) for tr in fig.data for b, w, y in zip(tr.base, tr.x, tr.y) if y == lane)
+        assert len(blocks) == len(evs)  # one block per forward pass
+        for (b0, w0), (b1, _) in zip(blocks, blocks[1:]):  # back to back, no overlap
+            assert b1 == pytest.approx(b0 + w0, abs=1e-6)
+        assert blocks[0][0] == pytest.approx(0.0, abs=1e-6)
+        assert blocks[-1][0] + blocks[-1][1] == pytest.approx(1000 * evs[-1].totals.elapsed_s)
+    drafted = [tr for tr in fig.data if tr.name.startswith("accepted drafts")]
+    assert sum(len(tr.x) for tr in drafted) == sum(1 for e in events if e.accepted_len)
