@@ -423,7 +423,7 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     fig.add_trace(go.Scatter(x=[c], y=[float(speedup[c])], mode="markers+text", text=[f"your c = {c}"], textposition="top center",
                              marker=dict(size=11, color=ACCEPTED_COLOR), name="chosen c", hoverinfo="skip"), 1, 2)
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dot"), row=1, col=2)
-    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", row=1, col=1)
+    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=list(curve.sizes), row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="c (draft tokens verified)", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
