@@ -29,6 +29,7 @@ from rest_core import render
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
 from rest_core.runtime import ROOT, Runtime, Settings, StoreBuilds, choose_store, model_spec, start_warm_up
 from rest_core.session import Session, Update, blank_view, status_html
+from teach_tab import build_teach_tab
 
 ASSETS = ROOT / "assets"
 
@@ -244,6 +245,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
                 c = _answer_column()
             with gr.Column(scale=1, min_width=250, elem_id="knobs"):
                 store, knobs = _settings_column(runtime)
+        build_teach_tab(runtime, store, knobs, session)
         timer = gr.Timer(3, active=False)
 
         inputs = [c["box"], session, store, *knobs]
