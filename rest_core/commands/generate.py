@@ -59,7 +59,8 @@ class StoreSpec:
 def _store_folders(folder: str | None) -> list[Path]:
     if folder is not None:
         return [Path(folder)]
-    return [base / Path(DEFAULT_DATASTORE).parent for base in (Path.cwd(), Path(__file__).resolve().parents[2])]
+    bases = dict.fromkeys((Path.cwd().resolve(), Path(__file__).resolve().parents[2]))  # once when they are one
+    return [base / Path(DEFAULT_DATASTORE).parent for base in bases]
 
 
 def parse_store(value: str, folders: list[Path]) -> StoreSpec:
