@@ -15,11 +15,12 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from rest_core.events import SOURCE_DATASTORE, StepEvent, Totals
-from rest_core.sources import MODEL, ORIGINS, count_origins, origin
+from rest_core.sources import MODEL, STYLES, count_origins, origin
 from rest_core.trie import Trie
 
-# One colour per draft-source combination, shared by the highlighting (CSS) and the trie figure.
-SOURCE_COLORS: dict[int, str] = {mask: o.color for mask, o in ORIGINS.items() if mask}
+# One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
+# a token of several sources takes `origin(mask).color`.
+SOURCE_COLORS: dict[int, str] = {bit: color for bit, (_, color) in STYLES.items()}
 ACCEPTED_COLOR = "#16a34a"
 MODEL_COLOR = MODEL.color
 GREY = "#9ca3af"
@@ -42,8 +43,10 @@ def source_class(mask: int) -> str:
     return origin(mask).css
 
 
-def source_label(mask: int) -> str:
-    return origin(mask).label
+def source_label(mask: int, names: dict[int, str] | None = None) -> str:
+    """"code + context": the sources of `mask` by name (`names`: bit -> name, e.g. an engine's
+    table or a step's matches; else the default names)."""
+    return origin(mask, names).label
 
 
 # ----------------------------------------------------------------------------------------------
@@ -515,7 +518,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
         )
 
     def colors(idx_mask: np.ndarray) -> list[str]:
-        return [SOURCE_COLORS.get(int(srcs[k]), GREY) for k in np.flatnonzero(idx_mask)]
+        return [origin(int(srcs[k])).color if srcs[k] else GREY for k in np.flatnonzero(idx_mask)]
 
     # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
     data.append(node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af", labels=False))
