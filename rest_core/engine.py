@@ -250,6 +250,11 @@ class Engine:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
+    def forget_cache(self) -> None:
+        """Drop the KV cache kept for the next turn (its conversation was cleared or closed)."""
+        with self._lock:
+            self._saved = None
+
     # -- generation --
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig | None = None) -> Iterator[StepEvent]:

@@ -96,6 +96,9 @@ class StepEvent:
     totals: Totals
     finished: bool
     finish_reason: Literal["eos", "length"] | None = None
+    # Set when `trie` holds only the part a page draws (rest_core.render.compact_event): the
+    # whole retrieved trie's node count. None: `trie` is the whole retrieved trie.
+    trie_nodes: int | None = None
 
     @property
     def accepted_len(self) -> int:
