@@ -202,14 +202,23 @@ class Uploads:
             )
         except BuildCancelled:
             job.error = "the build was cancelled"
-        except ValueError as exc:  # refusals: one line for the page
-            job.error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
-            log.error("upload build failed:\n%s", traceback.format_exc())
-            job.error = f"the build failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - sorted below
+            if job.cancel.is_set():  # the session went and its folder with it, mid-batch
+                job.error = "the build was cancelled"
+            elif isinstance(exc, ValueError):  # refusals: one line for the page
+                job.error = str(exc)
+            else:  # a message in the page, the traceback in the terminal
+                log.error("upload build failed:\n%s", traceback.format_exc())
+                job.error = f"the build failed: {exc}"
         finally:
-            if job.error is not None:
+            if job.error is not None or job.cancel.is_set():
+                # Also a build that ended after its session was released: nothing of it stays.
                 shutil.rmtree(job.folder, ignore_errors=True)
+                if not job.public and job.cancel.is_set():
+                    try:
+                        job.folder.parent.rmdir()  # the session's folder, when this was all it held
+                    except OSError:
+                        pass
             self._release_slot()
             job.done.set()
 
