@@ -237,6 +237,7 @@ class Handlers:
     def closed(self, request: gr.Request) -> None:
         """Page closed: Gradio keeps a closed page's state for an hour; its data goes now."""
         session = self._open.pop(request.session_hash, None) if request is not None and request.session_hash else None
+        logging.getLogger("rest.app").info("page closed (%s): %s", getattr(request, "session_hash", None), "released" if session is not None else "no session held")
         if session is not None:
             self.release(session)
 
