@@ -86,7 +86,7 @@ class TeachHandlers:
         if ev is None:
             empty = render.empty_figure("Press Next step.", height=260)
             return ("", "", "", "", empty, "", empty, "", status, st)
-        p = teach.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events))
+        p = teach.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
         answer = render.highlight_html(st.events[: st.pos + 1], st.tokenizer)
         return (p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status, st)
 

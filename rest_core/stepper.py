@@ -31,6 +31,7 @@ class Stepper:
         self.pos = -1  # the step shown, 0-based; -1 = none yet
         self.message = ""  # the message being answered
         self.tokenizer: Any = None
+        self.stores: dict[str, Any] = {}  # the engine's datastores by name ("where it came from")
         self._steps: Iterator[StepEvent] | None = None
         self._lock = threading.Lock()  # one move at a time
         self._model_lock: Any = None  # the runtime's: one forward of the shared model at a time
@@ -61,6 +62,7 @@ class Stepper:
                 raise ValueError(f"the message is too long for the model's context ({engine.max_positions} tokens)")
             config = replace(config, max_new_tokens=min(config.max_new_tokens, room))
         self.config, self.message = config, message
+        self.stores = dict(engine.datastores)
         self.tokenizer = runtime.loaded().tokenizer
         self._model_lock = runtime.lock
         self._steps = engine.generate(self.prompt_ids, config)
@@ -73,6 +75,7 @@ class Stepper:
             if close:
                 close()
         self.events, self.prompt_ids, self.pos, self.config, self.message = [], [], -1, None, ""
+        self.stores = {}
 
     # -- moving --
 

@@ -10,15 +10,15 @@ earlier steps, its last one being the step's root (emitted, not cached yet).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from rest_core.budget import CostCurve
 from rest_core.config import RetrievalConfig
-from rest_core.events import StepEvent
+from rest_core.events import MatchInfo, StepEvent
 from rest_core.render import ACCEPTED_COLOR, MODEL_COLOR, Tokenizer, esc, source_class, token_text, visible
-from rest_core.sources import origin
+from rest_core.sources import SOURCE_CONTEXT, origin
 from rest_core.tree import layout
 
 N_CONTEXT_SHOWN = 4  # cached context columns drawn left of the tree in the mask figure
@@ -91,6 +91,75 @@ def retrieve_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer
     return (
         f'<p class="tt-cap" data-phase="retrieve">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
         f'<div class="tt-ctx">{lead}{"".join(spans)}</div>' + "".join(rows)
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Where it came from (provenance)
+
+PROVENANCE_SHOWN = 3  # occurrences shown per source
+PROVENANCE_BEFORE = 40  # corpus tokens shown before a match
+PROVENANCE_AFTER = 24  # and after its continuation
+
+
+def _marked(tokenizer: Tokenizer, window: Sequence[int], at: int, n: int, cont: int, css: str) -> str:
+    """Corpus text of `window` with the match (window[at:at + n]) and the continuation that
+    followed it (the next `cont` tokens) marked; each part decoded as a whole (multi-byte
+    characters split over tokens stay intact)."""
+    w = [int(t) for t in window]
+    parts = [
+        ("prov-before", w[:at]),
+        (f"prov-match m-{css}", w[at : at + n]),
+        (f"prov-cont {css}", w[at + n : at + n + cont]),
+        ("prov-after", w[at + n + cont :]),
+    ]
+    return "".join(f'<span class="{cls}">{esc(_dec(tokenizer, ids))}</span>' for cls, ids in parts if ids)
+
+
+def _occurrence_html(m: MatchInfo, i: int, store: Any, context: Sequence[int], tokenizer: Tokenizer) -> str:
+    pos = m.positions[i]
+    cont = len(m.sample[i]) if i < len(m.sample) else 0
+    css = source_class(m.source_bit)
+    if m.source_bit == SOURCE_CONTEXT:
+        lo = max(0, pos - PROVENANCE_BEFORE)
+        window = list(context[lo : pos + m.suffix_len + cont + PROVENANCE_AFTER])
+        where = f"earlier in this conversation, token {pos:,}"
+    else:  # a datastore: the document the occurrence sits in
+        span = store.document_at(pos)
+        window = store.context_around(pos, PROVENANCE_BEFORE, m.suffix_len + cont + PROVENANCE_AFTER)
+        lo = max(span.start, pos - PROVENANCE_BEFORE)
+        where = f'<span class="prov-doc">{esc(span.name)}</span> · token {pos - span.start:,} of {span.end - span.start:,} in that document'
+    text = _marked(tokenizer, window, pos - lo, m.suffix_len, cont, css)
+    return f'<li class="prov-occ" data-position="{pos}"><div class="prov-where">{where}</div><div class="prov-text">{text}</div></li>'
+
+
+def provenance_html(event: StepEvent, stores: Mapping[str, Any], context: Sequence[int], tokenizer: Tokenizer,
+                    shown: int = PROVENANCE_SHOWN) -> str:
+    """"Where it came from": for the first few sampled occurrences of each source's match, the
+    document (a datastore's; the conversation for the context source) and the text around it,
+    the matched suffix and the continuation that followed it marked. `stores`: the engine's
+    datastores by source name. A store without a document index says how to rebuild it."""
+    blocks = []
+    for m in event.matches:
+        if not m.suffix_len or not m.positions:
+            continue
+        head = f'<span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span>'
+        store = stores.get(m.source) if m.source_bit != SOURCE_CONTEXT else None
+        if m.source_bit != SOURCE_CONTEXT and store is None:
+            continue
+        if store is not None and store.documents is None:
+            blocks.append(f'<div class="prov-src">{head} <span class="prov-note">{esc(store.documents_note)}</span></div>')
+            continue
+        n = min(shown, len(m.positions))
+        items = "".join(_occurrence_html(m, i, store, context, tokenizer) for i in range(n))
+        of = f"{n} of the {_plural(m.occurrences, 'occurrence')}"
+        blocks.append(f'<div class="prov-src">{head} {of}: the match <span class="prov-match-key m-{source_class(m.source_bit)}">underlined</span>, '
+                      f'what followed it (the draft) <span class="prov-cont-key {source_class(m.source_bit)}">shaded</span><ul class="prov-list">{items}</ul></div>')
+    if not blocks:
+        return ""
+    return (
+        '<details class="prov" id="provenance"><summary>Where it came from: the documents behind the drafts</summary>'
+        + "".join(blocks) + "</details>"
     )
 
 
@@ -345,7 +414,8 @@ class StepPanels:
 
 
 def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None,
-                n_steps: int | None = None, max_trie_nodes: int = 80) -> StepPanels:
+                n_steps: int | None = None, max_trie_nodes: int = 80, stores: Mapping[str, Any] | None = None) -> StepPanels:
+    """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
     from rest_core.render import trie_figure
 
     of = f" of {n_steps}" if n_steps else ""
@@ -356,7 +426,7 @@ def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     )
     return StepPanels(
         header=header,
-        retrieve=retrieve_html(event, context, tokenizer, retrieval),
+        retrieve=retrieve_html(event, context, tokenizer, retrieval) + provenance_html(event, stores or {}, context, tokenizer),
         trie_caption=f'<p class="tt-cap" data-phase="trie">{esc(trie_caption(event))}</p>',
         trie=trie_figure(event, tokenizer, max_nodes=max_trie_nodes),
         verify=verify_html(event, context, tokenizer),

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+from html import unescape
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +15,7 @@ from rest_core import render, teach
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
 from rest_core.datastore import Datastore
 from rest_core.engine import Engine, collect
+from rest_core.retrieval import ContextSource, DatastoreSource
 from rest_core.runtime import Runtime, Settings
 from rest_core.stepper import Stepper
 from rest_core.tree import tree_attention_mask
@@ -19,6 +24,7 @@ from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 MESSAGE = "count: one two three, one two three"
 STORE = "own"
+DOC_NAMES = ["answer.txt", "mixed/branch.md", "piece 3"]
 KNOBS = dict(c=16, m=6, n_max=8, max_matches=3, use_context=True, max_new_tokens=40)
 
 
@@ -42,7 +48,7 @@ def runtime(lm):
     prompt = plain.encode([{"role": "user", "content": MESSAGE}], chat=True)
     ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=48, do_sample=False)[0, len(prompt):].tolist()
     noise = [(t * 7 + 3) % 256 for t in ref]  # the same length of other tokens: disagreeing branches
-    store = Datastore.from_token_ids([ref, ref[4:20] + noise[:12], ref[10:30]], vocab_size=VOCAB_SIZE)
+    store = Datastore.from_token_ids([ref, ref[4:20] + noise[:12], ref[10:30]], vocab_size=VOCAB_SIZE, names=DOC_NAMES)
     rt._engines[STORE] = Engine(lm.model, lm.tokenizer, store)
     return rt
 
@@ -225,3 +231,71 @@ def test_timeline_has_one_block_per_forward_on_one_clock(run, runtime, lm):
         assert blocks[-1][0] + blocks[-1][1] == pytest.approx(1000 * evs[-1].totals.elapsed_s)
     drafted = [tr for tr in fig.data if tr.name.startswith("accepted drafts")]
     assert sum(len(tr.x) for tr in drafted) == sum(1 for e in events if e.accepted_len)
+
+
+# --- where it came from ----------------------------------------------------------------------
+
+
+def _prov_items(html: str) -> list[dict[str, str]]:
+    """Each listed occurrence of a provenance panel: its position, document and marked parts."""
+    items = []
+    for li in re.findall(r'<li class="prov-occ"(.*?)</li>', html, re.S):
+        parts = {cls.split()[0]: unescape(text) for cls, text in re.findall(r'<span class="(prov-[a-z]+[^"]*)">(.*?)</span>', li, re.S)}
+        parts["position"] = re.search(r'data-position="(\d+)"', li).group(1)
+        items.append(parts)
+    return items
+
+
+def test_provenance_names_the_document_and_marks_the_match_and_continuation(run, runtime, lm):
+    events, contexts, _ = run
+    store = runtime.engine(STORE).datastore
+    shown = 0
+    for e, ctx in zip(events, contexts):
+        m = next((m for m in e.matches if m.source == "datastore" and m.suffix_len), None)
+        if m is None:
+            continue
+        html = teach.provenance_html(replace(e, matches=(m,)), {"datastore": store}, ctx, lm.tokenizer)
+        items = _prov_items(html)
+        assert len(items) == min(3, len(m.sample), m.occurrences)
+        for i, item in enumerate(items):
+            pos = m.positions[i]
+            assert int(item["position"]) == pos
+            span = store.document_at(pos)
+            assert item["prov-doc"] == span.name and span.name in DOC_NAMES
+            # The corpus really holds the match there, and the continuation is the drafted sample.
+            assert store._read(pos, pos + m.suffix_len).tolist() == list(m.suffix_tokens)
+            assert item["prov-match"] == lm.tokenizer.decode(list(m.suffix_tokens), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            if m.sample[i]:
+                assert store._read(pos + m.suffix_len, pos + m.suffix_len + len(m.sample[i])).tolist() == list(m.sample[i])
+                assert item["prov-cont"] == lm.tokenizer.decode(list(m.sample[i]), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            shown += 1
+    assert shown >= 3
+
+
+def test_provenance_of_a_store_without_document_index_says_how_to_rebuild(run, runtime, lm):
+    events, contexts, _ = run
+    store = runtime.engine(STORE).datastore
+    old = Datastore(path=None, meta={**store.meta, "source_spec": "chat"}, shards=store.shards, documents=None)
+    e, ctx = next((e, c) for e, c in zip(events, contexts) if any(m.positions for m in e.matches if m.source == "datastore"))
+    html = teach.provenance_html(e, {"datastore": old}, ctx, lm.tokenizer)
+    assert "no document index" in html and "--force" in html
+    assert 'class="prov-doc"' not in html  # no datastore occurrence listed (the context's still are)
+
+
+def test_occurrence_positions_over_several_shards_point_at_the_match():
+    docs = [[1, 2, 3, 4, 5], [7, 1, 2, 3, 9], [1, 2, 3, 6, 6, 6], [8, 8, 1, 2, 3, 4]]
+    store = Datastore.from_token_ids(docs, vocab_size=20, shard_tokens=8, names=list("abcd"))
+    assert len(store.shards) > 1
+    src = DatastoreSource(store, RetrievalConfig(n_min=1, n_max=3, m=3, max_matches=10))
+    src.reset([0, 1, 2, 3])
+    r = src.retrieve()
+    assert r.suffix_len == 3 and len(r.positions) == r.occurrences == 4
+    for pos, row in zip(r.positions, r.continuations.tolist()):
+        assert store._read(pos, pos + 3).tolist() == [1, 2, 3]
+        follow = store._read(pos + 3, pos + 6).tolist()
+        assert [t for t in row if t >= 0] == [t for t in follow[: len([t for t in row if t >= 0])]]
+    assert sorted(store.document_at(p).name for p in r.positions) == list("abcd")
+    ctx = ContextSource(RetrievalConfig(n_min=1, n_max=3, m=2))
+    ctx.reset([5, 1, 2, 9, 1, 2, 7, 1, 2])
+    got = ctx.retrieve()
+    assert got.positions == (4, 1)  # where each earlier "1 2" starts, most recent first
