@@ -193,7 +193,8 @@ class Handlers:
     def clear(self, session: Session) -> tuple:
         """Clear: forget the conversation, its events, the comparison and the saved KV cache."""
         session = self.release(session)
-        return (*_answer_outputs(blank_view(self.runtime), session), "", gr.update(value=None, visible=False))
+        hidden = gr.update(value=None, visible=False)
+        return (*_answer_outputs(blank_view(self.runtime), session), "", hidden, hidden)
 
     def release(self, session: Any) -> Session:
         """Clear, the session state's expiry and a closed page: free everything the session
@@ -223,13 +224,14 @@ class Handlers:
 
     @gpu
     def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
-        """Compare with plain decoding. Yields (comparison html, speed figure, status)."""
+        """Compare with plain decoding and prompt lookup. Yields (comparison html, speed figure, status, timeline figure)."""
         session = _session(session)
         try:
             with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
                 for u in updates:
                     speed = gr.skip() if u.speed is None else gr.update(value=u.speed, visible=True)
-                    yield _keep(u.comparison), speed, _keep(u.status)
+                    timeline = gr.skip() if u.timeline is None else gr.update(value=u.timeline, visible=True)
+                    yield _keep(u.comparison), speed, _keep(u.status), timeline
         finally:
             session.job_done()
 
@@ -318,11 +320,12 @@ def _answer_column(max_chars: int) -> dict[str, Any]:
             c["inspector"] = gr.HTML(render.inspector_html(None, None), elem_id="inspector", label="Step inspector")
     with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
         gr.Markdown(
-            "Runs both methods on the last prompt (or the message in the box) with the current settings, "
-            "back to back, and compares decode speed (prefill excluded)."
+            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
+            "with the current settings, back to back, and compares decode speed (prefill excluded)."
         )
         c["compare"] = gr.Button("Compare with plain decoding", elem_id="compare")
         c["compare_out"] = gr.HTML("", elem_id="compare-out")
+        c["timeline"] = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
         c["speed"] = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
     return c
 
@@ -351,9 +354,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
         model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
         send_ev = c["send"].click(h.respond, inputs, [*shown, c["box"]], **model)
         submit_ev = c["box"].submit(h.respond, inputs, [*shown, c["box"]], **model)
-        compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner], **model)
+        compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner, c["timeline"]], **model)
         c["stop"].click(h.stop, [session], shown, cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
-        c["clear"].click(h.clear, [session], [*shown, c["box"], c["compare_out"], c["speed"]], cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
+        c["clear"].click(h.clear, [session], [*shown, c["box"], c["compare_out"], c["speed"], c["timeline"]], cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
         c["step"].change(h.replay, [c["step"], session], [c["trie"], c["inspector"]], concurrency_limit=None)
         demo.load(h.on_load, [store], [store, banner, timer])
         demo.load(h.opened, [session], None)

@@ -519,33 +519,71 @@ def why_c_caption(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int) 
 
 
 # ----------------------------------------------------------------------------------------------
-# Compare: two lanes on one clock
+# Compare: lanes on one clock
+
+LOOKUP = -1  # a block's `sources` when prompt lookup drafted its accepted tokens
+LOOKUP_COLOR = "#0d9488"  # teal: no engine source uses it
 
 
-def timeline_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], tokenizer: Tokenizer):
-    """Plain decoding and REST on one wall-clock axis (decode time, prefill excluded): one block
-    per forward pass, as wide as the step took, labelled with the tokens it produced and
-    coloured by the source of its accepted drafts (grey: the model's own token only)."""
+@dataclass(frozen=True)
+class Block:
+    """One forward pass on the decode clock (ms after the end of prefill)."""
+
+    start_ms: float
+    ms: float
+    tokens: tuple[int, ...]
+    sources: int  # the source bits of its first accepted draft; 0: the model's own token only; LOOKUP
+
+
+def event_blocks(events: Sequence[StepEvent]) -> list[Block]:
+    """The engine's steps (REST or plain) as blocks: each ends at its event's elapsed time."""
+    out = []
+    for e in events:
+        drafted = [s for s in e.token_sources if s]
+        end = 1000 * e.totals.elapsed_s
+        out.append(Block(end - e.timings.total_ms, e.timings.total_ms, tuple(e.tokens), int(drafted[0]) if drafted else 0))
+    return out
+
+
+def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequence[float]) -> list[Block]:
+    """Prompt lookup's forwards as blocks (rest_core.prompt_lookup.LookupRun's fields): forward i
+    added counts[i] tokens and ended at ends_ms[i]; the prefill's tokens come first, off the clock."""
+    out, start, at = [], 0.0, len(token_ids) - sum(counts)
+    for n, end in zip(counts, ends_ms):
+        out.append(Block(start, end - start, tuple(token_ids[at : at + n]), LOOKUP if n > 1 else 0))
+        start, at = end, at + n
+    return out
+
+
+def _block_style(sources: int) -> tuple[str, str]:
+    """(colour, legend name) of a block."""
+    if sources == LOOKUP:
+        return LOOKUP_COLOR, "accepted drafts: prompt lookup"
+    if sources == 0:
+        return "#9ca3af", "model's own token only"
+    o = origin(sources)
+    return o.color, f"accepted drafts: {o.label}"
+
+
+def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer):
+    """Methods on one wall-clock axis (decode time, prefill excluded), one lane each, top first:
+    one block per forward pass, as wide as it took, labelled with the tokens it produced and
+    coloured by who drafted its accepted tokens (grey: the model's own token only)."""
     import plotly.graph_objects as go
 
-    groups: dict[tuple[str, int], dict[str, list]] = {}
-    for lane, events in (("plain", ar_events), ("REST", rest_events)):
-        for e in events:
-            drafted = [s for s in e.token_sources if s]
-            key = (lane, int(drafted[0]) if drafted else 0)
-            g = groups.setdefault(key, {"base": [], "x": [], "y": [], "text": [], "hover": []})
-            width = e.timings.total_ms
-            text = visible(_dec(tokenizer, e.tokens), 40)
-            g["base"].append(1000 * e.totals.elapsed_s - width)
-            g["x"].append(width)
+    groups: dict[tuple[int, str], dict[str, list]] = {}
+    for lane, blocks in lanes:
+        for i, b in enumerate(blocks):
+            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "text": [], "hover": []})
+            text = visible(_dec(tokenizer, b.tokens), 40)
+            g["base"].append(b.start_ms)
+            g["x"].append(b.ms)
             g["y"].append(lane)
             g["text"].append(esc(text))
-            g["hover"].append(f"step {e.step + 1}: {len(e.tokens)} token{'s' if len(e.tokens) != 1 else ''} in {width:.1f} ms<br>{esc(text)}")
-    data = []
-    for (lane, mask), g in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        o = origin(mask)
-        color = "#9ca3af" if mask == 0 else o.color
-        name = "model's own token only" if mask == 0 else f"accepted drafts: {o.label}"
+            g["hover"].append(f"{esc(lane)}, forward {i + 1}: {_plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}")
+    data: list = []
+    for (sources, _), g in sorted(groups.items()):
+        color, name = _block_style(sources)
         data.append(go.Bar(
             base=g["base"], x=g["x"], y=g["y"], orientation="h", text=g["text"], textposition="inside", insidetextanchor="start",
             textfont=dict(size=10), marker=dict(color=color, line=dict(color="#ffffff", width=1)), name=name,
@@ -553,10 +591,10 @@ def timeline_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEv
         ))
     fig = go.Figure(data=data)
     fig.update_layout(
-        barmode="overlay", height=200, margin=dict(l=50, r=10, t=10, b=40),
+        barmode="overlay", height=120 + 45 * len(lanes), margin=dict(l=90, r=10, t=10, b=40),
         xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
-        yaxis=dict(categoryorder="array", categoryarray=["REST", "plain"]),
-        legend=dict(orientation="h", y=-0.35, font=dict(size=11)),
+        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
+        legend=dict(orientation="h", y=-0.45, font=dict(size=11)),
         plot_bgcolor="rgba(0,0,0,0)", paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig

@@ -15,7 +15,10 @@ from rest_core import render, teach
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
 from rest_core.datastore import Datastore
 from rest_core.engine import Engine, collect
+from rest_core.knobs import make_config
+from rest_core.prompt_lookup import run_prompt_lookup
 from rest_core.retrieval import ContextSource, DatastoreSource
+from rest_core.session import Session
 from rest_core.runtime import Runtime, Settings
 from rest_core.stepper import Stepper
 from rest_core.tree import tree_attention_mask
@@ -217,17 +220,60 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     assert out[0] == "" and st.events == []
 
 
-def test_timeline_has_one_block_per_forward_on_one_clock(run, runtime, lm):
-    events, _, config = run
-    prompt = run[1][0]
-    plain = collect(runtime.engine(STORE).generate(prompt, config.with_method("ar"))).events
-    fig = teach.timeline_figure(events, plain, lm.tokenizer)
-    for lane, evs in (("REST", events), ("plain", plain)):
-        blocks = sorted((b, w) for tr in fig.data for b, w, y in zip(tr.base, tr.x, tr.y) if y == lane)
-        assert len(blocks) == len(evs)  # one block per forward pass
-        for (b0, w0), (b1, _) in zip(blocks, blocks[1:]):  # back to back, no overlap
+def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:
+    return sorted((b, w) for tr in fig.data for b, w, y in zip(tr.base, tr.x, tr.y) if y == lane)
+
+
+def test_prompt_lookup_clock_ticks_once_per_forward(runtime, lm):
+    """The stopping-criterion clock of transformers' assisted generation is called once per
+    forward pass, so each timeline block is one forward; and prompt lookup stays lossless."""
+    prompt = runtime.engine(STORE).encode([{"role": "user", "content": MESSAGE}], chat=True)
+    calls = []
+    hook = lm.model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        run = run_prompt_lookup(lm.model, prompt, max_new_tokens=40, stop_ids=runtime.engine(STORE).stop_ids, k=3)
+    finally:
+        hook.remove()
+    assert len(calls) == 1 + len(run.counts)  # prefill + one per decode block
+    assert max(run.counts) > 1  # some forwards accepted prompt lookup drafts
+    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt):].tolist()
+    assert list(run.token_ids) == ref[: len(run.token_ids)] and len(run.token_ids) == len(ref)
+    blocks = teach.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
+    assert [t for b in blocks for t in b.tokens] == list(run.token_ids[len(run.token_ids) - run.decode_tokens:])
+    assert [b.sources for b in blocks] == [teach.LOOKUP if n > 1 else 0 for n in run.counts]
+
+
+def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
+    session = Session()
+    updates = list(session.compare(runtime, MESSAGE, STORE, knob_values(**KNOBS)))
+    last = updates[-1]
+    assert last.timeline is not None, last.status
+    fig = last.timeline
+    lanes = list(fig.layout.yaxis.categoryarray)
+    assert lanes == ["REST", "prompt lookup k=3", "plain"]  # top to bottom: REST, prompt lookup, plain
+    plain = collect(runtime.engine(STORE).generate(st_prompt(runtime), make_config(knob_values(**KNOBS), runtime.preset).with_method("ar")))
+    for lane in lanes:
+        blocks = _lane_blocks(fig, lane)
+        assert blocks and blocks[0][0] == pytest.approx(0.0, abs=1e-6)
+        for (b0, w0), (b1, _) in zip(blocks, blocks[1:]):  # back to back on one clock, no overlap
             assert b1 == pytest.approx(b0 + w0, abs=1e-6)
-        assert blocks[0][0] == pytest.approx(0.0, abs=1e-6)
+    assert len(_lane_blocks(fig, "plain")) == len(plain.events)  # one block per forward pass
+    assert "Prompt lookup" in last.comparison and "same text as plain decoding" in last.comparison
+    names = {tr.name for tr in fig.data}
+    assert "accepted drafts: prompt lookup" in names and any(n.startswith("accepted drafts: datastore") for n in names)
+
+
+def st_prompt(runtime) -> list[int]:
+    return runtime.engine(STORE).encode([{"role": "user", "content": MESSAGE}], chat=True)
+
+
+def test_timeline_blocks_follow_the_events(run, runtime, lm):
+    events, _, config = run
+    plain = collect(runtime.engine(STORE).generate(run[1][0], config.with_method("ar"))).events
+    fig = teach.timeline_figure([("plain", teach.event_blocks(plain)), ("REST", teach.event_blocks(events))], lm.tokenizer)
+    for lane, evs in (("REST", events), ("plain", plain)):
+        blocks = _lane_blocks(fig, lane)
+        assert len(blocks) == len(evs)  # one block per forward pass
         assert blocks[-1][0] + blocks[-1][1] == pytest.approx(1000 * evs[-1].totals.elapsed_s)
     drafted = [tr for tr in fig.data if tr.name.startswith("accepted drafts")]
     assert sum(len(tr.x) for tr in drafted) == sum(1 for e in events if e.accepted_len)
