@@ -440,7 +440,9 @@ class Session:
                 lanes.append((f"prompt lookup k={lookup.k}", teach.lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
             lanes.append(("REST", teach.event_blocks(results["rest"])))
             timeline = teach.timeline_figure(lanes, runtime.loaded().tokenizer)
+            why = teach.speedup_explained(results["rest"], results["ar"])
             table = render.comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
+            table += f'<p class="why-m">{render.esc(why)}</p>' if why else ""
             del results  # only the figures and the table stay
             yield Update(status=status_html(render.esc(done)), comparison=table, speed=speed, timeline=timeline)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal

@@ -598,3 +598,87 @@ def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tok
         plot_bgcolor="rgba(0,0,0,0)", paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Guided examples: prompt, datastore, mode and knobs together
+
+
+@dataclass(frozen=True)
+class GuidedExample:
+    """One lesson: what to type, which store, where to run it (mode) and the settings, plus
+    what to watch. mode: "step" (the step-through), "send" (stream the answer), "compare"."""
+
+    title: str
+    prompt: str
+    store: str  # a store's name, or "none"
+    mode: str
+    knobs: tuple[tuple[str, Any], ...]  # knob name -> value; the others keep the device preset's
+    watch: str
+
+
+GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
+    GuidedExample(
+        "Code with the code store, step by step (c = 16)",
+        "Write a Python function that checks whether a string is a palindrome, with a docstring and two tests.",
+        "code", "step", (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),
+        "Press Next step: each step shows the suffix it matched, the trie of what followed, the mask of the one forward "
+        "and the walk that accepts drafts. Open “Where it came from” to see the code files behind a draft.",
+    ),
+    GuidedExample(
+        "A question the corpus knows nothing about: few drafts, plain speed",
+        "Name three rivers of Mongolia and say where each one flows.",
+        "code", "compare", (("use_datastore", True), ("use_context", False), ("n_min", 3), ("temperature", 0.0)),
+        "The code store has little to say about Mongolian rivers: with n_min = 3, most steps find no match and draft nothing, "
+        "so REST runs at about plain decoding's speed (press Compare), and never changes the text.",
+    ),
+    GuidedExample(
+        "Ask the same thing twice: the conversation drafts the second answer",
+        "Explain the difference between a list and a tuple in Python, in three sentences.",
+        "none", "send", (("use_datastore", False), ("use_context", True), ("temperature", 0.0)),
+        "Send it, then send the same message again. The second answer repeats the first, so the context source "
+        "(amber) drafts whole runs of it and M jumps.",
+    ),
+    GuidedExample(
+        "Sampling at temperature 0.8: still exact",
+        "What are three tips for staying productive when working from home?",
+        "chat", "send", (("temperature", 0.8), ("top_p", 0.95), ("use_datastore", True), ("use_context", True)),
+        "The model now samples. A draft token is kept only when it equals the model's own draw at that position, so each "
+        "token still follows exactly the model's distribution: the drafts change the speed, never the odds.",
+    ),
+)
+
+
+def example_settings(example: GuidedExample, knob_values: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's knob values (name -> value) with the example's settings applied."""
+    unknown = [k for k, _ in example.knobs if k not in knob_values]
+    if unknown:
+        raise ValueError(f"example {example.title!r} sets unknown knobs: {', '.join(unknown)}")
+    return {**knob_values, **dict(example.knobs)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Why the speedup is not M
+
+
+def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]) -> str:
+    """Why the measured speedup is M divided by how much longer a REST step takes, from the two
+    runs' own figures (decode time, prefill excluded); "" when either run is empty."""
+    if not rest_events or not ar_events:
+        return ""
+    r, a = rest_events[-1].totals, ar_events[-1].totals
+    if not (r.steps and a.steps and r.elapsed_s > 0 and a.elapsed_s > 0):
+        return ""
+    rest_ms, plain_ms = 1000 * r.elapsed_s / r.steps, 1000 * a.elapsed_s / a.steps
+    ratio = rest_ms / plain_ms
+    retrieval = r.retrieval_ms / r.steps
+    return (
+        f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "
+        f"{rest_ms:.1f} ms against {plain_ms:.1f} ms for a plain one-token step ({ratio:.2f}× as long: its forward verifies "
+        f"the root and up to c drafts, and retrieval with the trie adds {retrieval:.1f} ms), so the speedup is "
+        f"{r.mean_generated_length:.2f} / {ratio:.2f} = {r.mean_generated_length / ratio:.2f}×. "
+        "These tokens/s can differ from the live stats above: both leave out prefill (the one forward over the whole prompt "
+        "before the first new token), but the live answer may also have paid the first request's warm-up (compiling the "
+        "retrieval kernels, filling caches) and shared the machine with other users, while this comparison runs each method "
+        "back to back on a warm model."
+    )
