@@ -591,7 +591,7 @@ def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tok
         ))
     fig = go.Figure(data=data)
     fig.update_layout(
-        barmode="overlay", height=120 + 45 * len(lanes), margin=dict(l=90, r=10, t=10, b=40),
+        barmode="overlay", height=140 + 45 * len(lanes), margin=dict(l=90, r=10, t=34, b=40),
         xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
         legend=dict(orientation="h", y=-0.45, font=dict(size=11)),
@@ -672,11 +672,15 @@ def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[Step
     rest_ms, plain_ms = 1000 * r.elapsed_s / r.steps, 1000 * a.elapsed_s / a.steps
     ratio = rest_ms / plain_ms
     retrieval = r.retrieval_ms / r.steps
+    noisy = (
+        " A REST step cannot really be faster than a plain one (it does the same forward and more): the machine was busier "
+        "during one run than the other, so compare again for steadier figures." if ratio < 1 else ""
+    )
     return (
         f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "
         f"{rest_ms:.1f} ms against {plain_ms:.1f} ms for a plain one-token step ({ratio:.2f}× as long: its forward verifies "
         f"the root and up to c drafts, and retrieval with the trie adds {retrieval:.1f} ms), so the speedup is "
-        f"{r.mean_generated_length:.2f} / {ratio:.2f} = {r.mean_generated_length / ratio:.2f}×. "
+        f"{r.mean_generated_length:.2f} / {ratio:.2f} = {r.mean_generated_length / ratio:.2f}×.{noisy} "
         "These tokens/s can differ from the live stats above: both leave out prefill (the one forward over the whole prompt "
         "before the first new token), but the live answer may also have paid the first request's warm-up (compiling the "
         "retrieval kernels, filling caches) and shared the machine with other users, while this comparison runs each method "
