@@ -68,7 +68,7 @@ def run_prompt_lookup(
     start = time.perf_counter()
     deadline = start + max_seconds if max_seconds > 0 else None
 
-    class Clock(StoppingCriteria):
+    class ForwardClock(StoppingCriteria):
         def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
             now = time.perf_counter()
             stamps.append((now, int(input_ids.shape[1])))
@@ -88,7 +88,7 @@ def run_prompt_lookup(
     ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
     with torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=HFGenerationConfig(**kwargs),
-                             stopping_criteria=StoppingCriteriaList([Clock()]))
+                             stopping_criteria=StoppingCriteriaList([ForwardClock()]))
     new = [int(t) for t in out[0, len(prompt_ids):].tolist()]
     cut = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))  # up to the first EOS, kept
     new = new[:cut]
