@@ -15,6 +15,12 @@ GRADIO_SERVER_NAME, REST_PORT or GRADIO_SERVER_PORT, REST_BUILD_DATASTORES=0 to 
 What one user may take of a shared server is bounded by --max-message-chars, --max-seconds,
 --max-jobs and --session-ttl (REST_MAX_MESSAGE_CHARS, REST_MAX_SECONDS, REST_MAX_JOBS,
 REST_SESSION_TTL); see Settings in rest_core/runtime.py for the defaults.
+
+The "Your corpus" panel builds a datastore from uploaded files or pasted text, private to the
+session (deleted on Clear, expiry or when the page closes) unless --publish-uploads; bounded by
+--max-upload-mb, --max-stores-per-session, --max-concurrent-builds and --uploads-disk-mb
+(REST_PUBLISH_UPLOADS=1, REST_MAX_UPLOAD_MB, REST_MAX_STORES_PER_SESSION,
+REST_MAX_CONCURRENT_BUILDS, REST_UPLOADS_DISK_MB).
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ import gradio as gr
 from rest_core import render, teach
 from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, model_spec, start_warm_up
+from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
 from rest_core.session import Session, Update, blank_view, status_html
 from rest_core.stepper import STEP_C_MAX, Stepper
+from rest_core.upload_jobs import UploadJob
 
 ASSETS = ROOT / "assets"
 
@@ -98,6 +105,11 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> Settings:
         max_seconds=_env_limit(env, "REST_MAX_SECONDS", float, d.max_seconds),
         max_jobs=_env_limit(env, "REST_MAX_JOBS", int, d.max_jobs),
         session_ttl=_env_limit(env, "REST_SESSION_TTL", float, d.session_ttl),
+        publish_uploads=get("REST_PUBLISH_UPLOADS", "0") not in ("0", "false", "no", ""),
+        max_upload_mb=_env_limit(env, "REST_MAX_UPLOAD_MB", float, d.max_upload_mb),
+        max_stores_per_session=_env_limit(env, "REST_MAX_STORES_PER_SESSION", int, d.max_stores_per_session),
+        max_concurrent_builds=_env_limit(env, "REST_MAX_CONCURRENT_BUILDS", int, d.max_concurrent_builds),
+        uploads_disk_mb=_env_limit(env, "REST_UPLOADS_DISK_MB", float, d.uploads_disk_mb),
     )
 
 
@@ -119,9 +131,21 @@ def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.enviro
                    help=f"generations one session may have queued or running at once; 0 = no limit (default {s.max_jobs}) [REST_MAX_JOBS]")
     p.add_argument("--session-ttl", type=_limit(float, "--session-ttl"), default=s.session_ttl, metavar="S",
                    help=f"forget a session's conversation S seconds after its last update (default {s.session_ttl:g}) [REST_SESSION_TTL]")
+    p.add_argument("--publish-uploads", action="store_true", default=s.publish_uploads,
+                   help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]")
+    p.add_argument("--max-upload-mb", type=_limit(float, "--max-upload-mb"), default=s.max_upload_mb, metavar="MB",
+                   help=f"text one upload may bring (files, zip members, pasted text); 0 = no limit (default {s.max_upload_mb:g}) [REST_MAX_UPLOAD_MB]")
+    p.add_argument("--max-stores-per-session", type=_limit(int, "--max-stores-per-session"), default=s.max_stores_per_session, metavar="N",
+                   help=f"corpora one session may build; 0 = no limit (default {s.max_stores_per_session}) [REST_MAX_STORES_PER_SESSION]")
+    p.add_argument("--max-concurrent-builds", type=_limit(int, "--max-concurrent-builds"), default=s.max_concurrent_builds, metavar="N",
+                   help=f"corpus builds running at once, all sessions together; 0 = no limit (default {s.max_concurrent_builds}) [REST_MAX_CONCURRENT_BUILDS]")
+    p.add_argument("--uploads-disk-mb", type=_limit(float, "--uploads-disk-mb"), default=s.uploads_disk_mb, metavar="MB",
+                   help=f"disk all uploaded corpora may take together; 0 = no limit (default {s.uploads_disk_mb:g}) [REST_UPLOADS_DISK_MB]")
     a = p.parse_args(argv)
     return replace(s, model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build,
-                   max_message_chars=a.max_message_chars, max_seconds=a.max_seconds, max_jobs=a.max_jobs, session_ttl=a.session_ttl)
+                   max_message_chars=a.max_message_chars, max_seconds=a.max_seconds, max_jobs=a.max_jobs, session_ttl=a.session_ttl,
+                   publish_uploads=a.publish_uploads, max_upload_mb=a.max_upload_mb, max_stores_per_session=a.max_stores_per_session,
+                   max_concurrent_builds=a.max_concurrent_builds, uploads_disk_mb=a.uploads_disk_mb)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -192,11 +216,12 @@ class Handlers:
         session.jobs = []  # Stop cancels this session's queued requests too
         return _answer_outputs(session.stop(self.runtime), session)[:7]
 
-    def clear(self, session: Session) -> tuple:
-        """Clear: forget the conversation, its events, the comparison and the saved KV cache."""
+    def clear(self, session: Session, current: Any = None) -> tuple:
+        """Clear: forget the conversation, its events, the comparison and the saved KV cache,
+        and this session's uploaded corpora (their build stops, their folder goes)."""
         session = self.release(session)
         hidden = gr.update(value=None, visible=False)
-        return (*_answer_outputs(blank_view(self.runtime), session), "", hidden, hidden)
+        return (*_answer_outputs(blank_view(self.runtime), session), "", hidden, hidden, self._choices(current, session), "")
 
     def release(self, session: Any) -> Session:
         """Clear, the session state's expiry and a closed page: free everything the session
@@ -214,6 +239,7 @@ class Handlers:
     def closed(self, request: gr.Request) -> None:
         """Page closed: Gradio keeps a closed page's state for an hour; its data goes now."""
         session = self._open.pop(request.session_hash, None) if request is not None and request.session_hash else None
+        logging.getLogger("rest.app").info("page closed (%s): %s", getattr(request, "session_hash", None), "released" if session is not None else "no session held")
         if session is not None:
             self.release(session)
 
@@ -237,16 +263,77 @@ class Handlers:
         finally:
             session.job_done()
 
-    def refresh_stores(self, current: str | None, keep_none: bool = True) -> tuple:
+    def _choices(self, current: Any, session: Any, default_first: bool = False) -> Any:
+        """The datastore multi-select for this page: everyone's stores and this session's own
+        (never another session's); the user's choice is kept while its stores exist."""
+        names = session.store_choices(self.runtime) if isinstance(session, Session) else self.runtime.store_names()
+        choices, value = choose_stores(names, current, default_first)
+        return gr.update(choices=choices, value=value)
+
+    def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> tuple:
         """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-        choices, value = choose_store(self.runtime.store_names(), current, keep_none)
         message = self.builds.message()
         banner = status_html(message, "info") if message else ""
-        return gr.update(choices=choices, value=value), banner, gr.update(active=self.builds.active)
+        return self._choices(current, session, default_first), banner, gr.update(active=self.builds.active)
 
-    def on_load(self, current: str | None) -> tuple:
+    def on_load(self, current: Any, session: Any = None) -> tuple:
         """Page load: the stores built since the app started; the first built store by default."""
-        return self.refresh_stores(current, keep_none=False)
+        return self.refresh_stores(current, session, default_first=True)
+
+    def legend(self, current: Any) -> str:
+        """The colour key of the chosen stores (each its own colour, in the order chosen)."""
+        try:
+            return render.legend_html(selected_names(current))
+        except ValueError:  # more stores than bits: generation says so; the key shows the first ones
+            return render.legend_html(selected_names(current)[:6])
+
+    def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[tuple]:
+        """Build: a datastore from the uploaded files and pasted text, in the background; the
+        status line follows its progress (polled: the build runs in its own thread, chat goes
+        on). Yields (status line, datastore choice, file input)."""
+        if not isinstance(session, Session):
+            yield corpus_status("The page lost its session: reload it.", "err"), gr.skip(), gr.skip()
+            return
+        paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
+        try:
+            job = session.start_upload(self.runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
+        except ValueError as exc:  # a refusal: a message, never a traceback
+            yield corpus_status(render.esc(str(exc)), "warn"), gr.skip(), gr.skip()
+            return
+        except Exception as exc:  # noqa: BLE001 - the model (its tokenizer) failed to load
+            logging.getLogger("rest.app").error("upload failed to start", exc_info=True)
+            yield corpus_status(render.esc(f"the build could not start: {exc}"), "err"), gr.skip(), gr.skip()
+            return
+        while not job.done.wait(0.4):
+            if session.build is not job:  # released (Clear, the page closed): it was cancelled
+                return
+            yield progress_html(job), gr.skip(), gr.skip()
+        if session.build is not job:
+            return
+        try:
+            line = session.finish_upload(self.runtime)
+        except ValueError as exc:
+            yield corpus_status(render.esc(f"Nothing built: {exc}"), "warn"), gr.skip(), gr.skip()
+            return
+        where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
+        value = [*selected_names(current), job.name]
+        msg = f"Built <b>{render.esc(job.name)}</b>, added to {where} and selected: {render.esc(line)}."
+        yield corpus_status(msg, "info"), self._choices(value, session), gr.update(value=None)
+
+
+def corpus_status(message: str, kind: str = "info") -> str:
+    return f'<div class="status {kind}" id="corpus-msg">{message}</div>'
+
+
+def progress_html(job: UploadJob) -> str:
+    """The build's status line: a bar, then documents and tokens read, or the suffix array."""
+    p = job.progress
+    fraction = p.fraction if p is not None else 0.0
+    text = p.describe() if p is not None else "starting"
+    return (
+        f'<div class="status info" id="corpus-msg"><progress max="1" value="{fraction:.3f}"></progress> '
+        f"Building <b>{render.esc(job.name)}</b>: {render.esc(text)}…</div>"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,23 +415,28 @@ class TeachHandlers:
         note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
         return self.view(st, status_html(note) if note else "")
 
-    def next(self, message: str, st: Any, store: str, c: float, *knobs: Any) -> tuple:
+    def _start(self, st: Stepper, message: str, session: Any, store: Any, c: float, knobs: tuple) -> None:
+        """A new answer on the chosen stores (this page's own uploads included)."""
+        private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
+        st.start(self.runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
+
+    def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
         """Next step: starts an answer to the message when none is under way."""
         st = _stepper(st)
 
         def act() -> None:
             if _new_answer(st, message):
-                st.start(self.runtime, message, store, values_in_order(knobs), int(c))
+                self._start(st, message, session, store, c, knobs)
             st.next()
 
         return self._guard(st, act)
 
-    def run_to_end(self, message: str, st: Any, store: str, c: float, *knobs: Any) -> tuple:
+    def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
         st = _stepper(st)
 
         def act() -> None:
             if _new_answer(st, message):
-                st.start(self.runtime, message, store, values_in_order(knobs), int(c))
+                self._start(st, message, session, store, c, knobs)
             st.run_to_end()
 
         return self._guard(st, act)
@@ -388,6 +480,7 @@ class TeachHandlers:
         names = self.runtime.store_names()
         store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
         missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
+        chosen = [] if store == NO_STORE else [store]  # the datastores multi-select
         step = ex.mode == "step"
         where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
         note = f'<p class="example-note"><b>{render.esc(where)}.</b> {render.esc(ex.watch)}{render.esc(missing)}</p>'
@@ -395,7 +488,7 @@ class TeachHandlers:
             gr.skip() if step else ex.prompt,
             ex.prompt if step else gr.skip(),
             int(values["c"]) if step else gr.skip(),
-            store,
+            chosen,
             gr.update(open=True) if step else gr.skip(),
             note,
             *(values[k.name] for k in APP_KNOBS),
@@ -461,7 +554,7 @@ def build_teaching(runtime: Runtime, store: gr.Dropdown, knobs: list, session: g
 
     outs = [p[k] for k in ("header", "answer", "retrieve", "trie_cap", "trie", "verify", "mask", "accept", "status")] + [stepper]
     model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
-    inputs = [p["msg"], stepper, store, p["c"], *knobs]
+    inputs = [p["msg"], stepper, session, store, p["c"], *knobs]
     p["next"].click(h.next, inputs, outs, **model)
     p["end"].click(h.run_to_end, inputs, outs, **model)
     p["back"].click(h.back, [stepper], outs, concurrency_limit=None)
@@ -481,7 +574,6 @@ HEADER = f"""
 corpus) and in the <b>conversation itself</b>, merges what followed them into a trie, and lets the model check the
 heaviest draft tokens in <b>one</b> forward pass. Accepted drafts cost no extra steps; the text is exactly what plain
 decoding would write.</p>
-{render.legend_html()}
 </div>
 """
 
@@ -514,13 +606,35 @@ def knob_component(knob: Knob, value: Any) -> gr.components.Component:
     return gr.Slider(knob.minimum, knob.maximum, value=value, step=knob.step, **common)
 
 
-def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, list[gr.components.Component]]:
-    """The side panel: the datastore (the stores built by now; the page's load event and the
-    timer add later ones) and one widget per knob, in the knobs' order."""
-    choices, value = choose_store(runtime.store_names(), None, keep_none=False)
-    store = gr.Dropdown(choices, value=value, label="Datastore", info="built stores found in the datastores folder", elem_id="store")
+def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, dict[str, Any], list[gr.components.Component]]:
+    """The side panel: the datastores (the stores built by now; the page's load event, the timer
+    and this page's uploads add later ones), the "Your corpus" panel and one widget per knob,
+    in the knobs' order."""
+    choices, value = choose_stores(runtime.store_names(), None, default_first=True)
+    store = gr.Dropdown(choices, value=value, multiselect=True, label="Datastores",
+                        info="each drafts in its own colour; none: the conversation alone", elem_id="store")
+    corpus = _corpus_panel(runtime.settings)
     preset = runtime.preset
-    return store, [knob_component(k, k.default(preset)) for k in APP_KNOBS]
+    return store, corpus, [knob_component(k, k.default(preset)) for k in APP_KNOBS]
+
+
+def _corpus_panel(settings: Settings) -> dict[str, Any]:
+    """Your corpus: files (or a zip of a folder) and pasted text -> a datastore of this page's."""
+    c: dict[str, Any] = {}
+    private = "everyone on this server sees it" if settings.publish_uploads else "only this page sees it; Clear or closing the page deletes it"
+    with gr.Accordion("Your corpus", open=False, elem_id="corpus"):
+        gr.Markdown(
+            f"Draft from your own text: .txt, .md, source files, .jsonl, ShareGPT .json or a .zip of a folder "
+            f"(up to {settings.max_upload_mb:g} MB), or paste it. Built with the model's tokenizer; {private}.",
+            elem_id="corpus-help",
+        )
+        c["files"] = gr.File(file_count="multiple", type="filepath", label="Upload files", elem_id="corpus-files")
+        c["pasted"] = gr.Textbox(lines=3, max_lines=8, label="Or paste text", elem_id="corpus-text",
+                                 max_length=int(settings.max_upload_mb * 1e6) or None)
+        c["name"] = gr.Textbox(label="Name", placeholder="my-corpus", max_length=40, elem_id="corpus-name")
+        c["build"] = gr.Button("Build", elem_id="corpus-build")
+        c["status"] = gr.HTML("", elem_id="corpus-status")
+    return c
 
 
 def _answer_column(max_chars: int) -> dict[str, Any]:
@@ -563,13 +677,14 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
         # (no update for session_ttl seconds) are freed by h.release.
         session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=h.release)
         gr.HTML(HEADER)
+        legend = gr.HTML(render.legend_html(), elem_id="legend")
         banner = gr.HTML("", elem_id="status-banner")
         with gr.Row(equal_height=False, elem_id="main-row"):
             with gr.Column(scale=3, min_width=320):
                 c = _answer_column(settings.max_message_chars)
             # On a phone this column moves above the chat (assets/app.css) and starts folded (app.js).
             with gr.Column(scale=1, min_width=250, elem_id="knobs"), gr.Accordion("Settings", open=True, elem_id="settings-acc"):
-                store, knobs = _settings_column(runtime)
+                store, corpus, knobs = _settings_column(runtime)
         build_teaching(runtime, store, knobs, session, c["box"])
         timer = gr.Timer(3, active=False)
 
@@ -581,12 +696,17 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
         submit_ev = c["box"].submit(h.respond, inputs, [*shown, c["box"]], **model)
         compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner, c["timeline"]], **model)
         c["stop"].click(h.stop, [session], shown, cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
-        c["clear"].click(h.clear, [session], [*shown, c["box"], c["compare_out"], c["speed"], c["timeline"]], cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
+        c["clear"].click(h.clear, [session, store], [*shown, c["box"], c["compare_out"], c["speed"], c["timeline"], store, corpus["status"]],
+                         cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
         c["step"].change(h.replay, [c["step"], session], [c["trie"], c["inspector"]], concurrency_limit=None)
-        demo.load(h.on_load, [store], [store, banner, timer])
+        demo.load(h.on_load, [store, session], [store, banner, timer])
         demo.load(h.opened, [session], None)
         demo.unload(h.closed)
-        timer.tick(h.refresh_stores, [store], [store, banner, timer])
+        timer.tick(h.refresh_stores, [store, session], [store, banner, timer])
+        store.change(h.legend, [store], [legend], concurrency_limit=None, show_progress="hidden")
+        # Builds run beside generation (their own thread, lower priority): not in the model's queue.
+        corpus["build"].click(h.build_corpus, [corpus["files"], corpus["pasted"], corpus["name"], session, store],
+                              [corpus["status"], store, corpus["files"]], concurrency_limit=None, concurrency_id="corpus")
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return demo
 
@@ -614,6 +734,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)
     create_app(settings, runtime, builds).launch(
         server_name=settings.host,
+        max_file_size=f"{settings.max_upload_mb:g}mb" if settings.max_upload_mb else None,  # refused before it is stored
         server_port=settings.port,
         css_paths=[ASSETS / "app.css"],
         head=head_html(),

@@ -16,7 +16,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from rest_core.events import SOURCE_DATASTORE, StepEvent, Totals
-from rest_core.sources import MODEL, STYLES, count_origins, origin
+from rest_core.sources import MODEL, STYLES, SourceTable, count_origins, origin
 from rest_core.trie import Trie
 
 # One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
@@ -127,11 +127,12 @@ class Span:
     source: int  # bitmask of the sources that drafted it; 0 = the model's own token
     accepted_len: int  # draft tokens accepted in this step
     suffix_lens: tuple[tuple[str, int], ...]  # (source name, matched suffix length) per source
+    names: tuple[tuple[int, str], ...] = ()  # (bit, name) of the step's sources: stores by their names
 
     def title(self) -> str:
         parts = [f"step {self.step + 1}"]
         if self.source:
-            parts.append(f"drafted by {source_label(self.source)}")
+            parts.append(f"drafted by {source_label(self.source, dict(self.names))}")
         else:
             parts.append("model's own token")
         if self.suffix_lens:
@@ -198,6 +199,7 @@ class AnswerView:
             source=src,
             accepted_len=event.accepted_len,
             suffix_lens=tuple((m.source, m.suffix_len) for m in event.matches),
+            names=step_source_names(event),
         )
         self.spans.append(span)
         self._html.append(span.html())
@@ -214,6 +216,12 @@ class AnswerView:
         return "".join(self._html)
 
 
+def step_source_names(event: StepEvent) -> tuple[tuple[int, str], ...]:
+    """(bit, name) of the sources that searched in this step: a store's own name ("code")
+    instead of the bit's default ("store 2")."""
+    return tuple((int(m.source_bit), m.source) for m in event.matches)
+
+
 def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     """Highlighted HTML of a whole answer (see AnswerView for the incremental form)."""
     view = AnswerView(tokenizer)
@@ -223,23 +231,28 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
-def legend_html() -> str:
+def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
+    """The colour key: one entry per datastore drafting (`stores`, in the engine's order, each
+    in its own colour), the context, several sources together, the shades and the model."""
+
     def sample(cls: str, text: str, title: str) -> str:
         return f'<span class="{cls}" title="{esc(title)}">{esc(text)}</span>'
 
     levels = ((1, "1"), (2, "2-3"), (3, "4-7"), (4, "8+"))
+    table = SourceTable.for_stores(list(stores))
+    several = "both" if len(table.stores) < 2 else "several"
 
     def shades(css: str, name: str) -> str:  # each source's hue darkens the same way
-        return f'<span class="shade-row">{name} ' + "".join(sample(f"tok d {css} r{k} p0", label, f"{name}: {label} draft tokens accepted in one step") for k, label in levels) + "</span>"
+        return f'<span class="shade-row">{esc(name)} ' + "".join(sample(f"tok d {css} r{k} p0", label, f"{name}: {label} draft tokens accepted in one step") for k, label in levels) + "</span>"
 
     return (
         '<div class="legend">'
-        + sample("tok d ds r1 p0", "datastore", "draft tokens retrieved from the datastore")
+        + "".join(sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}") for s in table.stores)
         + sample("tok d cx r1 p0", "context", "draft tokens found earlier in this conversation")
-        + sample("tok d both r1 p0", "both", "draft tokens proposed by both sources")
+        + sample("tok d both r1 p0", several, "draft tokens proposed by several sources")
         + sample("tok m p0", "model", "the model's own token that ends every step")
         + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
-        + shades("ds", "datastore") + shades("cx", "context") + shades("both", "both")
+        + "".join(shades(st.css, st.name) for st in table.stores) + shades("cx", "context") + shades("both", several)
         + "</span>"
         + '<span class="legend-item">indentation and line breaks get a thin line, not a block; hover a token for its step, click it to inspect the step</span>'
         + "</div>"
@@ -547,12 +560,13 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     wmax = float(max(w.max(), 1e-9))
     sizes = 7 + 12 * np.sqrt(w / wmax)
     srcs = trie.sources[view.nodes]
+    names = dict(step_source_names(event))
 
     def hover(k: int) -> str:
         state = "accepted" if view.accepted[k] else ("drafted, rejected" if view.selected[k] else "retrieved, not drafted")
         return (
             f"<b>{esc(visible(token_text(tokenizer, tok[k]), 24))}</b> (id {tok[k]})<br>"
-            f"weight {w[k]:.3g} · depth {int(view.x[k])}<br>source: {source_label(int(srcs[k]))}<br>{state}"
+            f"weight {w[k]:.3g} · depth {int(view.x[k])}<br>source: {esc(source_label(int(srcs[k]), names))}<br>{state}"
         )
 
     # Root sits at the mean row of its children.

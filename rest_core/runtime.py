@@ -19,11 +19,12 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from rest_core import render
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
+from rest_core.upload_jobs import UploadLimits, Uploads, build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or Space) root, where app.py is
 DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
@@ -51,6 +52,15 @@ class Settings:
     max_seconds: float = 60.0  # a generation (or a comparison, both runs together) stops after this
     max_jobs: int = 1  # generations a session may have queued or running at once
     session_ttl: float = 1800.0  # seconds a session's state lives after its last update
+    # Uploaded corpora ("Your corpus"): private to the session that built them unless published.
+    publish_uploads: bool = False  # a classroom: every session sees every uploaded store
+    max_upload_mb: float = 20.0  # text one upload may bring (files, zip members and pasted text)
+    max_stores_per_session: int = 3
+    max_concurrent_builds: int = 1  # all sessions together; a build past it is refused, not queued
+    uploads_disk_mb: float = 500.0  # disk all uploaded stores may take together
+
+    def upload_limits(self) -> UploadLimits:
+        return UploadLimits(self.max_upload_mb, self.max_stores_per_session, self.max_concurrent_builds, self.uploads_disk_mb)
 
 
 def model_spec(requested: str) -> str:
@@ -91,6 +101,43 @@ def is_store(path: Path) -> bool:
     return (path / "meta.json").is_file()
 
 
+def selected_names(stores: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The page's datastore choice as a tuple of names: a multi-select gives a list, an API client
+    may send one name; None, [] and NO_STORE mean no datastore."""
+    if stores is None:
+        return ()
+    if isinstance(stores, str):
+        stores = [stores]
+    out: list[str] = []
+    for name in stores:
+        if not isinstance(name, str):
+            raise ValueError(f"a datastore is chosen by its name, got {name!r}")
+        if name and name != NO_STORE and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def choose_stores(names: list[str], current: str | Sequence[str] | None, default_first: bool = False) -> tuple[list[str], list[str]]:
+    """Multi-select choices (`names`, the stores this session may use) and the selection: the
+    user's choices that still exist; with `default_first` an empty choice becomes the first
+    store (the page's default: one store, `chat` when built)."""
+    keep = [n for n in selected_names(current) if n in names]
+    if not keep and default_first and names:
+        keep = [names[0]]
+    return list(names), keep
+
+
+@dataclass(frozen=True)
+class StoreSet:
+    """The datastores one generation drafts from, resolved to folders. `owner` is the session
+    whose private store is among them ("" when all are public): an engine over them serves that
+    session alone, and goes when it is released."""
+
+    names: tuple[str, ...] = ()
+    paths: tuple[Path, ...] = ()
+    owner: str = ""
+
+
 def choose_store(names: list[str], current: str | None, keep_none: bool = True) -> tuple[list[str], str]:
     """Datastore choices (the built stores, then NO_STORE) and the one to select: the user's
     choice while it still exists, else the first built store."""
@@ -108,8 +155,11 @@ class Runtime:
         self.settings = settings
         self._loader = loader
         self._loaded: Any = None
-        self._engines: dict[str, Any] = {}
-        self._cache_owner: dict[str, str] = {}  # store -> the session whose KV cache its engine keeps
+        self._engines: dict[StoreSet | str, Any] = {}
+        self._opened: dict[Path, Any] = {}  # store folder -> its open Datastore, shared by the engines
+        self._cache_owner: dict[StoreSet, str] = {}  # engine key -> the session whose KV cache it keeps
+        self.uploads = Uploads(settings.upload_limits(), publish=settings.publish_uploads)
+        self._build_tok: Any = None
         self._load_lock = threading.Lock()
         self.lock = threading.Lock()
 
@@ -136,35 +186,98 @@ class Runtime:
             return self._loaded
 
     def store_names(self) -> list[str]:
-        """Built stores in the datastores folder: the defaults first, then the others by name."""
+        """Stores every session may use: the built stores in the datastores folder (the defaults
+        first, then the others by name), then the published uploads by name."""
         folder = self.settings.datastores
-        if not folder.is_dir():
-            return []
-        names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and is_store(p))
-        return sorted(names, key=lambda n: (n not in DEFAULT_STORES, DEFAULT_STORES.index(n) if n in DEFAULT_STORES else 0, n))
+        names = []
+        if folder.is_dir():
+            names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and is_store(p))
+            names = sorted(names, key=lambda n: (n not in DEFAULT_STORES, DEFAULT_STORES.index(n) if n in DEFAULT_STORES else 0, n))
+        return names + [n for n in sorted(self.published()) if n not in names]
 
-    def engine(self, store: str):
+    def published(self) -> dict[str, Path]:
+        """Uploaded stores published to everyone (--publish-uploads): name -> folder."""
+        if not self.settings.publish_uploads or self.uploads._root is None or not self.uploads.public_dir.is_dir():
+            return {}
+        out = {}
+        for p in self.uploads.public_dir.iterdir():
+            name_file = p / "name.txt"
+            if is_store(p) and name_file.is_file():
+                out[name_file.read_text(encoding="utf-8").strip()] = p
+        return out
+
+    def resolve(self, stores: str | Sequence[str] | None, private: Mapping[str, Path] | None = None, owner: str = "") -> StoreSet:
+        """The folders of the chosen stores: a session's own (`private`, name -> folder) first,
+        then the datastores folder's and the published ones. A name that is neither is refused
+        (a message: it is not built, or belongs to another session)."""
+        names = selected_names(stores)
+        private = private or {}
+        published = self.published() if any(n not in private for n in names) else {}
+        paths, mine = [], False
+        for name in names:
+            if name in private:
+                paths.append(Path(private[name]))
+                mine = True
+            elif name in published:
+                paths.append(published[name])
+            else:
+                path = self.settings.datastores / name
+                if not is_store(path):
+                    raise ValueError(f"datastore '{name}' is not built (looked in {self.settings.datastores})")
+                paths.append(path)
+        return StoreSet(names, tuple(paths), owner if mine else "")
+
+    def engine(self, stores: "str | Sequence[str] | StoreSet | None" = NO_STORE):
+        """The engine drafting from `stores` (a StoreSet, or public store names), made once
+        per set and kept; each store a draft source of its own, named as chosen."""
         from rest_core.engine import Engine
 
+        if isinstance(stores, str) and stores in self._engines:  # an engine placed under a name (tests, embedders)
+            return self._engines[stores]
+        key = stores if isinstance(stores, StoreSet) else self.resolve(stores)
         lm = self.loaded()
         with self._load_lock:
-            if store not in self._engines:
-                datastore = None
-                if store != NO_STORE:
+            if key not in self._engines:
+                if key.names:
                     from rest_core.datastore import Datastore
 
-                    path = self.settings.datastores / store
-                    if not is_store(path):
-                        raise ValueError(f"datastore '{store}' is not built (looked in {path})")
-                    datastore = Datastore.open(path, lm.tokenizer)
-                self._engines[store] = Engine(lm.model, lm.tokenizer, datastore)
-            return self._engines[store]
+                    opened = {}
+                    for name, path in zip(key.names, key.paths):
+                        if path not in self._opened:
+                            self._opened[path] = Datastore.open(path, lm.tokenizer)
+                        opened[name] = self._opened[path]
+                    self._engines[key] = Engine(lm.model, lm.tokenizer, datastores=opened)
+                else:
+                    self._engines[key] = Engine(lm.model, lm.tokenizer, None)
+            return self._engines[key]
 
+    def build_tokenizer(self) -> Any:
+        """The tokenizer upload builds use: a copy of the model's (loads the model if needed)."""
+        with self._load_lock:
+            loaded = self._loaded
+        if loaded is None:
+            loaded = self.loaded()
+        if self._build_tok is None:
+            self._build_tok = build_tokenizer(loaded.tokenizer)
+        return self._build_tok
 
-    def claim_cache(self, store: str, owner: str) -> None:
-        """Record that `owner` (a session's key) runs next on the engine of `store`, whose saved
+    def drop_owner(self, owner: str) -> None:
+        """A session ends: drop the engines over its private stores, close those stores and
+        delete its uploads folder."""
+        with self._load_lock:
+            for key in [k for k in self._engines if isinstance(k, StoreSet) and k.owner == owner]:
+                del self._engines[key]
+                self._cache_owner.pop(key, None)
+            mine = self.uploads.session_dir(owner) if self.uploads._root is not None else None
+            if mine is not None:
+                for path in [p for p in self._opened if mine in p.parents]:
+                    del self._opened[path]
+        self.uploads.remove_session(owner)
+
+    def claim_cache(self, stores: "str | Sequence[str] | StoreSet | None", owner: str) -> None:
+        """Record that `owner` (a session's key) runs next on the engine of `stores`, whose saved
         KV cache (kept for the conversation's next turn) will then hold that session's text."""
-        self._cache_owner[store] = owner
+        self._cache_owner[stores if isinstance(stores, StoreSet) else self.resolve(stores)] = owner
 
     def forget(self, owner: str) -> None:
         """Drop the saved KV caches that hold `owner`'s conversation (it was cleared or expired)."""

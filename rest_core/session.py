@@ -15,13 +15,15 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from rest_core import render, teach
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
 from rest_core.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
-from rest_core.runtime import NO_STORE, Runtime, trim_memory
+from rest_core.runtime import Runtime, selected_names, trim_memory
+from rest_core.upload_jobs import UploadJob, UploadRefused, store_name
 
 FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
 TEXT_EVERY_S = 0.08  # live text refresh
@@ -38,13 +40,16 @@ def status_html(message: str, kind: str = "info") -> str:
 # Knobs -> GenerationConfig
 
 
-def request_config(store: str | None, knobs: dict[str, Any], base: GenerationConfig) -> tuple[GenerationConfig, str]:
+def request_config(stores: str | Sequence[str] | None, knobs: dict[str, Any], base: GenerationConfig) -> tuple[GenerationConfig, tuple[str, ...]]:
     """The page's settings (knob name -> value, checked against the knobs' ranges) on `base`, and
-    the datastore to draft from (NO_STORE when none is chosen or the datastore source is off)."""
-    store = store or NO_STORE
+    the datastores to draft from: each chosen store a source of its own, at an equal share of the
+    datastore weight (none when no store is chosen or the datastore source is off)."""
+    names = selected_names(stores)
     config = make_config(knobs, base)
-    use_ds = config.draft.use_datastore and store != NO_STORE
-    return replace(config, draft=replace(config.draft, use_datastore=use_ds)), (store if use_ds else NO_STORE)
+    use_ds = config.draft.use_datastore and bool(names)
+    names = names if use_ds else ()
+    draft = replace(config.draft, use_datastore=use_ds, stores=tuple((n, 1.0) for n in names) if names else None)
+    return replace(config, draft=draft), names
 
 
 def fit_context(prompt_len: int, config: GenerationConfig, limit: int | None) -> tuple[GenerationConfig, str]:
@@ -200,12 +205,16 @@ class Session:
     turns: list[render.Turn] = field(default_factory=list)
     view: render.AnswerView | None = None  # the last answer's events and spans
     prompt_ids: list[int] | None = None  # the last answer's prompt (for Compare)
-    store: str = NO_STORE
+    store: tuple[str, ...] = ()  # the datastores of the last answer
     active: bool = False
     run: Run | None = None
     # Whose conversation an engine's saved KV cache holds (Runtime.forget); unique per session.
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     jobs: list[float] = field(default_factory=list)  # admission times of the generations queued or running
+    # This session's own datastores (name -> folder), built from its uploads; no other session sees them.
+    uploads: dict[str, Path] = field(default_factory=dict)
+    build: UploadJob | None = None  # the upload build in progress (or just ended)
+    published: int = 0  # stores this session published (--publish-uploads): they count to its limit
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more generation unless `max_jobs` (0: no limit) are queued or running
@@ -234,11 +243,16 @@ class Session:
         self.turns = []
         self.view = None
         self.prompt_ids = None
-        self.store = NO_STORE
+        self.store = ()
         self.active = False
         self.jobs = []
+        build, self.build = self.build, None
+        if build is not None:  # the user left: their build stops (and removes what it wrote)
+            build.stop()
+        self.uploads = {}
         if runtime is not None:
             runtime.forget(self.key)
+            runtime.drop_owner(self.key)  # engines over this session's stores, and their folder
             trim_memory()
 
     def chat_html(self) -> str:
@@ -277,7 +291,7 @@ class Session:
 
     # -------------------------------------------------------------------------------- actions
 
-    def respond(self, runtime: Runtime, message: str, store: str | None, knobs: dict[str, Any]) -> Iterator[Update]:
+    def respond(self, runtime: Runtime, message: str, store: str | Sequence[str] | None, knobs: dict[str, Any]) -> Iterator[Update]:
         """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
         `knobs`: knob name -> value (rest_core.knobs), `store`: the datastore chosen."""
         self.finish_turn("stopped")
@@ -302,7 +316,8 @@ class Session:
         if not runtime.ready:
             yield Update(chat=self.chat_html(), status=status_html("Loading the model (first request only)…"), box="")
         try:
-            engine = runtime.engine(store)
+            stores = runtime.resolve(store, self.uploads, self.key)
+            engine = runtime.engine(stores)
             tokenizer = runtime.loaded().tokenizer
             prompt_ids = list(engine.encode(self.messages, chat=True))
             config, note = fit_context(len(prompt_ids), config, engine.max_positions)
@@ -315,8 +330,8 @@ class Session:
             return
         self.view = render.AnswerView(tokenizer)
         self.prompt_ids = prompt_ids
-        self.store = store
-        runtime.claim_cache(store, self.key)
+        self.store = stores.names
+        runtime.claim_cache(stores, self.key)
         self.run = Run(engine, prompt_ids, config, runtime.lock, keep=render.compact_event, max_seconds=runtime.settings.max_seconds)
         yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds)
 
@@ -381,7 +396,7 @@ class Session:
         fig, ins = self.step_view(runtime.loaded().tokenizer, step)
         return Update(trie=fig, inspector=ins)
 
-    def compare(self, runtime: Runtime, message: str, store: str | None, knobs: dict[str, Any]) -> Iterator[Update]:
+    def compare(self, runtime: Runtime, message: str, store: str | Sequence[str] | None, knobs: dict[str, Any]) -> Iterator[Update]:
         """Compare: REST and plain decoding on the same prompt and settings, back to back, nothing
         rendered in between; yields status lines, then the comparison and the speed figure."""
         try:
@@ -399,7 +414,8 @@ class Session:
         try:
             if not runtime.ready:
                 yield Update(status=status_html("Loading the model (first request only)…"))
-            engine = runtime.engine(store)
+            stores = runtime.resolve(store, self.uploads, self.key)
+            engine = runtime.engine(stores)
             typed = (message or "").strip()
             if self.prompt_ids is not None and not typed:
                 prompt_ids, what = self.prompt_ids, "the last prompt"
@@ -413,7 +429,7 @@ class Session:
             cut = []
             # The three runs together keep to the request's time limit: a third each.
             limit = runtime.settings.max_seconds / 3
-            runtime.claim_cache(store, self.key)
+            runtime.claim_cache(stores, self.key)
             for method, label in (("rest", "REST"), ("ar", "plain decoding")):
                 run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=render.compact_event, max_seconds=limit)
                 try:
@@ -447,6 +463,45 @@ class Session:
             yield Update(status=status_html(render.esc(done)), comparison=table, speed=speed, timeline=timeline)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
             yield Update(status=status_html(render.esc(_failure(exc, "compare")), "err"))
+
+
+    # -------------------------------------------------------------------------------- uploads
+
+    def store_choices(self, runtime: Runtime) -> list[str]:
+        """The datastores this session may choose: everyone's, then its own."""
+        public = runtime.store_names()
+        return public + [n for n in self.uploads if n not in public]
+
+    def start_upload(self, runtime: Runtime, paths: Sequence[str], names: Sequence[str], pasted: str, name: str = "") -> UploadJob:
+        """Start building a datastore from uploaded files and pasted text in the background (with
+        the model's tokenizer), or refuse with UploadRefused (one line for the page)."""
+        if self.build is not None and not self.build.done.is_set():
+            raise UploadRefused("a corpus of yours is being built already: wait for it to finish")
+        if not paths and not (pasted or "").strip():
+            raise UploadRefused("nothing to build from: upload files or paste some text")
+        limit = runtime.settings.max_stores_per_session
+        if limit and len(self.uploads) + self.published >= limit:
+            raise UploadRefused(f"you have {limit} corpora already, the most one session may build: press Clear to remove them")
+        final = store_name(name, self.store_choices(runtime) + list(runtime.published()))
+        tokenizer = runtime.build_tokenizer()
+        self.build = runtime.uploads.start(self.key, final, paths, names, pasted, tokenizer, busy=runtime.lock.locked)
+        return self.build
+
+    def finish_upload(self, runtime: Runtime) -> str:
+        """A finished build joins this session's stores (or everyone's, when published);
+        returns its one-line summary. Raises UploadRefused with the build's error."""
+        job = self.build
+        if job is None or not job.done.is_set():
+            raise UploadRefused("no corpus build has finished")
+        self.build = None
+        if job.error is not None or job.summary is None:
+            raise UploadRefused(job.error or "the build failed")
+        if job.public:
+            (job.folder / "name.txt").write_text(job.name, encoding="utf-8")
+            self.published += 1
+        else:
+            self.uploads[job.name] = job.folder
+        return job.summary.line()
 
 
 def run_lookup(runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, max_seconds: float) -> LookupRun | None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Iterator, Mapping
 
 from rest_core.config import GenerationConfig
 from rest_core.events import StepEvent
-from rest_core.knobs import make_config
-from rest_core.runtime import NO_STORE, Runtime
+from rest_core.runtime import Runtime
+from rest_core.session import request_config
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
 
@@ -41,20 +42,19 @@ class Stepper:
 
     # -- lifecycle --
 
-    def start(self, runtime: Runtime, message: str, store: str | None, knobs: dict[str, Any], c: int) -> None:
+    def start(self, runtime: Runtime, message: str, store: Any, knobs: dict[str, Any], c: int,
+              private: Mapping[str, Path] | None = None, owner: str = "") -> None:
         """A new answer to `message` (one user turn) with the page's settings, a fixed budget c
         (step mode shows the tree the user asked for, not the auto budget's choice) and the
-        datastore `store`. Nothing runs yet: the first `next()` prefills and takes step 1.
+        datastores `store` (names; `private`: the page's own uploads, name -> folder, of the
+        session `owner`). Nothing runs yet: the first `next()` prefills and takes step 1.
         Raises ConfigError / ValueError with a one-line message for bad input."""
         self.close()
         message = (message or "").strip()
         if not message:
             raise ValueError("Type a message to step through.")
-        knobs = {**knobs, "c": int(c), "budget": "fixed"}
-        config = make_config(knobs, runtime.preset)
-        use_ds = config.draft.use_datastore and (store or NO_STORE) != NO_STORE
-        config = replace(config, draft=replace(config.draft, use_datastore=use_ds))
-        engine = runtime.engine(store if use_ds else NO_STORE)
+        config, names = request_config(store, {**knobs, "c": int(c), "budget": "fixed"}, runtime.preset)
+        engine = runtime.engine(runtime.resolve(names, private, owner))
         self.prompt_ids = list(engine.encode([{"role": "user", "content": message}], chat=True))
         if engine.max_positions:
             room = engine.max_positions - len(self.prompt_ids) - config.draft.c - 1

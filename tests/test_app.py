@@ -169,7 +169,7 @@ def test_clear_resets_everything(h):
     session = Session()
     run_all(h.respond("go", session, *knobs()))
     out = h.clear(session)
-    chat, stats, fig, ins, slider, banner, cleared, box, cmp, speed, timeline = out
+    chat, stats, fig, ins, slider, banner, cleared, box, cmp, speed, timeline, stores, corpus = out
     assert cleared is session and session.turns == [] and session.messages == [] and session.view is None
     assert "placeholder" in chat and box == ""
 
@@ -230,11 +230,12 @@ def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):
     (tmp_path / "mine" / "meta.json").write_text("{}")
     (tmp_path / "half-built").mkdir()
     h = handlers(Runtime(Settings(datastores=tmp_path)))
-    dropdown, banner, timer = h.on_load(NO_STORE)
-    assert dropdown["choices"] == ["chat", "mine", NO_STORE]
-    assert dropdown["value"] == "chat"  # the first built store by default
-    assert h.refresh_stores(NO_STORE)[0]["value"] == NO_STORE  # a user's choice is kept
-    assert h.refresh_stores("mine")[0]["value"] == "mine"
+    dropdown, banner, timer = h.on_load([], Session())
+    assert dropdown["choices"] == ["chat", "mine"]
+    assert dropdown["value"] == ["chat"]  # the first built store by default
+    assert h.refresh_stores([], Session())[0]["value"] == []  # a user's choice (none) is kept
+    assert h.refresh_stores(["mine", "chat"], Session())[0]["value"] == ["mine", "chat"]
+    assert h.refresh_stores(["gone", "mine"], Session())[0]["value"] == ["mine"]
 
 
 def test_settings_from_flags_and_env(tmp_path):
@@ -256,7 +257,7 @@ def test_the_page_offers_the_stores_built_when_it_is_created(tmp_path):
         (tmp_path / name / "meta.json").write_text("{}")
     demo = app.create_app(Settings(datastores=tmp_path))
     store = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "store")
-    assert [c[1] for c in store.choices] == ["chat", "mine", NO_STORE] and store.value == "chat"
+    assert [c[1] for c in store.choices] == ["chat", "mine"] and store.value == ["chat"] and store.multiselect
 
 
 # --------------------------------------------------------------- the real engine, tiny model

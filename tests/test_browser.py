@@ -62,12 +62,14 @@ def app_url():
     )
     port = free_port()
     log = open(tmp / "app.log", "w")
+    (tmp / "tmp").mkdir()  # the app's temp dir: where its uploads root goes (test_your_corpus looks there)
     proc = subprocess.Popen(
         [sys.executable, "app.py", "--no-build", "--host", "127.0.0.1", "--port", str(port), "--datastores", str(stores), "--device", "cpu"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp / "tmp")},
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/", proc, timeout=180)
+        APP_TMP[f"http://127.0.0.1:{port}/"] = tmp / "tmp"
         yield f"http://127.0.0.1:{port}/"
     finally:
         proc.terminate()
@@ -81,21 +83,32 @@ def app_url():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+APP_TMP: dict[str, Path] = {}  # app url -> its temp dir
+
+
 @pytest.fixture(scope="module")
-def page(app_url):
+def browser():
+    """One headless Chromium for the module's tests; each page in a context of its own (a user)."""
     from playwright import sync_api  # requirements-dev.txt
 
-    profile = tempfile.mkdtemp(prefix="rest-e2e-chromium-")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport={"width": 1366, "height": 800}
-        )
-        pg = browser.new_page()
-        pg.goto(app_url)
-        pg.wait_for_selector("#prompt textarea", timeout=60_000)
-        yield pg
-        browser.close()
-    shutil.rmtree(profile, ignore_errors=True)
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, url: str):
+    pg = browser.new_context(viewport={"width": 1366, "height": 800}).new_page()
+    pg.goto(url)
+    pg.wait_for_selector("#prompt textarea", timeout=60_000)
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(app_url, browser):
+    pg = open_page(browser, app_url)
+    yield pg
+    pg.context.close()
 
 
 def set_slider(page, elem_id: str, value: int) -> None:
@@ -120,7 +133,7 @@ def shot(page, name: str, full: bool = True) -> Path:
 
 def test_stream_highlight_trie_compare_and_stop(page):
     # The default store is chosen on load; a short answer keeps the test quick on a CPU.
-    page.wait_for_function("document.querySelector('#store input') && document.querySelector('#store input').value === 'chat'", timeout=30_000)
+    page.wait_for_function("document.querySelector('#store') && document.querySelector('#store').innerText.includes('chat')", timeout=30_000)
     set_slider(page, "max-new-tokens", 48)
     page.fill("#prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
     page.click("#send")
@@ -134,7 +147,7 @@ def test_stream_highlight_trie_compare_and_stop(page):
     assert n_tokens > 5
     assert n_drafted > 0, "no accepted draft token highlighted in a repetitive answer"
     title = page.locator("#chat .msg.bot .tok.d").first.get_attribute("title")
-    assert re.search(r"step \d+ · drafted by (datastore|context)", title) and "accepted this step" in title
+    assert re.search(r"step \d+ · drafted by (chat|context)", title) and "accepted this step" in title
 
     # The draft tree figure of the last step and the inspector.
     page.wait_for_selector("#trie .js-plotly-plot", timeout=30_000)
@@ -248,3 +261,82 @@ def test_step_through_three_steps(page):
     page.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=120_000)
     assert "ms here" in page.inner_text("#why-c-cap")
     shot(page, "e2e_why_c")
+
+
+def store_choices(page) -> list[str]:
+    """The datastore multi-select's choices as this page sees them (opens and closes its list)."""
+    page.click("#store input")
+    page.wait_for_selector("#store [role=option]", timeout=10_000)
+    names = page.eval_on_selector_all("#store [role=option]", "els => els.map(e => e.getAttribute('aria-label'))")
+    page.keyboard.press("Escape")
+    return [n for n in names if n]
+
+
+def test_your_corpus_private_store_highlighted_and_removed(app_url, browser, tmp_path):
+    """Upload a folder of Markdown files and a zip, build, generate with the new store (a prompt
+    that echoes the uploaded text), and see its drafts highlighted under its name; a second
+    browser context never sees it; Clear, then closing the page, remove its folder."""
+    sentence = "The lighthouse keeper of Quillport counts seventeen silver gulls every morning before sunrise."
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    (docs / "keeper.md").write_text(f"# Quillport\n\n{sentence}\n\n{sentence}\n")
+    (docs / "harbour.md").write_text("# Harbour\n\nBoats leave at noon and return at dusk.\n")
+    import zipfile
+
+    with zipfile.ZipFile(docs / "more.zip", "w") as zf:
+        zf.writestr("more/gulls.md", f"## Gulls\n\n{sentence} They never miss a day.\n")
+        zf.writestr("../escape.md", "never written anywhere")
+    uploads = APP_TMP[app_url]
+
+    def store_folders() -> list[Path]:
+        return [p for p in uploads.glob("rest-uploads-*/*/store-*") if p.parent.name != "public"]
+
+    pg = open_page(browser, app_url)
+    pg.click("#corpus button, #corpus .label-wrap")
+    pg.set_input_files("#corpus-files input[type=file]", [str(docs / n) for n in ("keeper.md", "harbour.md", "more.zip")])
+    pg.wait_for_function("document.querySelector('#corpus-files').innerText.includes('more')", timeout=30_000)
+    pg.fill("#corpus-name textarea, #corpus-name input", "quillport")
+    pg.click("#corpus-build")
+    pg.wait_for_function("document.querySelector('#corpus-status').innerText.includes('Built')", timeout=300_000)
+    summary = pg.inner_text("#corpus-status")
+    assert "quillport" in summary and "from 3 file(s)" in summary and "skipped: 1 unsafe path in zip" in summary, summary
+    assert len(store_folders()) == 1
+    assert not (uploads.parent / "escape.md").exists() and not list(uploads.rglob("escape.md"))
+    pg.wait_for_function("document.querySelector('#store').innerText.includes('quillport')", timeout=30_000)  # selected
+    assert "quillport" in store_choices(pg)
+    assert ">quillport<" in pg.inner_html("#legend")  # its own entry in the colour key
+    shot(pg, "e2e_corpus_built")
+
+    # A second user (another browser context) never sees it.
+    other = open_page(browser, app_url)
+    other.wait_for_function("document.querySelector('#store').innerText.includes('chat')", timeout=30_000)
+    assert "quillport" not in store_choices(other) and "quillport" not in other.inner_text("#store")
+    other.context.close()
+
+    # Generate with it: an answer that echoes the uploaded sentence is drafted from the store.
+    set_slider(pg, "max-new-tokens", 40)
+    pg.fill("#prompt textarea", f"Repeat this sentence exactly, twice: {sentence}")
+    pg.click("#send")
+    pg.wait_for_selector("#chat .msg.bot .tok", timeout=180_000)
+    wait_idle(pg, 240)
+    titles = pg.eval_on_selector_all("#chat .msg.bot .tok.d", "els => els.map(e => e.getAttribute('title'))")
+    mine = [t for t in titles if "drafted by" in t and "quillport" in t]
+    assert mine, titles[:10]
+    shot(pg, "e2e_corpus_answer")
+
+    # Clear deletes it (folder and choice); a second build, then closing the page, deletes that one.
+    pg.click("#clear")
+    pg.wait_for_function("!document.querySelector('#store').innerText.includes('quillport')", timeout=30_000)
+    deadline = time.time() + 30
+    while store_folders() and time.time() < deadline:
+        time.sleep(0.5)
+    assert store_folders() == []
+    pg.fill("#corpus-text textarea", f"{sentence}\n")
+    pg.click("#corpus-build")
+    pg.wait_for_function("document.querySelector('#corpus-status').innerText.includes('Built')", timeout=300_000)
+    assert len(store_folders()) == 1
+    pg.context.close()  # the page closes: Gradio's unload frees the session
+    deadline = time.time() + 90
+    while store_folders() and time.time() < deadline:
+        time.sleep(1)
+    assert store_folders() == [], (store_folders(), (uploads.parent / "app.log").read_text(errors="replace")[-3000:])

@@ -26,11 +26,17 @@ def test_session_and_runtime_never_import_gradio():
 
 def test_request_config_validates_and_maps_the_store():
     config, store = request_config("code", knobs(), BASE)
-    assert store == "code" and config.draft.use_datastore and config.draft.c == 8
+    assert store == ("code",) and config.draft.use_datastore and config.draft.c == 8
+    assert config.draft.stores == (("code", 1.0),)
     config, store = request_config(NO_STORE, knobs(), BASE)
-    assert store == NO_STORE and not config.draft.use_datastore
+    assert store == () and not config.draft.use_datastore
+    config, store = request_config([], knobs(), BASE)
+    assert store == () and not config.draft.use_datastore
     config, store = request_config("code", knobs(use_datastore=False), BASE)
-    assert store == NO_STORE and not config.draft.use_datastore
+    assert store == () and not config.draft.use_datastore and config.draft.stores is None
+    # several stores: each drafts as a source of its own, at an equal share
+    config, store = request_config(["code", "mine", "code"], knobs(), BASE)
+    assert store == ("code", "mine") and config.draft.stores == (("code", 1.0), ("mine", 1.0))
     with pytest.raises(ConfigError, match="n_max"):
         request_config("code", knobs(n_min=8, n_max=4), BASE)
     with pytest.raises(ConfigError, match="max_matches is empty"):

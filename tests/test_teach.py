@@ -43,16 +43,21 @@ def lm():
 
 
 @pytest.fixture(scope="module")
-def runtime(lm):
+def runtime(lm, tmp_path_factory):
     """A runtime on the tiny model whose datastore STORE holds the model's own greedy answer to
-    MESSAGE (and a piece of it): its drafts are often right, sometimes branch and disagree."""
-    rt = Runtime(Settings(), loader=lambda: lm)
+    MESSAGE (and a piece of it): its drafts are often right, sometimes branch and disagree. The
+    store is built in memory (with its document index) and its engine placed where the runtime
+    finds the store STORE of its datastores folder."""
+    folder = tmp_path_factory.mktemp("datastores")
+    (folder / STORE).mkdir()
+    (folder / STORE / "meta.json").write_text("{}")  # listed as built; the engine below serves it
+    rt = Runtime(Settings(datastores=folder), loader=lambda: lm)
     plain = Engine(lm.model, lm.tokenizer)
     prompt = plain.encode([{"role": "user", "content": MESSAGE}], chat=True)
     ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=48, do_sample=False)[0, len(prompt):].tolist()
     noise = [(t * 7 + 3) % 256 for t in ref]  # the same length of other tokens: disagreeing branches
     store = Datastore.from_token_ids([ref, ref[4:20] + noise[:12], ref[10:30]], vocab_size=VOCAB_SIZE, names=DOC_NAMES)
-    rt._engines[STORE] = Engine(lm.model, lm.tokenizer, store)
+    rt._engines[rt.resolve(STORE)] = Engine(lm.model, lm.tokenizer, datastores={STORE: store})
     return rt
 
 
@@ -202,19 +207,19 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
 
     h = app.TeachHandlers(runtime)
     knobs = knob_args(**KNOBS)
-    out = h.next(MESSAGE, Stepper(), STORE, 16, *knobs)
+    out = h.next(MESSAGE, Stepper(), None, STORE, 16, *knobs)
     assert len(out) == h.N_OUT
     header, answer, retrieve, trie_cap, trie, verify, mask, accept, status, st = out
     assert "Step 1 of 1" in header and 'data-phase="retrieve"' in retrieve and "err" not in status
-    out = h.next(MESSAGE, st, STORE, 16, *knobs)
+    out = h.next(MESSAGE, st, None, STORE, 16, *knobs)
     assert "Step 2 of 2" in out[0]
     out = h.back(st)
     assert "Step 1 of 2" in out[0]
-    out = h.run_to_end(MESSAGE, st, STORE, 16, *knobs)
+    out = h.run_to_end(MESSAGE, st, None, STORE, 16, *knobs)
     assert st.finished and "complete" in out[8]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
     assert render.highlight_html(st.events, lm.tokenizer) in out[1] and text
-    out = h.next("", Stepper(), STORE, 16, *knobs)  # no message: a message, no traceback
+    out = h.next("", Stepper(), None, STORE, 16, *knobs)  # no message: a message, no traceback
     assert "Type a message" in out[8] and 'class="status err' in out[8]
     out = h.restart(st)
     assert out[0] == "" and st.events == []
@@ -264,7 +269,7 @@ def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
     assert why and float(why.group(3)) == pytest.approx(float(why.group(1)) / float(why.group(2)), abs=0.02)
     assert "prefill" in last.comparison and "warm-up" in last.comparison
     names = {tr.name for tr in fig.data}
-    assert "accepted drafts: prompt lookup" in names and any(n.startswith("accepted drafts: datastore") for n in names)
+    assert "accepted drafts: prompt lookup" in names and any(n.startswith("accepted drafts: ") and "lookup" not in n for n in names)
 
 
 def st_prompt(runtime) -> list[int]:
@@ -300,11 +305,12 @@ def test_provenance_names_the_document_and_marks_the_match_and_continuation(run,
     events, contexts, _ = run
     store = runtime.engine(STORE).datastore
     shown = 0
+    assert runtime.engine(STORE).datastores == {STORE: store}
     for e, ctx in zip(events, contexts):
-        m = next((m for m in e.matches if m.source == "datastore" and m.suffix_len), None)
+        m = next((m for m in e.matches if m.source == STORE and m.suffix_len), None)
         if m is None:
             continue
-        html = teach.provenance_html(replace(e, matches=(m,)), {"datastore": store}, ctx, lm.tokenizer)
+        html = teach.provenance_html(replace(e, matches=(m,)), {STORE: store}, ctx, lm.tokenizer)
         items = _prov_items(html)
         assert len(items) == min(3, len(m.sample), m.occurrences)
         for i, item in enumerate(items):
@@ -326,8 +332,8 @@ def test_provenance_of_a_store_without_document_index_says_how_to_rebuild(run, r
     events, contexts, _ = run
     store = runtime.engine(STORE).datastore
     old = Datastore(path=None, meta={**store.meta, "source_spec": "chat"}, shards=store.shards, documents=None)
-    e, ctx = next((e, c) for e, c in zip(events, contexts) if any(m.positions for m in e.matches if m.source == "datastore"))
-    html = teach.provenance_html(e, {"datastore": old}, ctx, lm.tokenizer)
+    e, ctx = next((e, c) for e, c in zip(events, contexts) if any(m.positions for m in e.matches if m.source == STORE))
+    html = teach.provenance_html(e, {STORE: old}, ctx, lm.tokenizer)
     assert "no document index" in html and "--force" in html
     assert 'class="prov-doc"' not in html  # no datastore occurrence listed (the context's still are)
 
@@ -374,8 +380,8 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
         else:
             assert box == ex.prompt
         # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
-        assert store in (STORE, "none")
-        assert (ex.store == store) or f"the {ex.store} store is not built" in note
+        assert store in ([STORE], [])  # the datastores multi-select's value
+        assert store == ([] if ex.store == "none" else [ex.store]) or f"the {ex.store} store is not built" in note
     titles = " ".join(e.title for e in teach.GUIDED_EXAMPLES)
     for lesson in ("code store", "step", "knows nothing", "twice", "temperature 0.8"):
         assert lesson in titles

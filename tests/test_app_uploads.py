@@ -1,0 +1,264 @@
+"""The page's "Your corpus" panel and the multi-store choice, driven through the app's handlers:
+an upload built in the background with the model's (tiny) tokenizer, private to its session,
+deleted when the session is released, bounded, every refusal a message; several chosen stores
+reaching the engine, each named in the highlighting."""
+
+from __future__ import annotations
+
+import html
+import tempfile
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import app
+from rest_core import render
+from rest_core.runtime import Runtime, Settings, StoreBuilds, StoreSet
+from rest_core.session import Session
+from tests.app_fixtures import ANSWER, knob_args
+
+NOTES = "Retrieval drafts tokens from a suffix array. " * 40
+
+
+def handlers(runtime: Runtime) -> app.Handlers:
+    return app.Handlers(runtime, StoreBuilds(runtime.settings))
+
+
+def tiny(tmp_path: Path, **settings) -> Runtime:
+    pytest.importorskip("rest_core.engine")
+    from tests.tiny_models import tiny_loaded
+
+    stores = tmp_path / "datastores"
+    stores.mkdir(exist_ok=True)
+    return Runtime(Settings(datastores=stores, **settings), loader=lambda: tiny_loaded("llama"))
+
+
+def markdown_folder(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "upload"
+    folder.mkdir(exist_ok=True)
+    (folder / "intro.md").write_text("# Intro\n\n" + NOTES)
+    (folder / "usage.md").write_text("# Usage\n\nCall `build` then `search`.\n")
+    with zipfile.ZipFile(folder / "more.zip", "w") as zf:
+        zf.writestr("docs/faq.md", "## FAQ\n\nWhy REST? " + NOTES)
+    return [str(folder / n) for n in ("intro.md", "usage.md", "more.zip")]
+
+
+def build(h: app.Handlers, session: Session, files=None, pasted: str = "", name: str = "", current=None) -> list[tuple]:
+    return list(h.build_corpus(files, pasted, name, session, current if current is not None else []))
+
+
+def status_of(outs: list[tuple]) -> str:
+    return html.unescape(outs[-1][0])
+
+
+# ------------------------------------------------------------------ build, privacy, release
+
+
+def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
+    rt = tiny(tmp_path)
+    h = handlers(rt)
+    mine, other = Session(), Session()
+    outs = build(h, mine, markdown_folder(tmp_path), pasted="pasted notes", name="my notes", current=["chat"])
+    status, choice, files = outs[-1]
+    assert "Built <b>my-notes</b>" in status and "private" in status, status
+    assert "4 documents" in status and "from 3 file(s)" in status  # two .md, one zip member, the pasted text
+    assert choice["choices"] == ["my-notes"] and choice["value"] == ["my-notes"]  # chat is not built here
+    assert files["value"] is None
+    folder = mine.uploads["my-notes"]
+    # Its own folder in the server's uploads root, inside the temp dir; no name from the upload.
+    assert Path(tempfile.gettempdir()) in folder.parents and folder.parent.name == mine.key
+    assert folder.name.startswith("store-") and (folder / "meta.json").is_file()
+
+    # Another session never sees it: not among its choices, and asking for it by name is refused.
+    assert "my-notes" not in h.on_load([], other)[0]["choices"]
+    assert "my-notes" not in h.refresh_stores(["my-notes"], other)[0]["choices"]
+    out = list(h.respond("hello", other, ["my-notes"], *knob_args(max_new_tokens=4)))[-1]
+    assert "is not built" in out[5] and other.turns[-1].error
+
+    # This session drafts from it: an engine of its own, whose source is named as chosen.
+    out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], *knob_args(max_new_tokens=8)))[-1]
+    assert 'class="status err' not in out[5]
+    engines = {k: e for k, e in rt._engines.items() if isinstance(k, StoreSet) and k.names}
+    (key, engine), = engines.items()
+    assert key.owner == mine.key and [s.name for s in engine.source_table.stores] == ["my-notes"]
+
+    # Clear (the same release as expiry and a closed page) deletes the folder and the engine.
+    h.clear(mine, ["my-notes"])
+    assert not folder.exists() and not folder.parent.exists() and mine.uploads == {}
+    assert not [k for k in rt._engines if isinstance(k, StoreSet) and k.owner == mine.key]
+    assert "my-notes" not in h.on_load([], mine)[0]["choices"]
+
+
+def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
+    """Release while the build runs: it stops between batches and nothing stays on disk."""
+    rt = tiny(tmp_path, max_upload_mb=50)
+    h = handlers(rt)
+    session = Session()
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"line {i} of a long corpus, with words {i * 7 % 1000}.\n" for i in range(200_000)))
+    job = session.start_upload(rt, [str(big)], ["big.txt"], "")
+    while job.progress is None and not job.done.is_set():
+        job.done.wait(0.01)
+    h.release(session)  # waits a moment for the build; a busy machine may need longer
+    assert job.done.wait(120) and job.error == "the build was cancelled"
+    assert not job.folder.exists() and not rt.uploads.session_dir(session.key).exists()
+    assert rt.uploads.building == 0  # its build slot is free again
+
+
+# ------------------------------------------------------------------ refusals: messages, never tracebacks
+
+
+def test_refusals_are_messages_in_the_page(tmp_path):
+    rt = tiny(tmp_path, max_upload_mb=0.01)
+    h = handlers(rt)
+    session = Session()
+    oversize = tmp_path / "big.md"
+    oversize.write_text("x" * 20_000)
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("../escaped.md", "zip slip")
+        zf.writestr("/etc/absolute.md", "absolute")
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\0\1\2\3" * 100)
+    cases = [
+        (dict(files=[str(oversize)]), "at most 0.01 MB"),
+        (dict(files=[str(evil)]), "no usable text in the upload (skipped: 2 unsafe path in zip)"),
+        (dict(files=[str(binary)]), "no usable text in the upload (skipped: 1 binary file)"),
+        (dict(files=[], pasted="  "), "nothing to build from"),
+        (dict(files=None, pasted="", name=""), "nothing to build from"),
+        (dict(pasted="fine text", name="context"), "cannot be named 'context'"),
+    ]
+    for kwargs, message in cases:
+        status = status_of(build(h, session, **kwargs))
+        assert message in status and 'class="status warn"' in status, (kwargs, status)
+        assert "Traceback" not in status
+    assert session.uploads == {} and not (tmp_path / "escaped.md").exists()
+    assert rt.uploads.building == 0
+    root = rt.uploads.root
+    assert not any(p.name.startswith("store-") for p in root.rglob("*")), list(root.rglob("*"))  # failed builds leave nothing
+
+
+def test_per_session_count_concurrent_builds_and_disk_are_bounded(tmp_path):
+    rt = tiny(tmp_path, max_stores_per_session=1, uploads_disk_mb=1)
+    h = handlers(rt)
+    session = Session()
+    assert "Built" in status_of(build(h, session, pasted="first corpus " * 20))
+    assert "most one session may build" in status_of(build(h, session, pasted="second"))
+
+    other = Session()
+    rt.uploads._building = rt.uploads.limits.max_concurrent_builds  # another user's build holds the slot
+    assert "building other users' corpora" in status_of(build(h, other, pasted="text"))
+    rt.uploads._building = 0
+    assert "space for uploaded corpora is full" in status_of(build(h, other, pasted="y" * 600_000))
+    assert other.uploads == {}
+
+
+def test_published_uploads_are_everyones(tmp_path):
+    rt = tiny(tmp_path, publish_uploads=True)
+    h = handlers(rt)
+    author, student = Session(), Session()
+    status = status_of(build(h, author, pasted=NOTES, name="lesson"))
+    assert "published" in status and author.uploads == {}
+    assert "lesson" in h.on_load([], student)[0]["choices"]
+    out = list(h.respond("hi", student, ["lesson"], *knob_args(max_new_tokens=4)))[-1]
+    assert 'class="status err' not in out[5]
+    h.release(author)  # published stores outlive their author's session
+    assert "lesson" in rt.store_names()
+
+
+def test_settings_flags_for_uploads(tmp_path):
+    s = app.parse_args([], {})
+    assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (False, 20, 3, 1, 500)
+    s = app.parse_args(["--publish-uploads", "--max-upload-mb", "5", "--max-stores-per-session", "2", "--max-concurrent-builds", "3", "--uploads-disk-mb", "100"], {})
+    assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (True, 5, 2, 3, 100)
+    s = app.settings_from_env({"REST_PUBLISH_UPLOADS": "1", "REST_MAX_UPLOAD_MB": "7"})
+    assert s.publish_uploads and s.max_upload_mb == 7
+
+
+# ------------------------------------------------------------------ several stores at once
+
+
+def test_the_multi_select_reaches_the_engine_config(scripted, tmp_path):
+    rt, engine = scripted
+    for name in ("chat", "code"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "meta.json").write_text("{}")
+    rt.settings = Settings(datastores=tmp_path)
+    h = handlers(rt)
+    list(h.respond("add two numbers", Session(), ["code", "chat"], *knob_args()))
+    _, config = engine.calls[-1]
+    assert config.draft.use_datastore and config.draft.stores == (("code", 1.0), ("chat", 1.0))
+    list(h.respond("again", Session(), [], *knob_args()))
+    assert not engine.calls[-1][1].draft.use_datastore
+
+
+def test_two_real_stores_draft_as_two_named_sources(tmp_path):
+    from rest_core.uploads import build_from_files
+
+    rt = tiny(tmp_path)
+    tok = rt.loaded().tokenizer
+    for name, text in (("code", "def add(a, b): return a + b\n" * 30), ("chat", NOTES)):
+        build_from_files([], rt.settings.datastores / name, tok, pasted=text)
+    engine = rt.engine(["code", "chat"])
+    assert [(s.name, s.bit) for s in engine.source_table.stores] == [("code", 1), ("chat", 4)]
+    assert rt.engine(["code", "chat"]) is engine and rt.engine(["chat"]) is not engine  # one per set
+    h = handlers(rt)
+    session = Session()
+    out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1]
+    assert 'class="status err' not in out[5]
+    assert {m.source for e in session.view.events for m in e.matches} >= {"code", "chat"}
+    html = list(h.compare("", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1][0]
+    assert "identical output" in html  # greedy with two stores == plain greedy
+
+
+def test_hover_titles_legend_and_trie_name_the_stores(scripted):
+    """A token drafted by the second store: its colour class (s2) and its store's name, not
+    the default "store 2", in the answer's hover title, the trie's hover and the legend."""
+    rt, engine = scripted
+    from rest_core.config import GenerationConfig
+
+    events = list(engine.generate(engine.encode("hi"), GenerationConfig(max_new_tokens=60)))
+
+    def second_store(ev):
+        matches = tuple(replace(m, source_bit=4, name="my notes") if m.source_bit == 1 else m for m in ev.matches)
+        sources = tuple((s & ~1) | 4 if s & 1 else s for s in ev.token_sources)
+        return replace(ev, matches=matches, token_sources=sources)
+
+    view = render.AnswerView(engine.tokenizer)
+    for ev in map(second_store, events):
+        view.add(ev)
+    mine = [s for s in view.spans if s.source == 4]
+    assert mine, "no token of the second store in the scripted answer"
+    assert "drafted by my notes" in mine[0].title() and "store 2" not in view.html()
+    assert f'class="tok d s2 ' in mine[0].html()
+    ev = next(e for e in events if e.trie is not None and (e.trie.sources == 1).any())
+    ev = replace(ev, matches=tuple(replace(m, name="code") if m.source_bit == 1 else m for m in ev.matches))
+    hover = " ".join(t for tr in render.trie_figure(ev, engine.tokenizer).data for t in (tr.hovertext or ()))
+    assert "source: code" in hover and "source: datastore" not in hover
+    legend = render.legend_html(("code", "my notes"))
+    assert 'class="tok d ds r1 p0" title="draft tokens retrieved from the datastore code">code<' in legend
+    assert 'class="tok d s2 r1 p0"' in legend and ">my notes<" in legend
+    assert h_legend_is_per_choice(rt)
+
+
+def h_legend_is_per_choice(rt: Runtime) -> bool:
+    h = handlers(rt)
+    return ">code<" in h.legend(["code", "chat"]) and ">chat<" in h.legend(["code", "chat"]) and ">code<" not in h.legend([])
+
+
+def test_the_answer_keeps_streaming_while_a_corpus_builds(tmp_path):
+    """Chat goes on while a build runs: the build is a thread of its own, not in the model's
+    queue; a generation started meanwhile completes."""
+    rt = tiny(tmp_path, max_upload_mb=50)
+    h = handlers(rt)
+    session = Session()
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"row {i}: {i * 13 % 997} apples\n" for i in range(150_000)))
+    job = session.start_upload(rt, [str(big)], ["big.txt"], "")
+    out = list(h.respond("abc", session, [], *knob_args(max_new_tokens=6)))[-1]
+    assert 'class="status err' not in out[5] and session.view.totals.new_tokens > 0
+    h.release(session)
+    assert job.done.wait(120) and job.error == "the build was cancelled"
+    assert not rt.uploads.session_dir(session.key).exists()
