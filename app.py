@@ -30,6 +30,7 @@ import contextlib
 import logging
 import math
 import os
+import traceback
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -37,12 +38,13 @@ from typing import Any, Callable, Iterator, Mapping
 
 import gradio as gr
 
-from rest_core import render
+from rest_core import render, teach
+from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.runtime import ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
+from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
 from rest_core.session import Session, Update, blank_view, status_html
+from rest_core.stepper import STEP_C_MAX, Stepper
 from rest_core.upload_jobs import UploadJob
-from teach_tab import build_teach_tab
 
 ASSETS = ROOT / "assets"
 
@@ -218,8 +220,8 @@ class Handlers:
         """Clear: forget the conversation, its events, the comparison and the saved KV cache,
         and this session's uploaded corpora (their build stops, their folder goes)."""
         session = self.release(session)
-        return (*_answer_outputs(blank_view(self.runtime), session), "", gr.update(value=None, visible=False),
-                self._choices(current, session), "")
+        hidden = gr.update(value=None, visible=False)
+        return (*_answer_outputs(blank_view(self.runtime), session), "", hidden, hidden, self._choices(current, session), "")
 
     def release(self, session: Any) -> Session:
         """Clear, the session state's expiry and a closed page: free everything the session
@@ -250,13 +252,14 @@ class Handlers:
 
     @gpu
     def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
-        """Compare with plain decoding. Yields (comparison html, speed figure, status)."""
+        """Compare with plain decoding and prompt lookup. Yields (comparison html, speed figure, status, timeline figure)."""
         session = _session(session)
         try:
             with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
                 for u in updates:
                     speed = gr.skip() if u.speed is None else gr.update(value=u.speed, visible=True)
-                    yield _keep(u.comparison), speed, _keep(u.status)
+                    timeline = gr.skip() if u.timeline is None else gr.update(value=u.timeline, visible=True)
+                    yield _keep(u.comparison), speed, _keep(u.status), timeline
         finally:
             session.job_done()
 
@@ -334,6 +337,234 @@ def progress_html(job: UploadJob) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
+# Teaching: "How REST works", guided examples and "Step through" (one REST step per click, each
+# shown as its phases, and "Why this c?"). The state is a rest_core.stepper.Stepper; the
+# captions and figures come from rest_core.teach.
+
+log = logging.getLogger("rest.app")
+
+STEP_NOTE = (
+    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
+    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
+    "between steps and the budget is not the fast one. Use Send and Compare for speed."
+)
+
+GLOSSARY = """
+| term | meaning |
+|---|---|
+| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search |
+| **context source** | the conversation itself, searched the same way: an answer that repeats earlier text drafts itself |
+| **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
+| **m** | how many tokens after each occurrence are taken as a continuation |
+| **K** | at most K occurrences are used; above K a fair sample of K is taken |
+| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
+| **weight** | how likely a node's path is: each source's weight (the *datastore weight* and *context weight* knobs) is split evenly over that source's continuations, and a node adds up the shares of every continuation through it, from both sources |
+| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
+| **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
+| **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
+| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
+| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
+| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
+| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
+| **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
+"""
+
+
+def _svg() -> str:
+    path = ASSETS / "how_rest_works.svg"
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def _stepper(value: Any) -> Stepper:
+    return value if isinstance(value, Stepper) else Stepper()
+
+
+def _new_answer(st: Stepper, message: str) -> bool:
+    """Whether Next / Run to end start a new answer: none is under way, or the box holds another message."""
+    typed = (message or "").strip()
+    return not st.started or bool(typed and typed != st.message)
+
+
+class TeachHandlers:
+    """Step-through handlers. Each returns the step view: (header, answer, retrieve, trie caption,
+    trie figure, verify, mask figure, accept, status, stepper)."""
+
+    N_OUT = 10
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def view(self, st: Stepper, status: str = "") -> tuple:
+        ev = st.event
+        if ev is None:
+            empty = render.empty_figure("Press Next step.", height=260)
+            return ("", "", "", "", empty, "", empty, "", status, st)
+        p = teach.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
+        answer = render.highlight_html(st.events[: st.pos + 1], st.tokenizer)
+        return (p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status, st)
+
+    def _guard(self, st: Stepper, action) -> tuple:
+        try:
+            action()
+        except (ConfigError, ValueError) as exc:
+            return self.view(st, status_html(render.esc(str(exc)), "err"))
+        except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
+            log.error("step-through failed:\n%s", traceback.format_exc())
+            st.close()
+            return self.view(st, status_html(render.esc(f"step-through failed: {exc}"), "err"))
+        note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
+        return self.view(st, status_html(note) if note else "")
+
+    def _start(self, st: Stepper, message: str, session: Any, store: Any, c: float, knobs: tuple) -> None:
+        """A new answer on the chosen stores (this page's own uploads included)."""
+        private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
+        st.start(self.runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
+
+    def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
+        """Next step: starts an answer to the message when none is under way."""
+        st = _stepper(st)
+
+        def act() -> None:
+            if _new_answer(st, message):
+                self._start(st, message, session, store, c, knobs)
+            st.next()
+
+        return self._guard(st, act)
+
+    def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
+        st = _stepper(st)
+
+        def act() -> None:
+            if _new_answer(st, message):
+                self._start(st, message, session, store, c, knobs)
+            st.run_to_end()
+
+        return self._guard(st, act)
+
+    def back(self, st: Any) -> tuple:
+        st = _stepper(st)
+        return self._guard(st, st.back)
+
+    def restart(self, st: Any) -> tuple:
+        """Back to start / new prompt: the held generation is closed."""
+        st = _stepper(st)
+        st.close()
+        return self.view(st)
+
+    def why_c(self, st: Any, session: Any, c: float) -> tuple:
+        """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
+        st = _stepper(st)
+        events = list(st.events)
+        if not events and getattr(session, "view", None) is not None:
+            events = list(session.view.events)
+        try:
+            engine = self.runtime.engine("none")
+            with self.runtime.lock:
+                curve = engine.forward_cost(STEP_C_MAX + 1)
+        except Exception as exc:  # noqa: BLE001
+            log.error("cost curve failed:\n%s", traceback.format_exc())
+            return gr.skip(), status_html(render.esc(f"could not measure the forward cost: {exc}"), "err")
+        chosen = events[-1].budget if events else int(c)
+        fig = teach.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
+        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{render.esc(teach.why_c_caption(curve, events, chosen))}</p>'
+
+
+    def example(self, title: str, *knobs: Any) -> tuple:
+        """A guided example: its prompt into the box of its mode, its store and knobs set, the
+        step-through opened for step mode. Returns (box, step box, step c, store, step accordion,
+        note, *knob values)."""
+        ex = next((e for e in teach.GUIDED_EXAMPLES if e.title == title), None)
+        if ex is None:
+            return (gr.skip(),) * (6 + len(knobs))
+        values = teach.example_settings(ex, values_in_order(knobs))
+        names = self.runtime.store_names()
+        store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
+        missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
+        chosen = [] if store == NO_STORE else [store]  # the datastores multi-select
+        step = ex.mode == "step"
+        where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
+        note = f'<p class="example-note"><b>{render.esc(where)}.</b> {render.esc(ex.watch)}{render.esc(missing)}</p>'
+        return (
+            gr.skip() if step else ex.prompt,
+            ex.prompt if step else gr.skip(),
+            int(values["c"]) if step else gr.skip(),
+            chosen,
+            gr.update(open=True) if step else gr.skip(),
+            note,
+            *(values[k.name] for k in APP_KNOBS),
+        )
+
+
+def _how_rest_works() -> None:
+    with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
+        gr.HTML(f'<div class="how-svg">{_svg()}</div>')
+        gr.Markdown(GLOSSARY)
+        gr.HTML(render.tree_legend_html())
+
+
+def _step_panels() -> dict[str, Any]:
+    """The step-through's controls and one panel per phase."""
+    p: dict[str, Any] = {}
+    gr.Markdown(STEP_NOTE)
+    with gr.Row(elem_id="teach-row"):
+        p["msg"] = gr.Textbox(placeholder="A message to step through…", show_label=False, lines=1, scale=5, min_width=160, elem_id="teach-prompt")
+        p["c"] = gr.Slider(1, STEP_C_MAX, value=16, step=1, label="c in step mode", info="draft tokens verified per step (fixed here)",
+                           scale=2, min_width=140, elem_id="teach-c")
+    with gr.Row():
+        p["next"] = gr.Button("Next step", variant="primary", elem_id="teach-next", min_width=90)
+        p["back"] = gr.Button("Back", elem_id="teach-back", min_width=70)
+        p["end"] = gr.Button("Run to end", elem_id="teach-end", min_width=90)
+        p["restart"] = gr.Button("New answer", elem_id="teach-restart", min_width=90)
+    p["status"] = gr.HTML("", elem_id="teach-status")
+    p["header"] = gr.HTML("", elem_id="teach-head")
+    p["answer"] = gr.HTML("", elem_id="teach-answer")
+    gr.Markdown("#### 1. Retrieve, and where it came from")
+    p["retrieve"] = gr.HTML("", elem_id="teach-retrieve")
+    gr.Markdown("#### 2. Build the trie")
+    p["trie_cap"] = gr.HTML("", elem_id="teach-trie-cap")
+    p["trie"] = gr.Plot(render.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
+    gr.HTML(render.tree_legend_html())
+    gr.Markdown("#### 3. Verify in one forward")
+    p["mask"] = gr.Plot(render.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
+    p["verify"] = gr.HTML("", elem_id="teach-verify")
+    gr.Markdown("#### 4. Accept")
+    p["accept"] = gr.HTML("", elem_id="teach-accept")
+    with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
+        gr.Markdown(
+            "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
+            "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
+        )
+        p["why_btn"] = gr.Button("Measure and explain", elem_id="why-c-btn")
+        p["why_fig"] = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
+        p["why_cap"] = gr.HTML("", elem_id="why-c-cap")
+    return p
+
+
+def build_teaching(runtime: Runtime, store: gr.Dropdown, knobs: list, session: gr.State, box: gr.Textbox) -> None:
+    """Guided examples, "How REST works" and "Step through", wired to the page's message box,
+    datastore and knobs."""
+    h = TeachHandlers(runtime)
+    with gr.Accordion("Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"):
+        pick = gr.Radio([e.title for e in teach.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
+        note = gr.HTML("", elem_id="guided-note")
+    _how_rest_works()
+    with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as acc:
+        p = _step_panels()
+        stepper = gr.State(Stepper())
+
+    outs = [p[k] for k in ("header", "answer", "retrieve", "trie_cap", "trie", "verify", "mask", "accept", "status")] + [stepper]
+    model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
+    inputs = [p["msg"], stepper, session, store, p["c"], *knobs]
+    p["next"].click(h.next, inputs, outs, **model)
+    p["end"].click(h.run_to_end, inputs, outs, **model)
+    p["back"].click(h.back, [stepper], outs, concurrency_limit=None)
+    p["restart"].click(h.restart, [stepper], outs, concurrency_limit=None)
+    p["msg"].submit(h.next, inputs, outs, **model)
+    p["why_btn"].click(h.why_c, [stepper, session, p["c"]], [p["why_fig"], p["why_cap"]], **model)
+    pick.input(h.example, [pick, *knobs], [box, p["msg"], p["c"], store, acc, note, *knobs], concurrency_limit=None)
+
+
+# ----------------------------------------------------------------------------------------------
 # Layout
 
 HEADER = f"""
@@ -364,11 +595,11 @@ THEME = gr.themes.Soft(
 
 def knob_component(knob: Knob, value: Any) -> gr.components.Component:
     """The widget of a knob (rest_core.knobs): its label, range and the device preset's value."""
-    common: dict[str, Any] = dict(label=knob.label, elem_id=knob.elem_id)
+    common: dict[str, Any] = dict(label=knob.label, elem_id=knob.elem_id, info=knob.help or None)  # every knob says what it does
     if knob.widget == "checkbox":
         return gr.Checkbox(value, **common)
     if knob.widget == "radio":
-        return gr.Radio(list(knob.choices), value=value, info=knob.help or None, **common)
+        return gr.Radio(list(knob.choices), value=value, **common)
     if knob.widget == "number":
         precision = 0 if knob.kind is int else None
         return gr.Number(value, minimum=knob.minimum, maximum=knob.maximum, step=knob.step, precision=precision, min_width=100, **common)
@@ -379,7 +610,6 @@ def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, dict[str, Any], lis
     """The side panel: the datastores (the stores built by now; the page's load event, the timer
     and this page's uploads add later ones), the "Your corpus" panel and one widget per knob,
     in the knobs' order."""
-    gr.Markdown("### Settings")
     choices, value = choose_stores(runtime.store_names(), None, default_first=True)
     store = gr.Dropdown(choices, value=value, multiselect=True, label="Datastores",
                         info="each drafts in its own colour; none: the conversation alone", elem_id="store")
@@ -422,16 +652,18 @@ def _answer_column(max_chars: int) -> dict[str, Any]:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
             c["trie"] = gr.Plot(render.empty_figure(), label="Draft tree of the step", elem_id="trie")
+            gr.HTML(render.tree_legend_html(), elem_id="tree-legend")
             c["step"] = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
         with gr.Column(scale=2, min_width=260):
             c["inspector"] = gr.HTML(render.inspector_html(None, None), elem_id="inspector", label="Step inspector")
     with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
         gr.Markdown(
-            "Runs both methods on the last prompt (or the message in the box) with the current settings, "
-            "back to back, and compares decode speed (prefill excluded)."
+            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
+            "with the current settings, back to back, and compares decode speed (prefill excluded)."
         )
         c["compare"] = gr.Button("Compare with plain decoding", elem_id="compare")
         c["compare_out"] = gr.HTML("", elem_id="compare-out")
+        c["timeline"] = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
         c["speed"] = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
     return c
 
@@ -447,12 +679,13 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
         gr.HTML(HEADER)
         legend = gr.HTML(render.legend_html(), elem_id="legend")
         banner = gr.HTML("", elem_id="status-banner")
-        with gr.Row(equal_height=False):
+        with gr.Row(equal_height=False, elem_id="main-row"):
             with gr.Column(scale=3, min_width=320):
                 c = _answer_column(settings.max_message_chars)
-            with gr.Column(scale=1, min_width=250, elem_id="knobs"):
+            # On a phone this column moves above the chat (assets/app.css) and starts folded (app.js).
+            with gr.Column(scale=1, min_width=250, elem_id="knobs"), gr.Accordion("Settings", open=True, elem_id="settings-acc"):
                 store, corpus, knobs = _settings_column(runtime)
-        build_teach_tab(runtime, store, knobs, session)
+        build_teaching(runtime, store, knobs, session, c["box"])
         timer = gr.Timer(3, active=False)
 
         inputs = [c["box"], session, store, *knobs]
@@ -461,9 +694,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
         model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
         send_ev = c["send"].click(h.respond, inputs, [*shown, c["box"]], **model)
         submit_ev = c["box"].submit(h.respond, inputs, [*shown, c["box"]], **model)
-        compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner], **model)
+        compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner, c["timeline"]], **model)
         c["stop"].click(h.stop, [session], shown, cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
-        c["clear"].click(h.clear, [session, store], [*shown, c["box"], c["compare_out"], c["speed"], store, corpus["status"]],
+        c["clear"].click(h.clear, [session, store], [*shown, c["box"], c["compare_out"], c["speed"], c["timeline"], store, corpus["status"]],
                          cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
         c["step"].change(h.replay, [c["step"], session], [c["trie"], c["inspector"]], concurrency_limit=None)
         demo.load(h.on_load, [store, session], [store, banner, timer])

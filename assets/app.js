@@ -11,3 +11,14 @@ document.addEventListener("click", (e) => {
   box.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
   box.blur();
 });
+
+// On a phone the settings sit above the chat (app.css) and start folded: one tap opens them.
+window.addEventListener("load", () => {
+  if (!window.matchMedia("(max-width: 640px)").matches) return;
+  let tries = 0;
+  const fold = setInterval(() => {
+    const label = document.querySelector("#settings-acc > button.label-wrap, #settings-acc button.label-wrap");
+    if (label || ++tries > 50) clearInterval(fold);
+    if (label && label.classList.contains("open")) label.click();
+  }, 100);
+});

@@ -629,6 +629,7 @@ def _match_info(r: Retrieved, name: str = "") -> MatchInfo:
         occurrences=int(r.occurrences),
         sample=tuple(sample),
         name=name,
+        positions=tuple(r.positions[:MATCH_SAMPLE_ROWS]),
     )
 
 

@@ -27,6 +27,10 @@ class MatchInfo:
     occurrences: int  # total occurrences of that suffix in the source
     sample: tuple[tuple[int, ...], ...]  # a few retrieved continuations (cut at separators)
     name: str = ""  # the source's name ("context", a store's name); "" = the bit's default name
+    # Where the first sampled occurrences start (row i of `sample` follows positions[i] +
+    # suffix_len): a datastore's token-stream position (rest_core.datastore.Datastore.document_at
+    # finds its document), or the context's token index for the context source.
+    positions: tuple[int, ...] = ()
 
     @property
     def source(self) -> str:

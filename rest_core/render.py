@@ -9,6 +9,7 @@ assets/app.css.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
@@ -101,6 +102,9 @@ class IncrementalDecoder:
 # Highlighted answer
 
 
+_LEADING_BLANKS = re.compile(r"[ \t]*\n\s*|[ \t]{2,}")  # a line break with its indentation, or 2+ spaces
+
+
 def run_level(accepted_len: int) -> int:
     """Shade strength for a step that accepted this many draft tokens: 1..4."""
     if accepted_len <= 1:
@@ -146,7 +150,15 @@ class Span:
             cls = f"tok d {source_class(self.source)} r{run_level(self.accepted_len)} p{parity}"
         else:
             cls = f"tok m p{parity}"
-        return f'<span class="{cls}" data-step="{self.step}" title="{esc(self.title())}">{esc(self.text)}</span>'
+        attrs = f'data-step="{self.step}" title="{esc(self.title())}"'
+        # Indentation and line breaks are not words: a run of them gets a thin line in the
+        # token's colour, not the block of colour a word gets (class "ws").
+        lead = _LEADING_BLANKS.match(self.text)
+        if lead is None:
+            return f'<span class="{cls}" {attrs}>{esc(self.text)}</span>'
+        blank, rest = lead.group(0), self.text[lead.end():]
+        out = f'<span class="{cls} ws" {attrs}>{esc(blank)}</span>'
+        return out + (f'<span class="{cls}" {attrs}>{esc(rest)}</span>' if rest else "")
 
 
 class AnswerView:
@@ -226,19 +238,44 @@ def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
     def sample(cls: str, text: str, title: str) -> str:
         return f'<span class="{cls}" title="{esc(title)}">{esc(text)}</span>'
 
+    levels = ((1, "1"), (2, "2-3"), (3, "4-7"), (4, "8+"))
     table = SourceTable.for_stores(list(stores))
+    several = "both" if len(table.stores) < 2 else "several"
+
+    def shades(css: str, name: str) -> str:  # each source's hue darkens the same way
+        return f'<span class="shade-row">{esc(name)} ' + "".join(sample(f"tok d {css} r{k} p0", label, f"{name}: {label} draft tokens accepted in one step") for k, label in levels) + "</span>"
+
     return (
         '<div class="legend">'
         + "".join(sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}") for s in table.stores)
         + sample("tok d cx r1 p0", "context", "draft tokens found earlier in this conversation")
-        + sample("tok d both r1 p0", "both" if len(table.stores) < 2 else "several", "draft tokens proposed by several sources")
-        + '<span class="legend-item">shade: tokens accepted in one step '
-        + "".join(sample(f"tok d ds r{k} p0", label, f"{label} tokens") for k, label in ((1, "1"), (2, "2-3"), (3, "4-7"), (4, "8+")))
-        + "</span>"
+        + sample("tok d both r1 p0", several, "draft tokens proposed by several sources")
         + sample("tok m p0", "model", "the model's own token that ends every step")
-        + '<span class="legend-item">hover a token for its step; click it to inspect the step</span>'
+        + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
+        + "".join(shades(st.css, st.name) for st in table.stores) + shades("cx", "context") + shades("both", several)
+        + "</span>"
+        + '<span class="legend-item">indentation and line breaks get a thin line, not a block; hover a token for its step, click it to inspect the step</span>'
         + "</div>"
     )
+
+
+TREE_LEGEND = (
+    "<b>Reading the draft tree.</b> ■ the <b>root</b>: the last token written, where this step starts. "
+    "Each circle to its right is one token of the <b>trie</b> (the retrieved continuations merged, shared beginnings "
+    "sharing a branch), deeper to the right, sized by <b>weight</b>: each source's weight split evenly over its "
+    "continuations, summed over the continuations through the node (a node both sources reach adds both shares). "
+    "Blue: datastore, amber: context, violet: both. "
+    "● <b>filled</b> circle: one of the c <b>heaviest</b> nodes, drafted and verified; faded when the model disagreed. "
+    "○ <b>hollow</b> grey circle with a dotted edge: retrieved, not drafted (outside the budget c). "
+    "<b>Green</b> outline and thick green edge: the accepted path. "
+    "★ on a <b>dashed</b> line: the model's own token that ends the step. "
+    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline."
+)
+
+
+def tree_legend_html() -> str:
+    """What every mark of `trie_figure` means, for beside it."""
+    return f'<div class="tree-legend">{TREE_LEGEND}</div>'
 
 
 # ----------------------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ class Retrieved:
     occurrences: int  # all occurrences of the suffix, before sampling
     continuations: np.ndarray = field(repr=False)
     weight: float = 1.0
+    # Where the first few sampled occurrences (rows of `continuations`) start, in the source's
+    # own coordinates: a datastore's token stream (all shards one after the other), the
+    # context's token index; for showing where a draft came from, not for drafting.
+    positions: tuple[int, ...] = ()
 
     @classmethod
     def empty(cls, source_bit: int, m: int, weight: float = 1.0) -> "Retrieved":
@@ -194,12 +198,18 @@ def search_shards(
     context: np.ndarray,
     cfg: RetrievalConfig,
     separator: int,
+    starts_out: np.ndarray | None = None,
 ) -> tuple[int, int, np.ndarray]:
     """Longest suffix of `context` (length in [n_min, n_max]) occurring in any shard, and a
     fair sample of the continuations after its occurrences over all shards together.
 
     shards: (tokens, sa) pairs. Returns (n, occurrences, continuations (k, m) int64).
+    starts_out: optional (j,) int64, filled with where the first j sampled occurrences start,
+    as (shard-local position) + (shard's start in the stream, all shards one after the other);
+    -1 past the sample. A few suffix-array reads: the hot path is not slowed.
     """
+    if starts_out is not None:
+        starts_out[:] = -1
     m = cfg.m
     ctx = np.asarray(context, dtype=np.int64).reshape(-1)
     tail = ctx[max(0, ctx.shape[0] - cfg.n_max) :]
@@ -222,6 +232,8 @@ def search_shards(
     total = int(counts.sum())
     picks = even_sample(total, cfg.max_matches)  # offsets into the union, shard after shard
     out = np.full((picks.shape[0], m), PAD, dtype=np.int64)
+    if starts_out is not None:
+        _sample_starts(shards, ranges, counts, picks[: starts_out.shape[0]], starts_out)
     if len(shards) == 1:
         _gather(shards[0][0], shards[0][1], picks + ranges[0][0], n, separator, out)
         return n, total, out
@@ -232,6 +244,19 @@ def search_shards(
         if b > a:
             _gather(tokens, sa, picks[a:b] - bounds[i] + ranges[i][0], n, separator, out[a:b])
     return n, total, out
+
+
+def _sample_starts(
+    shards: Sequence[tuple[np.ndarray, np.ndarray]], ranges: list[tuple[int, int]], counts: np.ndarray,
+    picks: np.ndarray, out: np.ndarray,
+) -> None:
+    """out[i] = the stream position where the picks[i]-th occurrence of the union starts."""
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    shard_starts = np.concatenate(([0], np.cumsum([t.shape[0] for t, _ in shards])))
+    for i, pick in enumerate(picks.tolist()):
+        s = int(np.searchsorted(bounds, pick, side="right")) - 1
+        rank = ranges[s][0] + pick - int(bounds[s])
+        out[i] = int(shards[s][1][rank]) + int(shard_starts[s])
 
 
 class DatastoreSource:
@@ -245,6 +270,7 @@ class DatastoreSource:
 
     bit = SOURCE_DATASTORE
     name = "datastore"
+    N_POSITIONS = 8  # occurrences whose start is reported (for "where it came from")
 
     def __init__(
         self,
@@ -273,9 +299,11 @@ class DatastoreSource:
 
     def retrieve(self) -> Retrieved:
         ctx = self._tail
-        n, count, conts = search_shards(self._shards, ctx, self.cfg, self.separator)
+        starts = np.empty(self.N_POSITIONS, dtype=np.int64)
+        n, count, conts = search_shards(self._shards, ctx, self.cfg, self.separator, starts)
         suffix = tuple(int(t) for t in ctx[ctx.shape[0] - n :]) if n else ()
-        return Retrieved(self.bit, n, suffix, count, conts, self.weight)
+        positions = tuple(int(p) for p in starts if p >= 0)
+        return Retrieved(self.bit, n, suffix, count, conts, self.weight, positions)
 
 
 class ContextSource:
@@ -367,4 +395,5 @@ class ContextSource:
         picked = np.array(earlier[::-1][: cfg.max_matches], dtype=np.int64)  # most recent first
         idx = picked[:, None] + np.arange(cfg.m, dtype=np.int64)  # (k, m)
         conts = np.where(idx < size, self._buf[np.minimum(idx, size - 1)], PAD)
-        return Retrieved(self.bit, best_n, window[-best_n:], len(earlier), conts, self.weight)
+        starts = tuple(int(e) - best_n for e in picked[: DatastoreSource.N_POSITIONS])  # where each match starts
+        return Retrieved(self.bit, best_n, window[-best_n:], len(earlier), conts, self.weight, starts)

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from rest_core import render
+from rest_core import render, teach
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
+from rest_core.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
 from rest_core.runtime import Runtime, selected_names, trim_memory
 from rest_core.upload_jobs import UploadJob, UploadRefused, store_name
 
@@ -169,6 +170,7 @@ class Update:
     box: str | None = None
     comparison: str | None = None
     speed: Any = None  # plotly Figure
+    timeline: Any = None  # plotly Figure: one lane per method, one block per forward
 
 
 def _failure(exc: Exception, what: str) -> str:
@@ -425,8 +427,8 @@ class Session:
             config, note = fit_context(len(prompt_ids), config, engine.max_positions)
             results = {}
             cut = []
-            # Both runs together keep to the request's time limit: half each.
-            limit = runtime.settings.max_seconds / 2
+            # The three runs together keep to the request's time limit: a third each.
+            limit = runtime.settings.max_seconds / 3
             runtime.claim_cache(stores, self.key)
             for method, label in (("rest", "REST"), ("ar", "plain decoding")):
                 run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=render.compact_event, max_seconds=limit)
@@ -437,6 +439,9 @@ class Session:
                 if run.timed_out:
                     cut.append(label)
                 yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
+            lookup = run_lookup(runtime, engine, prompt_ids, config, limit)
+            if lookup is not None and lookup.timed_out:
+                cut.append("prompt lookup")
             cmp = render.compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
             if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
                 rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
@@ -444,10 +449,18 @@ class Session:
                 cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
             done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
             if cut:
-                done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use half of the {runtime.settings.max_seconds:g} s limit."
+                done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {runtime.settings.max_seconds:g} s limit."
             speed = render.speed_figure(results["rest"], results["ar"])
-            del results  # only the figure and the table stay
-            yield Update(status=status_html(render.esc(done)), comparison=render.comparison_html(cmp), speed=speed)
+            lanes = [("plain", teach.event_blocks(results["ar"]))]
+            if lookup is not None:
+                lanes.append((f"prompt lookup k={lookup.k}", teach.lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
+            lanes.append(("REST", teach.event_blocks(results["rest"])))
+            timeline = teach.timeline_figure(lanes, runtime.loaded().tokenizer)
+            why = teach.speedup_explained(results["rest"], results["ar"])
+            table = render.comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
+            table += f'<p class="why-m">{render.esc(why)}</p>' if why else ""
+            del results  # only the figures and the table stay
+            yield Update(status=status_html(render.esc(done)), comparison=table, speed=speed, timeline=timeline)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
             yield Update(status=status_html(render.esc(_failure(exc, "compare")), "err"))
 
@@ -489,6 +502,38 @@ class Session:
         else:
             self.uploads[job.name] = job.folder
         return job.summary.line()
+
+
+def run_lookup(runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, max_seconds: float) -> LookupRun | None:
+    """transformers' prompt lookup decoding on the same prompt and settings, holding the model;
+    None when the engine's model cannot run it (the comparison then shows the other two)."""
+    model = getattr(engine, "model", None)
+    if not callable(getattr(model, "generate", None)):
+        return None
+    try:
+        with runtime.lock:
+            return run_prompt_lookup(model, prompt_ids, max_new_tokens=config.max_new_tokens, stop_ids=engine.stop_ids,
+                                     sampling=config.sampling, k=PLD_K, max_seconds=max_seconds)
+    except Exception:  # noqa: BLE001 - an extra lane: its failure must not cost the comparison
+        log.error("prompt lookup failed:\n%s", traceback.format_exc())
+        return None
+
+
+def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
+    """One line on the prompt lookup run beside the REST-vs-plain table."""
+    if lookup is None:
+        return '<p class="pld-line">Prompt lookup could not run on this model.</p>'
+    plain = ar_events[-1].totals if ar_events else None
+    speedup = f", {lookup.tokens_per_s / plain.tokens_per_s:.2f}× plain" if plain and plain.tokens_per_s else ""
+    same = ""
+    if greedy and ar_events:
+        ar_ids = [t for e in ar_events for t in e.tokens]
+        n = min(len(ar_ids), len(lookup.token_ids))
+        same = " · same text as plain decoding" if list(lookup.token_ids[:n]) == ar_ids[:n] else " · text differs from plain decoding"
+    return (
+        f'<p class="pld-line">Prompt lookup (transformers, k = {lookup.k} draft tokens copied from earlier in the conversation): '
+        f"{lookup.tokens_per_s:.1f} tokens/s{speedup}, M = {lookup.mean_generated_length:.2f} tokens per forward{same}.</p>"
+    )
 
 
 def blank_view(runtime: Runtime) -> Update:

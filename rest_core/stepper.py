@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Iterator, Mapping
 
 from rest_core.config import GenerationConfig
 from rest_core.events import StepEvent
-from rest_core.knobs import make_config
-from rest_core.runtime import NO_STORE, Runtime
+from rest_core.runtime import Runtime
+from rest_core.session import request_config
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
 
@@ -31,6 +32,7 @@ class Stepper:
         self.pos = -1  # the step shown, 0-based; -1 = none yet
         self.message = ""  # the message being answered
         self.tokenizer: Any = None
+        self.stores: dict[str, Any] = {}  # the engine's datastores by name ("where it came from")
         self._steps: Iterator[StepEvent] | None = None
         self._lock = threading.Lock()  # one move at a time
         self._model_lock: Any = None  # the runtime's: one forward of the shared model at a time
@@ -40,20 +42,19 @@ class Stepper:
 
     # -- lifecycle --
 
-    def start(self, runtime: Runtime, message: str, store: str | None, knobs: dict[str, Any], c: int) -> None:
+    def start(self, runtime: Runtime, message: str, store: Any, knobs: dict[str, Any], c: int,
+              private: Mapping[str, Path] | None = None, owner: str = "") -> None:
         """A new answer to `message` (one user turn) with the page's settings, a fixed budget c
         (step mode shows the tree the user asked for, not the auto budget's choice) and the
-        datastore `store`. Nothing runs yet: the first `next()` prefills and takes step 1.
+        datastores `store` (names; `private`: the page's own uploads, name -> folder, of the
+        session `owner`). Nothing runs yet: the first `next()` prefills and takes step 1.
         Raises ConfigError / ValueError with a one-line message for bad input."""
         self.close()
         message = (message or "").strip()
         if not message:
             raise ValueError("Type a message to step through.")
-        knobs = {**knobs, "c": int(c), "budget": "fixed"}
-        config = make_config(knobs, runtime.preset)
-        use_ds = config.draft.use_datastore and (store or NO_STORE) != NO_STORE
-        config = replace(config, draft=replace(config.draft, use_datastore=use_ds))
-        engine = runtime.engine(store if use_ds else NO_STORE)
+        config, names = request_config(store, {**knobs, "c": int(c), "budget": "fixed"}, runtime.preset)
+        engine = runtime.engine(runtime.resolve(names, private, owner))
         self.prompt_ids = list(engine.encode([{"role": "user", "content": message}], chat=True))
         if engine.max_positions:
             room = engine.max_positions - len(self.prompt_ids) - config.draft.c - 1
@@ -61,6 +62,7 @@ class Stepper:
                 raise ValueError(f"the message is too long for the model's context ({engine.max_positions} tokens)")
             config = replace(config, max_new_tokens=min(config.max_new_tokens, room))
         self.config, self.message = config, message
+        self.stores = dict(engine.datastores)
         self.tokenizer = runtime.loaded().tokenizer
         self._model_lock = runtime.lock
         self._steps = engine.generate(self.prompt_ids, config)
@@ -73,6 +75,7 @@ class Stepper:
             if close:
                 close()
         self.events, self.prompt_ids, self.pos, self.config, self.message = [], [], -1, None, ""
+        self.stores = {}
 
     # -- moving --
 

@@ -10,15 +10,15 @@ earlier steps, its last one being the step's root (emitted, not cached yet).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from rest_core.budget import CostCurve
 from rest_core.config import RetrievalConfig
-from rest_core.events import StepEvent
+from rest_core.events import MatchInfo, StepEvent
 from rest_core.render import ACCEPTED_COLOR, MODEL_COLOR, Tokenizer, esc, source_class, token_text, visible
-from rest_core.sources import origin
+from rest_core.sources import SOURCE_CONTEXT, origin
 from rest_core.tree import layout
 
 N_CONTEXT_SHOWN = 4  # cached context columns drawn left of the tree in the mask figure
@@ -91,6 +91,75 @@ def retrieve_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer
     return (
         f'<p class="tt-cap" data-phase="retrieve">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
         f'<div class="tt-ctx">{lead}{"".join(spans)}</div>' + "".join(rows)
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Where it came from (provenance)
+
+PROVENANCE_SHOWN = 3  # occurrences shown per source
+PROVENANCE_BEFORE = 40  # corpus tokens shown before a match
+PROVENANCE_AFTER = 24  # and after its continuation
+
+
+def _marked(tokenizer: Tokenizer, window: Sequence[int], at: int, n: int, cont: int, css: str) -> str:
+    """Corpus text of `window` with the match (window[at:at + n]) and the continuation that
+    followed it (the next `cont` tokens) marked; each part decoded as a whole (multi-byte
+    characters split over tokens stay intact)."""
+    w = [int(t) for t in window]
+    parts = [
+        ("prov-before", w[:at]),
+        (f"prov-match m-{css}", w[at : at + n]),
+        (f"prov-cont {css}", w[at + n : at + n + cont]),
+        ("prov-after", w[at + n + cont :]),
+    ]
+    return "".join(f'<span class="{cls}">{esc(_dec(tokenizer, ids))}</span>' for cls, ids in parts if ids)
+
+
+def _occurrence_html(m: MatchInfo, i: int, store: Any, context: Sequence[int], tokenizer: Tokenizer) -> str:
+    pos = m.positions[i]
+    cont = len(m.sample[i]) if i < len(m.sample) else 0
+    css = source_class(m.source_bit)
+    if m.source_bit == SOURCE_CONTEXT:
+        lo = max(0, pos - PROVENANCE_BEFORE)
+        window = list(context[lo : pos + m.suffix_len + cont + PROVENANCE_AFTER])
+        where = f"earlier in this conversation, token {pos:,}"
+    else:  # a datastore: the document the occurrence sits in
+        span = store.document_at(pos)
+        window = store.context_around(pos, PROVENANCE_BEFORE, m.suffix_len + cont + PROVENANCE_AFTER)
+        lo = max(span.start, pos - PROVENANCE_BEFORE)
+        where = f'<span class="prov-doc">{esc(span.name)}</span> · token {pos - span.start:,} of {span.end - span.start:,} in that document'
+    text = _marked(tokenizer, window, pos - lo, m.suffix_len, cont, css)
+    return f'<li class="prov-occ" data-position="{pos}"><div class="prov-where">{where}</div><div class="prov-text">{text}</div></li>'
+
+
+def provenance_html(event: StepEvent, stores: Mapping[str, Any], context: Sequence[int], tokenizer: Tokenizer,
+                    shown: int = PROVENANCE_SHOWN) -> str:
+    """"Where it came from": for the first few sampled occurrences of each source's match, the
+    document (a datastore's; the conversation for the context source) and the text around it,
+    the matched suffix and the continuation that followed it marked. `stores`: the engine's
+    datastores by source name. A store without a document index says how to rebuild it."""
+    blocks = []
+    for m in event.matches:
+        if not m.suffix_len or not m.positions:
+            continue
+        head = f'<span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span>'
+        store = stores.get(m.source) if m.source_bit != SOURCE_CONTEXT else None
+        if m.source_bit != SOURCE_CONTEXT and store is None:
+            continue
+        if store is not None and store.documents is None:
+            blocks.append(f'<div class="prov-src">{head} <span class="prov-note">{esc(store.documents_note)}</span></div>')
+            continue
+        n = min(shown, len(m.positions))
+        items = "".join(_occurrence_html(m, i, store, context, tokenizer) for i in range(n))
+        of = f"{n} of the {_plural(m.occurrences, 'occurrence')}"
+        blocks.append(f'<div class="prov-src">{head} {of}: the match <span class="prov-match-key m-{source_class(m.source_bit)}">underlined</span>, '
+                      f'what followed it (the draft) <span class="prov-cont-key {source_class(m.source_bit)}">shaded</span><ul class="prov-list">{items}</ul></div>')
+    if not blocks:
+        return ""
+    return (
+        '<details class="prov" id="provenance"><summary>Where it came from: the documents behind the drafts</summary>'
+        + "".join(blocks) + "</details>"
     )
 
 
@@ -345,7 +414,8 @@ class StepPanels:
 
 
 def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None,
-                n_steps: int | None = None, max_trie_nodes: int = 80) -> StepPanels:
+                n_steps: int | None = None, max_trie_nodes: int = 80, stores: Mapping[str, Any] | None = None) -> StepPanels:
+    """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
     from rest_core.render import trie_figure
 
     of = f" of {n_steps}" if n_steps else ""
@@ -356,7 +426,7 @@ def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     )
     return StepPanels(
         header=header,
-        retrieve=retrieve_html(event, context, tokenizer, retrieval),
+        retrieve=retrieve_html(event, context, tokenizer, retrieval) + provenance_html(event, stores or {}, context, tokenizer),
         trie_caption=f'<p class="tt-cap" data-phase="trie">{esc(trie_caption(event))}</p>',
         trie=trie_figure(event, tokenizer, max_nodes=max_trie_nodes),
         verify=verify_html(event, context, tokenizer),
@@ -449,33 +519,71 @@ def why_c_caption(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int) 
 
 
 # ----------------------------------------------------------------------------------------------
-# Compare: two lanes on one clock
+# Compare: lanes on one clock
+
+LOOKUP = -1  # a block's `sources` when prompt lookup drafted its accepted tokens
+LOOKUP_COLOR = "#0d9488"  # teal: no engine source uses it
 
 
-def timeline_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], tokenizer: Tokenizer):
-    """Plain decoding and REST on one wall-clock axis (decode time, prefill excluded): one block
-    per forward pass, as wide as the step took, labelled with the tokens it produced and
-    coloured by the source of its accepted drafts (grey: the model's own token only)."""
+@dataclass(frozen=True)
+class Block:
+    """One forward pass on the decode clock (ms after the end of prefill)."""
+
+    start_ms: float
+    ms: float
+    tokens: tuple[int, ...]
+    sources: int  # the source bits of its first accepted draft; 0: the model's own token only; LOOKUP
+
+
+def event_blocks(events: Sequence[StepEvent]) -> list[Block]:
+    """The engine's steps (REST or plain) as blocks: each ends at its event's elapsed time."""
+    out = []
+    for e in events:
+        drafted = [s for s in e.token_sources if s]
+        end = 1000 * e.totals.elapsed_s
+        out.append(Block(end - e.timings.total_ms, e.timings.total_ms, tuple(e.tokens), int(drafted[0]) if drafted else 0))
+    return out
+
+
+def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequence[float]) -> list[Block]:
+    """Prompt lookup's forwards as blocks (rest_core.prompt_lookup.LookupRun's fields): forward i
+    added counts[i] tokens and ended at ends_ms[i]; the prefill's tokens come first, off the clock."""
+    out, start, at = [], 0.0, len(token_ids) - sum(counts)
+    for n, end in zip(counts, ends_ms):
+        out.append(Block(start, end - start, tuple(token_ids[at : at + n]), LOOKUP if n > 1 else 0))
+        start, at = end, at + n
+    return out
+
+
+def _block_style(sources: int) -> tuple[str, str]:
+    """(colour, legend name) of a block."""
+    if sources == LOOKUP:
+        return LOOKUP_COLOR, "accepted drafts: prompt lookup"
+    if sources == 0:
+        return "#9ca3af", "model's own token only"
+    o = origin(sources)
+    return o.color, f"accepted drafts: {o.label}"
+
+
+def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer):
+    """Methods on one wall-clock axis (decode time, prefill excluded), one lane each, top first:
+    one block per forward pass, as wide as it took, labelled with the tokens it produced and
+    coloured by who drafted its accepted tokens (grey: the model's own token only)."""
     import plotly.graph_objects as go
 
-    groups: dict[tuple[str, int], dict[str, list]] = {}
-    for lane, events in (("plain", ar_events), ("REST", rest_events)):
-        for e in events:
-            drafted = [s for s in e.token_sources if s]
-            key = (lane, int(drafted[0]) if drafted else 0)
-            g = groups.setdefault(key, {"base": [], "x": [], "y": [], "text": [], "hover": []})
-            width = e.timings.total_ms
-            text = visible(_dec(tokenizer, e.tokens), 40)
-            g["base"].append(1000 * e.totals.elapsed_s - width)
-            g["x"].append(width)
+    groups: dict[tuple[int, str], dict[str, list]] = {}
+    for lane, blocks in lanes:
+        for i, b in enumerate(blocks):
+            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "text": [], "hover": []})
+            text = visible(_dec(tokenizer, b.tokens), 40)
+            g["base"].append(b.start_ms)
+            g["x"].append(b.ms)
             g["y"].append(lane)
             g["text"].append(esc(text))
-            g["hover"].append(f"step {e.step + 1}: {len(e.tokens)} token{'s' if len(e.tokens) != 1 else ''} in {width:.1f} ms<br>{esc(text)}")
-    data = []
-    for (lane, mask), g in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        o = origin(mask)
-        color = "#9ca3af" if mask == 0 else o.color
-        name = "model's own token only" if mask == 0 else f"accepted drafts: {o.label}"
+            g["hover"].append(f"{esc(lane)}, forward {i + 1}: {_plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}")
+    data: list = []
+    for (sources, _), g in sorted(groups.items()):
+        color, name = _block_style(sources)
         data.append(go.Bar(
             base=g["base"], x=g["x"], y=g["y"], orientation="h", text=g["text"], textposition="inside", insidetextanchor="start",
             textfont=dict(size=10), marker=dict(color=color, line=dict(color="#ffffff", width=1)), name=name,
@@ -483,10 +591,98 @@ def timeline_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEv
         ))
     fig = go.Figure(data=data)
     fig.update_layout(
-        barmode="overlay", height=200, margin=dict(l=50, r=10, t=10, b=40),
+        barmode="overlay", height=140 + 45 * len(lanes), margin=dict(l=90, r=10, t=34, b=40),
         xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
-        yaxis=dict(categoryorder="array", categoryarray=["REST", "plain"]),
-        legend=dict(orientation="h", y=-0.35, font=dict(size=11)),
+        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
+        legend=dict(orientation="h", y=-0.45, font=dict(size=11)),
         plot_bgcolor="rgba(0,0,0,0)", paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Guided examples: prompt, datastore, mode and knobs together
+
+
+@dataclass(frozen=True)
+class GuidedExample:
+    """One lesson: what to type, which store, where to run it (mode) and the settings, plus
+    what to watch. mode: "step" (the step-through), "send" (stream the answer), "compare"."""
+
+    title: str
+    prompt: str
+    store: str  # a store's name, or "none"
+    mode: str
+    knobs: tuple[tuple[str, Any], ...]  # knob name -> value; the others keep the device preset's
+    watch: str
+
+
+GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
+    GuidedExample(
+        "Code with the code store, step by step (c = 16)",
+        "Write a Python function that checks whether a string is a palindrome, with a docstring and two tests.",
+        "code", "step", (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),
+        "Press Next step: each step shows the suffix it matched, the trie of what followed, the mask of the one forward "
+        "and the walk that accepts drafts. Open “Where it came from” to see the code files behind a draft.",
+    ),
+    GuidedExample(
+        "A question the corpus knows nothing about: few drafts, plain speed",
+        "Name three rivers of Mongolia and say where each one flows.",
+        "code", "compare", (("use_datastore", True), ("use_context", False), ("n_min", 3), ("temperature", 0.0)),
+        "The code store has little to say about Mongolian rivers: with n_min = 3, most steps find no match and draft nothing, "
+        "so REST runs at about plain decoding's speed (press Compare), and never changes the text.",
+    ),
+    GuidedExample(
+        "Ask the same thing twice: the conversation drafts the second answer",
+        "Explain the difference between a list and a tuple in Python, in three sentences.",
+        "none", "send", (("use_datastore", False), ("use_context", True), ("temperature", 0.0)),
+        "Send it, then send the same message again. The second answer repeats the first, so the context source "
+        "(amber) drafts whole runs of it and M jumps.",
+    ),
+    GuidedExample(
+        "Sampling at temperature 0.8: still exact",
+        "What are three tips for staying productive when working from home?",
+        "chat", "send", (("temperature", 0.8), ("top_p", 0.95), ("use_datastore", True), ("use_context", True)),
+        "The model now samples. A draft token is kept only when it equals the model's own draw at that position, so each "
+        "token still follows exactly the model's distribution: the drafts change the speed, never the odds.",
+    ),
+)
+
+
+def example_settings(example: GuidedExample, knob_values: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's knob values (name -> value) with the example's settings applied."""
+    unknown = [k for k, _ in example.knobs if k not in knob_values]
+    if unknown:
+        raise ValueError(f"example {example.title!r} sets unknown knobs: {', '.join(unknown)}")
+    return {**knob_values, **dict(example.knobs)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Why the speedup is not M
+
+
+def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]) -> str:
+    """Why the measured speedup is M divided by how much longer a REST step takes, from the two
+    runs' own figures (decode time, prefill excluded); "" when either run is empty."""
+    if not rest_events or not ar_events:
+        return ""
+    r, a = rest_events[-1].totals, ar_events[-1].totals
+    if not (r.steps and a.steps and r.elapsed_s > 0 and a.elapsed_s > 0):
+        return ""
+    rest_ms, plain_ms = 1000 * r.elapsed_s / r.steps, 1000 * a.elapsed_s / a.steps
+    ratio = rest_ms / plain_ms
+    retrieval = r.retrieval_ms / r.steps
+    noisy = (
+        " A REST step cannot really be faster than a plain one (it does the same forward and more): the machine was busier "
+        "during one run than the other, so compare again for steadier figures." if ratio < 1 else ""
+    )
+    return (
+        f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "
+        f"{rest_ms:.1f} ms against {plain_ms:.1f} ms for a plain one-token step ({ratio:.2f}× as long: its forward verifies "
+        f"the root and up to c drafts, and retrieval with the trie adds {retrieval:.1f} ms), so the speedup is "
+        f"{r.mean_generated_length:.2f} / {ratio:.2f} = {r.mean_generated_length / ratio:.2f}×.{noisy} "
+        "These tokens/s can differ from the live stats above: both leave out prefill (the one forward over the whole prompt "
+        "before the first new token), but the live answer may also have paid the first request's warm-up (compiling the "
+        "retrieval kernels, filling caches) and shared the machine with other users, while this comparison runs each method "
+        "back to back on a warm model."
+    )

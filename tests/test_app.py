@@ -169,7 +169,7 @@ def test_clear_resets_everything(h):
     session = Session()
     run_all(h.respond("go", session, *knobs()))
     out = h.clear(session)
-    chat, stats, fig, ins, slider, banner, cleared, box, cmp, speed, stores, corpus = out
+    chat, stats, fig, ins, slider, banner, cleared, box, cmp, speed, timeline, stores, corpus = out
     assert cleared is session and session.turns == [] and session.messages == [] and session.view is None
     assert "placeholder" in chat and box == ""
 
@@ -208,7 +208,8 @@ def test_compare_reports_speedup_and_identity(h):
     session = Session()
     run_all(h.respond("go", session, *knobs()))
     outs = run_all(h.compare("", session, *knobs()))
-    html, fig, status = final(outs)
+    html, fig, status, timeline = final(outs)
+    assert {y for tr in timeline["value"].data for y in tr.y} == {"REST", "plain"}  # a scripted engine: no prompt lookup lane
     assert re.search(r'id="speedup-value">[0-9.]+×', html)
     assert "identical output" in html
     assert fig["visible"] is True

@@ -179,6 +179,11 @@ def test_stream_highlight_trie_compare_and_stop(page):
     assert low - 0.005 <= speedup <= high + 0.005, (speedup, rest_tps, ar_tps)
     assert table["same output (greedy)"][0] == "yes"
     page.wait_for_selector("#speed .js-plotly-plot", timeout=30_000)  # the tokens-over-time figure
+    # The timeline: plain decoding, prompt lookup and REST, one block per forward, on one clock.
+    page.wait_for_selector("#timeline .js-plotly-plot", timeout=30_000)
+    lanes = page.evaluate("[...new Set(document.querySelector('#timeline .js-plotly-plot').data.flatMap(t => t.y))].sort()")
+    assert lanes == ["REST", "plain", "prompt lookup k=3"], lanes
+    assert "Prompt lookup" in page.inner_text("#compare-out") and "Why the speedup is not M" in page.inner_text("#compare-out")
     shot(page, "e2e_laptop_compare")
 
     # Stop during a long answer: it halts at once and keeps what was written.
@@ -201,6 +206,9 @@ def test_stream_highlight_trie_compare_and_stop(page):
 
     page.set_viewport_size({"width": 390, "height": 844})
     time.sleep(0.5)
+    # On a phone the settings come before the chat, and Send, Stop and Clear get a line of their own.
+    assert page.locator("#knobs").bounding_box()["y"] < page.locator("#chat").bounding_box()["y"]
+    assert page.locator("#clear").bounding_box()["width"] >= 60
     shot(page, "e2e_phone", full=False)
     page.set_viewport_size({"width": 1366, "height": 800})
 
@@ -210,8 +218,13 @@ def test_step_through_three_steps(page):
     step (matched suffix in the caption, mask rows x (context + rows), agree marks = accepted)."""
     page.click("#how-rest button, #how-rest .label-wrap")
     page.wait_for_selector("#how-rest svg", timeout=10_000)
-    page.click("#teach button, #teach .label-wrap")
+    # A guided example opens the step-through with its prompt and c set.
+    page.click("#guided-pick label:has-text('step by step')")
+    page.wait_for_function("(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('palindrome'); })()", timeout=30_000)
+    assert page.input_value("#teach-c input[type=number]") == "16"
+    assert "Step through below" in page.inner_text("#guided-note")
     page.fill("#teach-prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
+    opened = 0
     for k in range(1, 4):
         page.click("#teach-next")
         page.wait_for_function(f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')", timeout=180_000)
@@ -228,7 +241,17 @@ def test_step_through_three_steps(page):
         assert shape[0] == rows and 0 <= shape[1] - rows <= 4, (shape, rows)
         accepted = int(re.search(r"accepts (\d+) draft token", page.inner_text("#teach-accept")).group(1))
         assert page.locator("#teach-verify tr.tt-agree").count() == accepted
+        if underlined and page.locator("#teach-retrieve details.prov").count():
+            # Where it came from: the document and its text, the matched suffix marked in it.
+            page.click("#teach-retrieve details.prov summary")
+            page.wait_for_selector("#teach-retrieve .prov-occ .prov-doc", state="visible", timeout=10_000)
+            doc = page.inner_text("#teach-retrieve .prov-occ .prov-doc >> nth=0")
+            match = page.inner_text("#teach-retrieve .prov-occ .prov-match.m-ds >> nth=0")
+            assert doc.strip()
+            assert match.replace(" ", "").replace("\n", "") == underlined.replace("·", "").replace("↵", "").replace(" ", ""), (match, underlined)
+            opened += 1
         shot(page, f"e2e_step_{k}")
+    assert opened, "no step had a datastore match whose provenance could be opened"
     page.click("#teach-back")
     page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 of 3')", timeout=30_000)
     page.click("#teach-end")

@@ -18,7 +18,7 @@ EOS = 256
 class ByteTokenizer:
     """ids 0..255 are bytes, 256 is a special EOS, 257+ are multi-byte words (like byte-level BPE)."""
 
-    words = [b" hello", b"<b>", b" &", b"\xe4\xb8", b"\x96\xe7\x95\x8c", b" 'q'", b'"']
+    words = [b" hello", b"<b>", b" &", b"\xe4\xb8", b"\x96\xe7\x95\x8c", b" 'q'", b'"', b"def", b"\n    return", b"    ", b" x"]
 
     def __init__(self) -> None:
         self.calls = 0
@@ -165,6 +165,29 @@ def test_legend_mentions_every_style():
     out = render.legend_html()
     for cls in ("tok d ds", "tok d cx", "tok d both", "tok m", "r4"):
         assert cls in out
+
+
+def test_legend_draws_the_shade_scale_for_every_source_hue():
+    out = render.legend_html()
+    for css in ("ds", "cx", "both"):
+        assert [int(r) for r in re.findall(rf'class="tok d {css} r(\d) p0"', out)][-4:] == [1, 2, 3, 4], css
+
+
+def test_tree_legend_names_every_mark_of_the_figure():
+    out = render.tree_legend_html()
+    for mark in ("■", "root", "dashed", "filled", "hollow", "∅", "trie", "heaviest", "weight", "split evenly", "both sources"):
+        assert mark in out, mark
+
+
+def test_leading_blanks_are_not_highlighted_like_words():
+    tok = ByteTokenizer()
+    ids = [tok.word(b"def"), tok.word(b"\n    return"), tok.word(b"    "), tok.word(b" x"), EOS]
+    out = render.highlight_html([event(0, ids, (SOURCE_DATASTORE,) * 4 + (0,), finished=True)], tok)
+    got = [(c, html.unescape(t)) for c, t in re.findall(r'<span class="([^"]*)"[^>]*>(.*?)</span>', out, re.S)]
+    assert [t for _, t in got] == ["def", "\n    ", "return", "    ", " x"]
+    assert [("ws" in c.split()) for c, _ in got] == [False, True, False, True, False]  # one leading space stays with its word
+    assert all(c.startswith("tok d ds r3") for c, _ in got)  # 4 accepted: still the drafting source's token, step and shade
+    assert len(re.findall(r'data-step="0"', out)) == 5
 
 
 # ------------------------------------------------------------------ trie figure

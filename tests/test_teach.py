@@ -1,7 +1,11 @@
 """Teaching mode on real step events of a tiny model: the phase captions and figures
-(rest_core.teach), the step-through state (rest_core.stepper) and its page handlers (teach_tab)."""
+(rest_core.teach), the step-through state (rest_core.stepper) and its page handlers (app.py)."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html import unescape
 
 import numpy as np
 import pytest
@@ -11,6 +15,10 @@ from rest_core import render, teach
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
 from rest_core.datastore import Datastore
 from rest_core.engine import Engine, collect
+from rest_core.knobs import make_config
+from rest_core.prompt_lookup import run_prompt_lookup
+from rest_core.retrieval import ContextSource, DatastoreSource
+from rest_core.session import Session
 from rest_core.runtime import Runtime, Settings
 from rest_core.stepper import Stepper
 from rest_core.tree import tree_attention_mask
@@ -19,6 +27,7 @@ from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 MESSAGE = "count: one two three, one two three"
 STORE = "own"
+DOC_NAMES = ["answer.txt", "mixed/branch.md", "piece 3"]
 KNOBS = dict(c=16, m=6, n_max=8, max_matches=3, use_context=True, max_new_tokens=40)
 
 
@@ -34,16 +43,21 @@ def lm():
 
 
 @pytest.fixture(scope="module")
-def runtime(lm):
+def runtime(lm, tmp_path_factory):
     """A runtime on the tiny model whose datastore STORE holds the model's own greedy answer to
-    MESSAGE (and a piece of it): its drafts are often right, sometimes branch and disagree."""
-    rt = Runtime(Settings(), loader=lambda: lm)
+    MESSAGE (and a piece of it): its drafts are often right, sometimes branch and disagree. The
+    store is built in memory (with its document index) and its engine placed where the runtime
+    finds the store STORE of its datastores folder."""
+    folder = tmp_path_factory.mktemp("datastores")
+    (folder / STORE).mkdir()
+    (folder / STORE / "meta.json").write_text("{}")  # listed as built; the engine below serves it
+    rt = Runtime(Settings(datastores=folder), loader=lambda: lm)
     plain = Engine(lm.model, lm.tokenizer)
     prompt = plain.encode([{"role": "user", "content": MESSAGE}], chat=True)
     ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=48, do_sample=False)[0, len(prompt):].tolist()
     noise = [(t * 7 + 3) % 256 for t in ref]  # the same length of other tokens: disagreeing branches
-    store = Datastore.from_token_ids([ref, ref[4:20] + noise[:12], ref[10:30]], vocab_size=VOCAB_SIZE)
-    rt._engines[STORE] = Engine(lm.model, lm.tokenizer, store)
+    store = Datastore.from_token_ids([ref, ref[4:20] + noise[:12], ref[10:30]], vocab_size=VOCAB_SIZE, names=DOC_NAMES)
+    rt._engines[rt.resolve(STORE)] = Engine(lm.model, lm.tokenizer, datastores={STORE: store})
     return rt
 
 
@@ -189,39 +203,196 @@ def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
 
 
 def test_page_handlers_step_back_and_run_to_end(runtime, lm):
-    import teach_tab
+    import app
 
-    h = teach_tab.TeachHandlers(runtime)
+    h = app.TeachHandlers(runtime)
     knobs = knob_args(**KNOBS)
-    out = h.next(MESSAGE, Stepper(), STORE, 16, *knobs)
+    out = h.next(MESSAGE, Stepper(), None, STORE, 16, *knobs)
     assert len(out) == h.N_OUT
     header, answer, retrieve, trie_cap, trie, verify, mask, accept, status, st = out
     assert "Step 1 of 1" in header and 'data-phase="retrieve"' in retrieve and "err" not in status
-    out = h.next(MESSAGE, st, STORE, 16, *knobs)
+    out = h.next(MESSAGE, st, None, STORE, 16, *knobs)
     assert "Step 2 of 2" in out[0]
     out = h.back(st)
     assert "Step 1 of 2" in out[0]
-    out = h.run_to_end(MESSAGE, st, STORE, 16, *knobs)
+    out = h.run_to_end(MESSAGE, st, None, STORE, 16, *knobs)
     assert st.finished and "complete" in out[8]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
     assert render.highlight_html(st.events, lm.tokenizer) in out[1] and text
-    out = h.next("", Stepper(), STORE, 16, *knobs)  # no message: a message, no traceback
+    out = h.next("", Stepper(), None, STORE, 16, *knobs)  # no message: a message, no traceback
     assert "Type a message" in out[8] and 'class="status err' in out[8]
     out = h.restart(st)
     assert out[0] == "" and st.events == []
 
 
-def test_timeline_has_one_block_per_forward_on_one_clock(run, runtime, lm):
-    events, _, config = run
-    prompt = run[1][0]
-    plain = collect(runtime.engine(STORE).generate(prompt, config.with_method("ar"))).events
-    fig = teach.timeline_figure(events, plain, lm.tokenizer)
-    for lane, evs in (("REST", events), ("plain", plain)):
-        blocks = sorted((b, w) for tr in fig.data for b, w, y in zip(tr.base, tr.x, tr.y) if y == lane)
-        assert len(blocks) == len(evs)  # one block per forward pass
-        for (b0, w0), (b1, _) in zip(blocks, blocks[1:]):  # back to back, no overlap
+def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:
+    return sorted((b, w) for tr in fig.data for b, w, y in zip(tr.base, tr.x, tr.y) if y == lane)
+
+
+def test_prompt_lookup_clock_ticks_once_per_forward(runtime, lm):
+    """The stopping-criterion clock of transformers' assisted generation is called once per
+    forward pass, so each timeline block is one forward; and prompt lookup stays lossless."""
+    prompt = runtime.engine(STORE).encode([{"role": "user", "content": MESSAGE}], chat=True)
+    calls = []
+    hook = lm.model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        run = run_prompt_lookup(lm.model, prompt, max_new_tokens=40, stop_ids=runtime.engine(STORE).stop_ids, k=3)
+    finally:
+        hook.remove()
+    assert len(calls) == 1 + len(run.counts)  # prefill + one per decode block
+    assert max(run.counts) > 1  # some forwards accepted prompt lookup drafts
+    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt):].tolist()
+    assert list(run.token_ids) == ref[: len(run.token_ids)] and len(run.token_ids) == len(ref)
+    blocks = teach.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
+    assert [t for b in blocks for t in b.tokens] == list(run.token_ids[len(run.token_ids) - run.decode_tokens:])
+    assert [b.sources for b in blocks] == [teach.LOOKUP if n > 1 else 0 for n in run.counts]
+
+
+def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
+    session = Session()
+    updates = list(session.compare(runtime, MESSAGE, STORE, knob_values(**KNOBS)))
+    last = updates[-1]
+    assert last.timeline is not None, last.status
+    fig = last.timeline
+    lanes = list(fig.layout.yaxis.categoryarray)
+    assert lanes == ["REST", "prompt lookup k=3", "plain"]  # top to bottom: REST, prompt lookup, plain
+    plain = collect(runtime.engine(STORE).generate(st_prompt(runtime), make_config(knob_values(**KNOBS), runtime.preset).with_method("ar")))
+    for lane in lanes:
+        blocks = _lane_blocks(fig, lane)
+        assert blocks and blocks[0][0] == pytest.approx(0.0, abs=1e-6)
+        for (b0, w0), (b1, _) in zip(blocks, blocks[1:]):  # back to back on one clock, no overlap
             assert b1 == pytest.approx(b0 + w0, abs=1e-6)
-        assert blocks[0][0] == pytest.approx(0.0, abs=1e-6)
+    assert len(_lane_blocks(fig, "plain")) == len(plain.events)  # one block per forward pass
+    assert "Prompt lookup" in last.comparison and "same text as plain decoding" in last.comparison
+    # The speedup is explained as M over the measured step-time ratio, from these runs' numbers.
+    why = re.search(r"speedup is ([0-9.]+) / ([0-9.]+) = ([0-9.]+)×", unescape(last.comparison))
+    assert why and float(why.group(3)) == pytest.approx(float(why.group(1)) / float(why.group(2)), abs=0.02)
+    assert "prefill" in last.comparison and "warm-up" in last.comparison
+    names = {tr.name for tr in fig.data}
+    assert "accepted drafts: prompt lookup" in names and any(n.startswith("accepted drafts: ") and "lookup" not in n for n in names)
+
+
+def st_prompt(runtime) -> list[int]:
+    return runtime.engine(STORE).encode([{"role": "user", "content": MESSAGE}], chat=True)
+
+
+def test_timeline_blocks_follow_the_events(run, runtime, lm):
+    events, _, config = run
+    plain = collect(runtime.engine(STORE).generate(run[1][0], config.with_method("ar"))).events
+    fig = teach.timeline_figure([("plain", teach.event_blocks(plain)), ("REST", teach.event_blocks(events))], lm.tokenizer)
+    for lane, evs in (("REST", events), ("plain", plain)):
+        blocks = _lane_blocks(fig, lane)
+        assert len(blocks) == len(evs)  # one block per forward pass
         assert blocks[-1][0] + blocks[-1][1] == pytest.approx(1000 * evs[-1].totals.elapsed_s)
     drafted = [tr for tr in fig.data if tr.name.startswith("accepted drafts")]
     assert sum(len(tr.x) for tr in drafted) == sum(1 for e in events if e.accepted_len)
+
+
+# --- where it came from ----------------------------------------------------------------------
+
+
+def _prov_items(html: str) -> list[dict[str, str]]:
+    """Each listed occurrence of a provenance panel: its position, document and marked parts."""
+    items = []
+    for li in re.findall(r'<li class="prov-occ"(.*?)</li>', html, re.S):
+        parts = {cls.split()[0]: unescape(text) for cls, text in re.findall(r'<span class="(prov-[a-z]+[^"]*)">(.*?)</span>', li, re.S)}
+        parts["position"] = re.search(r'data-position="(\d+)"', li).group(1)
+        items.append(parts)
+    return items
+
+
+def test_provenance_names_the_document_and_marks_the_match_and_continuation(run, runtime, lm):
+    events, contexts, _ = run
+    store = runtime.engine(STORE).datastore
+    shown = 0
+    assert runtime.engine(STORE).datastores == {STORE: store}
+    for e, ctx in zip(events, contexts):
+        m = next((m for m in e.matches if m.source == STORE and m.suffix_len), None)
+        if m is None:
+            continue
+        html = teach.provenance_html(replace(e, matches=(m,)), {STORE: store}, ctx, lm.tokenizer)
+        items = _prov_items(html)
+        assert len(items) == min(3, len(m.sample), m.occurrences)
+        for i, item in enumerate(items):
+            pos = m.positions[i]
+            assert int(item["position"]) == pos
+            span = store.document_at(pos)
+            assert item["prov-doc"] == span.name and span.name in DOC_NAMES
+            # The corpus really holds the match there, and the continuation is the drafted sample.
+            assert store._read(pos, pos + m.suffix_len).tolist() == list(m.suffix_tokens)
+            assert item["prov-match"] == lm.tokenizer.decode(list(m.suffix_tokens), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            if m.sample[i]:
+                assert store._read(pos + m.suffix_len, pos + m.suffix_len + len(m.sample[i])).tolist() == list(m.sample[i])
+                assert item["prov-cont"] == lm.tokenizer.decode(list(m.sample[i]), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            shown += 1
+    assert shown >= 3
+
+
+def test_provenance_of_a_store_without_document_index_says_how_to_rebuild(run, runtime, lm):
+    events, contexts, _ = run
+    store = runtime.engine(STORE).datastore
+    old = Datastore(path=None, meta={**store.meta, "source_spec": "chat"}, shards=store.shards, documents=None)
+    e, ctx = next((e, c) for e, c in zip(events, contexts) if any(m.positions for m in e.matches if m.source == STORE))
+    html = teach.provenance_html(e, {STORE: old}, ctx, lm.tokenizer)
+    assert "no document index" in html and "--force" in html
+    assert 'class="prov-doc"' not in html  # no datastore occurrence listed (the context's still are)
+
+
+def test_occurrence_positions_over_several_shards_point_at_the_match():
+    docs = [[1, 2, 3, 4, 5], [7, 1, 2, 3, 9], [1, 2, 3, 6, 6, 6], [8, 8, 1, 2, 3, 4]]
+    store = Datastore.from_token_ids(docs, vocab_size=20, shard_tokens=8, names=list("abcd"))
+    assert len(store.shards) > 1
+    src = DatastoreSource(store, RetrievalConfig(n_min=1, n_max=3, m=3, max_matches=10))
+    src.reset([0, 1, 2, 3])
+    r = src.retrieve()
+    assert r.suffix_len == 3 and len(r.positions) == r.occurrences == 4
+    for pos, row in zip(r.positions, r.continuations.tolist()):
+        assert store._read(pos, pos + 3).tolist() == [1, 2, 3]
+        follow = store._read(pos + 3, pos + 6).tolist()
+        assert [t for t in row if t >= 0] == [t for t in follow[: len([t for t in row if t >= 0])]]
+    assert sorted(store.document_at(p).name for p in r.positions) == list("abcd")
+    ctx = ContextSource(RetrievalConfig(n_min=1, n_max=3, m=2))
+    ctx.reset([5, 1, 2, 9, 1, 2, 7, 1, 2])
+    got = ctx.retrieve()
+    assert got.positions == (4, 1)  # where each earlier "1 2" starts, most recent first
+
+
+# --- guided examples and knob help -------------------------------------------------------------
+
+
+def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
+    import app
+    from rest_core.knobs import APP_KNOBS
+
+    h = app.TeachHandlers(runtime)
+    knobs = knob_args(**KNOBS)
+    n = 6
+    for ex in teach.GUIDED_EXAMPLES:
+        out = h.example(ex.title, *knobs)
+        box, step_box, step_c, store, acc, note = out[:n]
+        values = dict(zip((k.name for k in APP_KNOBS), out[n:]))
+        for name, value in ex.knobs:
+            assert values[name] == value, (ex.title, name)
+        untouched = {k.name for k in APP_KNOBS} - {name for name, _ in ex.knobs}
+        assert all(values[k] == knob_values(**KNOBS)[k] for k in untouched)
+        if ex.mode == "step":
+            assert step_box == ex.prompt and step_c == dict(ex.knobs)["c"] and acc["open"] is True
+        else:
+            assert box == ex.prompt
+        # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
+        assert store in ([STORE], [])  # the datastores multi-select's value
+        assert store == ([] if ex.store == "none" else [ex.store]) or f"the {ex.store} store is not built" in note
+    titles = " ".join(e.title for e in teach.GUIDED_EXAMPLES)
+    for lesson in ("code store", "step", "knows nothing", "twice", "temperature 0.8"):
+        assert lesson in titles
+    assert dict(teach.GUIDED_EXAMPLES[-1].knobs)["temperature"] == 0.8
+
+
+def test_every_knob_says_what_it_does_on_the_page(tmp_path):
+    import app
+    from rest_core.knobs import APP_KNOBS
+
+    demo = app.create_app(Settings(datastores=tmp_path))
+    infos = {c.elem_id: getattr(c, "info", None) for c in demo.blocks.values() if getattr(c, "elem_id", None)}
+    for k in APP_KNOBS:
+        assert k.help and infos.get(k.elem_id) == k.help, k.name
