@@ -552,83 +552,97 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     if view is None:
         why = "plain decoding: no draft" if event.method == "ar" else "no match in any source: a plain one-token step"
         return empty_figure(f"Step {event.step + 1}: {why}")
-    trie = event.trie
-    assert trie is not None
-    tok = [int(trie.tokens[t]) for t in view.nodes]
-    labels = [esc(visible(token_text(tokenizer, t), 7)) for t in tok]  # Plotly reads <b>, <br>... in text
-    w = trie.weights[view.nodes]
-    wmax = float(max(w.max(), 1e-9))
-    sizes = 7 + 12 * np.sqrt(w / wmax)
-    srcs = trie.sources[view.nodes]
-    names = dict(step_source_names(event))
+    drawing = _TrieDrawing(event, view, tokenizer)
+    return go.Figure(data=drawing.traces(), layout=drawing.layout())
 
-    def hover(k: int) -> str:
+
+class _TrieDrawing:
+    """The traces and layout of one step's trie figure (see `trie_figure`)."""
+
+    def __init__(self, event: StepEvent, view: TreeView, tokenizer: Tokenizer) -> None:
+        trie = event.trie
+        assert trie is not None
+        self.event, self.view, self.tokenizer = event, view, tokenizer
+        self.tok = [int(trie.tokens[t]) for t in view.nodes]
+        self.labels = [esc(visible(token_text(tokenizer, t), 7)) for t in self.tok]  # Plotly reads <b>, <br>... in text
+        self.w = trie.weights[view.nodes]
+        self.sizes = 7 + 12 * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))
+        self.srcs = trie.sources[view.nodes]
+        self.names = dict(step_source_names(event))
+        # Root sits at the mean row of its children.
+        root_kids = np.flatnonzero(view.parent_pos < 0)
+        self.root_y = float(np.mean(view.y[root_kids])) if len(root_kids) else 0.0
+
+    def hover(self, k: int) -> str:
+        view = self.view
         state = "accepted" if view.accepted[k] else ("drafted, rejected" if view.selected[k] else "retrieved, not drafted")
         return (
-            f"<b>{esc(visible(token_text(tokenizer, tok[k]), 24))}</b> (id {tok[k]})<br>"
-            f"weight {w[k]:.3g} · depth {int(view.x[k])}<br>source: {esc(source_label(int(srcs[k]), names))}<br>{state}"
+            f"<b>{esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
+            f"weight {self.w[k]:.3g} · depth {int(view.x[k])}<br>source: {esc(source_label(int(self.srcs[k]), self.names))}<br>{state}"
         )
 
-    # Root sits at the mean row of its children.
-    root_kids = np.flatnonzero(view.parent_pos < 0)
-    root_y = float(np.mean(view.y[root_kids])) if len(root_kids) else 0.0
+    def parent_xy(self, p: int) -> tuple[float, float]:
+        return (0.0, self.root_y) if p < 0 else (float(self.view.x[p]), float(self.view.y[p]))
 
-    def parent_xy(p: int) -> tuple[float, float]:
-        return (0.0, root_y) if p < 0 else (float(view.x[p]), float(view.y[p]))
-
-    def edge_trace(mask: np.ndarray, name: str, color: str, width: float, dash: str) -> dict:
+    def edge_trace(self, mask: np.ndarray, name: str, color: str, width: float, dash: str) -> dict:
         xs: list = []
         ys: list = []
         for k in np.flatnonzero(mask):
-            px, py = parent_xy(int(view.parent_pos[k]))
-            xs += [px, float(view.x[k]), None]
-            ys += [py, float(view.y[k]), None]
+            px, py = self.parent_xy(int(self.view.parent_pos[k]))
+            xs += [px, float(self.view.x[k]), None]
+            ys += [py, float(self.view.y[k]), None]
         return dict(type="scatter", x=xs, y=ys, mode="lines", line=dict(color=color, width=width, dash=dash), hoverinfo="skip", showlegend=False, name=name)
 
-    not_sel = ~view.selected
-    rejected = view.selected & ~view.accepted
-    data: list[dict] = [
-        edge_trace(not_sel, "retrieved", "#d1d5db", 1, "dot"),
-        edge_trace(rejected, "drafted", "#9ca3af", 1.2, "solid"),
-        edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
-    ]
-
-    def node_trace(mask: np.ndarray, name: str, **marker: Any) -> dict:
+    def node_trace(self, mask: np.ndarray, name: str, **marker: Any) -> dict:
         idx = np.flatnonzero(mask)
         return dict(
             type="scatter",
-            x=view.x[idx].tolist(),
-            y=view.y[idx].tolist(),
+            x=self.view.x[idx].tolist(),
+            y=self.view.y[idx].tolist(),
             mode="markers+text",
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
-            text=[labels[k] for k in idx],
+            text=[self.labels[k] for k in idx],
             textposition="top center",
             textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
-            hovertext=[hover(k) for k in idx],
+            hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
             name=name,
-            marker=dict(size=sizes[idx].tolist(), **marker),
+            marker=dict(size=self.sizes[idx].tolist(), **marker),
             showlegend=bool(len(idx)),
         )
 
-    def colors(idx_mask: np.ndarray) -> list[str]:
-        return [origin(int(srcs[k])).color if srcs[k] else GREY for k in np.flatnonzero(idx_mask)]
+    def colors(self, idx_mask: np.ndarray) -> list[str]:
+        return [origin(int(self.srcs[k])).color if self.srcs[k] else GREY for k in np.flatnonzero(idx_mask)]
 
-    # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
-    data.append(node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af", labels=False))
-    data.append(node_trace(rejected, "drafted, rejected", color=colors(rejected), opacity=0.45, line=dict(color="#6b7280", width=1), textcolor="#6b7280"))
-    data.append(node_trace(view.accepted, "accepted", color=colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)))
+    def traces(self) -> list[dict]:
+        view = self.view
+        not_sel = ~view.selected
+        rejected = view.selected & ~view.accepted
+        return [
+            self.edge_trace(not_sel, "retrieved", "#d1d5db", 1, "dot"),
+            self.edge_trace(rejected, "drafted", "#9ca3af", 1.2, "solid"),
+            self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
+            # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
+            self.node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af", labels=False),
+            self.node_trace(rejected, "drafted, rejected", color=self.colors(rejected), opacity=0.45, line=dict(color="#6b7280", width=1), textcolor="#6b7280"),
+            self.node_trace(view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)),
+            *self.model_token_traces(),
+            dict(type="scatter", x=[0], y=[self.root_y], mode="markers", marker=dict(symbol="square", size=12, color="#374151"), name="last token", hovertext=["root: the last accepted token"], hoverinfo="text", showlegend=False),
+        ]
 
-    # The model's own token that closes the step.
-    if view.model_token is not None:
-        label = esc(visible(token_text(tokenizer, view.model_token), 7))
-        px, py = parent_xy(view.model_parent_pos)
+    def model_token_traces(self) -> list[dict]:
+        """The model's own token that closes the step: a star, dashed from its parent."""
+        view = self.view
+        if view.model_token is None:
+            return []
+        label = esc(visible(token_text(self.tokenizer, view.model_token), 7))
+        px, py = self.parent_xy(view.model_parent_pos)
         if view.model_in_trie_pos >= 0:
             mx, my = float(view.x[view.model_in_trie_pos]), float(view.y[view.model_in_trie_pos])
         else:
             mx, my = px + 1, py - 0.5  # between rows, clear of the rejected draft child
-        data.append(dict(type="scatter", x=[px, mx], y=[py, my], mode="lines", line=dict(color=MODEL_COLOR, width=1.5, dash="dash"), hoverinfo="skip", showlegend=False))
-        data.append(
+        return [
+            dict(type="scatter", x=[px, mx], y=[py, my], mode="lines", line=dict(color=MODEL_COLOR, width=1.5, dash="dash"), hoverinfo="skip", showlegend=False),
             dict(
                 type="scatter",
                 x=[mx],
@@ -639,34 +653,32 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
                 textfont=dict(size=10, color=MODEL_COLOR),
                 marker=dict(symbol="star", size=15, color=MODEL_COLOR),
                 name="model's own token",
-                hovertext=[f"<b>{esc(visible(token_text(tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"],
+                hovertext=[f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"],
                 hoverinfo="text",
-            )
-        )
-    data.append(
-        dict(type="scatter", x=[0], y=[root_y], mode="markers", marker=dict(symbol="square", size=12, color="#374151"), name="last token", hovertext=["root: the last accepted token"], hoverinfo="text", showlegend=False)
-    )
+            ),
+        ]
 
-    max_depth = float(view.x.max()) + (1 if view.model_token is not None else 0)
-    shown = len(view.nodes)
-    title = (
-        f"Step {event.step + 1}: accepted {event.accepted_len} of {len(event.draft) if event.draft is not None else 0} drafted"
-        f" (c={event.budget}) · {view.total_nodes} retrieved" + (f", {shown} shown" if shown < view.total_nodes else "")
-    )
-    layout = dict(
-        title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),
-        height=TRIE_HEIGHT,
-        margin=dict(l=10, r=10, t=36, b=10),
-        xaxis=dict(visible=False, range=[-0.5, max_depth + 0.6], fixedrange=True),
-        yaxis=dict(visible=False, range=[float(view.y.min()) - 0.9, float(view.y.max()) + 1.0], fixedrange=True),
-        modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
-        plot_bgcolor="rgba(0,0,0,0)",
-        paper_bgcolor="rgba(0,0,0,0)",
-        legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
-        hoverlabel=dict(font=dict(size=12)),
-        showlegend=True,
-    )
-    return go.Figure(data=data, layout=layout)
+    def layout(self) -> dict:
+        event, view = self.event, self.view
+        max_depth = float(view.x.max()) + (1 if view.model_token is not None else 0)
+        shown = len(view.nodes)
+        title = (
+            f"Step {event.step + 1}: accepted {event.accepted_len} of {len(event.draft) if event.draft is not None else 0} drafted"
+            f" (c={event.budget}) · {view.total_nodes} retrieved" + (f", {shown} shown" if shown < view.total_nodes else "")
+        )
+        return dict(
+            title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),
+            height=TRIE_HEIGHT,
+            margin=dict(l=10, r=10, t=36, b=10),
+            xaxis=dict(visible=False, range=[-0.5, max_depth + 0.6], fixedrange=True),
+            yaxis=dict(visible=False, range=[float(view.y.min()) - 0.9, float(view.y.max()) + 1.0], fixedrange=True),
+            modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
+            plot_bgcolor="rgba(0,0,0,0)",
+            paper_bgcolor="rgba(0,0,0,0)",
+            legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
+            hoverlabel=dict(font=dict(size=12)),
+            showlegend=True,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
