@@ -97,69 +97,91 @@ def build_from_files(
     or oversized upload, a zip bomb, or nothing usable in it; BuildCancelled when cancelled.
     """
     started = time.perf_counter()
-    pasted = pasted if isinstance(pasted, str) and pasted.strip() else ""
-    if not paths and not pasted:
-        raise CorpusError("nothing to build from: upload files or paste some text")
-    pasted_bytes = len(pasted.encode("utf-8", errors="replace"))
-    if limits.max_bytes is not None and pasted_bytes > limits.max_bytes:
-        raise CorpusError(f"too much text: {pasted_bytes / 1e6:.1f} MB pasted, the limit is {limits.max_bytes / 1e6:.1f} MB")
-    room = replace(limits, max_bytes=None if limits.max_bytes is None else limits.max_bytes - pasted_bytes)
-    corpus = read_files(paths, names=names, limits=room) if paths else None
-    bytes_total = pasted_bytes + (corpus.info["bytes"] if corpus is not None else 0)
-
-    def documents() -> Iterator[Document]:
-        if pasted:
-            yield Document(PASTED_NAME, pasted)
-        if corpus is not None:
-            yield from corpus.documents()
-
-    def read_so_far() -> int:
-        return (pasted_bytes if pasted else 0) + (corpus.stats.bytes_read if corpus is not None else 0)
-
-    def report(p: BuildProgress) -> None:
-        if progress is None:
-            return
-        phase = "reading" if p.phase == "tokenizing" else p.phase
-        progress(UploadProgress(phase, p.documents, p.tokens, read_so_far(), bytes_total))
-
+    upload = _Upload.read(paths, names, pasted, limits)
     if progress is not None:
-        progress(UploadProgress("reading", bytes_total=bytes_total))
-
-    def extra() -> dict[str, Any]:
-        meta = corpus.meta() if corpus is not None else {"source_info": {}, "read_stats": {}}
-        meta["source_spec"] = "upload"
-        meta["skipped_records"] = corpus.stats.n_skipped if corpus is not None else 0
-        meta["pasted_bytes"] = pasted_bytes
-        return meta
-
-    description = " + ".join(
-        ([PASTED_NAME] if pasted else []) + ([corpus.description] if corpus is not None else [])
-    )
+        progress(UploadProgress("reading", bytes_total=upload.bytes_total))
     try:
         ds = build_datastore(
-            documents(),
+            upload.documents(),
             tokenizer,
             out_dir,
-            source=f"upload: {description}",
+            source=f"upload: {upload.description}",
             tokenizer_name=tokenizer_name,
-            extra_meta_fn=extra,
+            extra_meta_fn=upload.meta,
             progress=False,
             batch_chars=256_000,  # small batches: progress and cancellation every ~0.1 s
-            on_progress=report,
+            on_progress=upload.reporter(progress),
             cancel=cancel,
         )
     except DatastoreError as exc:
         if "no documents" in str(exc):
-            skipped = corpus.stats.skipped if corpus is not None else {}
-            detail = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+            detail = ", ".join(f"{n} {why}" for why, n in sorted(upload.skipped.items()))
             raise DatastoreError("no usable text in the upload" + (f" (skipped: {detail})" if detail else "")) from None
         raise
-    stats = corpus.stats if corpus is not None else None
     return BuildSummary(
         path=Path(ds.path) if ds.path else Path(out_dir),
-        files=(stats.files if stats else 0),
+        files=upload.corpus.stats.files if upload.corpus is not None else 0,
         documents=ds.n_documents,
         tokens=ds.n_tokens - ds.n_documents,  # without the separators
         seconds=time.perf_counter() - started,
-        skipped=dict(stats.skipped) if stats else {},
+        skipped=upload.skipped,
     )
+
+
+@dataclass
+class _Upload:
+    """What one upload brings: pasted text (one document) and the files read under the limits."""
+
+    pasted: str
+    corpus: Any  # a corpora.Corpus over the files, or None
+
+    @classmethod
+    def read(cls, paths: Sequence[str | os.PathLike], names: Sequence[str] | None, pasted: str, limits: ReadLimits) -> "_Upload":
+        pasted = pasted if isinstance(pasted, str) and pasted.strip() else ""
+        if not paths and not pasted:
+            raise CorpusError("nothing to build from: upload files or paste some text")
+        pasted_bytes = len(pasted.encode("utf-8", errors="replace"))
+        if limits.max_bytes is not None and pasted_bytes > limits.max_bytes:
+            raise CorpusError(f"too much text: {pasted_bytes / 1e6:.1f} MB pasted, the limit is {limits.max_bytes / 1e6:.1f} MB")
+        room = replace(limits, max_bytes=None if limits.max_bytes is None else limits.max_bytes - pasted_bytes)
+        return cls(pasted, read_files(paths, names=names, limits=room) if paths else None)
+
+    @property
+    def pasted_bytes(self) -> int:
+        return len(self.pasted.encode("utf-8", errors="replace"))
+
+    @property
+    def bytes_total(self) -> int:
+        return self.pasted_bytes + (self.corpus.info["bytes"] if self.corpus is not None else 0)
+
+    @property
+    def description(self) -> str:
+        return " + ".join(([PASTED_NAME] if self.pasted else []) + ([self.corpus.description] if self.corpus is not None else []))
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        return dict(self.corpus.stats.skipped) if self.corpus is not None else {}
+
+    def documents(self) -> Iterator[Document]:
+        if self.pasted:
+            yield Document(PASTED_NAME, self.pasted)
+        if self.corpus is not None:
+            yield from self.corpus.documents()
+
+    def reporter(self, progress: Callable[[UploadProgress], None] | None) -> Callable[[BuildProgress], None]:
+        """The build's progress callback, as UploadProgress with bytes read so far."""
+
+        def report(p: BuildProgress) -> None:
+            if progress is None:
+                return
+            read = self.pasted_bytes + (self.corpus.stats.bytes_read if self.corpus is not None else 0)
+            progress(UploadProgress("reading" if p.phase == "tokenizing" else p.phase, p.documents, p.tokens, read, self.bytes_total))
+
+        return report
+
+    def meta(self) -> dict[str, Any]:
+        meta = self.corpus.meta() if self.corpus is not None else {"source_info": {}, "read_stats": {}}
+        meta["source_spec"] = "upload"
+        meta["skipped_records"] = self.corpus.stats.n_skipped if self.corpus is not None else 0
+        meta["pasted_bytes"] = self.pasted_bytes
+        return meta
