@@ -1,0 +1,266 @@
+"""The acceptance model: per draft node, the chance that the model's own path runs through it,
+from what is known before the verification forward.
+
+A node is accepted only if its parent is, so the model predicts the conditional
+q(node) = P(node accepted | parent accepted) (the root's children: parent = the root, always
+"accepted"), and a node's path probability is the product of q along its path,
+p(node) = q(node) * p(parent). Path probabilities never grow from parent to child, which is
+what `rest_core.selection` relies on.
+
+q is a logistic regression over a handful of features of the node and of the step's matches
+(`FEATURE_NAMES`): which sources proposed it, its share of its parent's weight and how many
+continuations that share is measured on (a unanimous continuation of one match is weak
+evidence, of 500 strong), each proposing source's matched suffix length and occurrence count,
+and depth. Its weights are warm-started from `acceptance_prior.json` (fitted on the training
+split by `scripts/fit_acceptance.py`) and learned online from every step's outcome: only the
+nodes whose parent was accepted have an observable outcome, and those are the ones learned from.
+Pure numpy; what it predicts only chooses what to draft, never what is emitted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from rest_core.trie import Trie
+
+PRIOR_PATH = Path(__file__).with_name("acceptance_prior.json")
+_DS, _CX = 1, 2  # source bits (rest_core.events.SOURCE_DATASTORE / SOURCE_CONTEXT)
+_K_DEFAULT = 5000  # RetrievalConfig.max_matches: continuations per source at most
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "bias",
+    "context_only",  # proposed by the context source alone (base: the datastore alone)
+    "both",  # proposed by both sources
+    "disagree",  # the parent was proposed by both, this node by one only
+    "logit_share",  # logit of the node's share of its parent's weight
+    "unanimous",  # share 1: every continuation through the parent goes on through the node
+    "log_support",  # log2(1 + continuations through the parent)
+    "unanimous_x_support",  # a unanimous continuation of many matches is near-certain
+    "ds_len",  # log2(1 + datastore suffix length), if the datastore proposed the node
+    "cx_len",  # log2(1 + context suffix length), if the context proposed the node
+    "ds_occ",  # log2(1 + datastore occurrences) / 4, if the datastore proposed the node
+    "cx_occ",  # log2(1 + context occurrences) / 4, if the context proposed the node
+    "log_depth",  # log2(depth)
+)
+
+
+@dataclass(frozen=True)
+class SourceMatch:
+    """What one source found this step (from `Retrieved` or an event's `MatchInfo`)."""
+
+    bit: int
+    suffix_len: int
+    occurrences: int
+    rows: int | None = None  # continuations returned (default min(occurrences, K))
+    weight: float = 1.0  # the source's weight in the trie
+
+    @classmethod
+    def of(cls, retrieved: Any) -> "SourceMatch":
+        """From a source's `rest_core.retrieval.Retrieved` (before the weights are spread over rows)."""
+        r = retrieved
+        return cls(int(r.source_bit), int(r.suffix_len), int(r.occurrences), int(r.continuations.shape[0]), float(r.weight))
+
+    def row_weight(self) -> float:
+        rows = self.rows if self.rows is not None else min(self.occurrences, _K_DEFAULT)
+        return self.weight / max(rows, 1)
+
+
+@dataclass(frozen=True)
+class NodeFeatures:
+    """Raw per-node features, (n,) each; `design` turns them into the model's inputs."""
+
+    mask: np.ndarray  # source bitmask of the node
+    parent_mask: np.ndarray  # of its parent; 3 (all) for the root's children
+    depth: np.ndarray
+    share: np.ndarray  # weight / parent's weight (the root's weight for depth 1)
+    support: np.ndarray  # continuations through the parent (estimated from weights)
+    ds_len: np.ndarray
+    ds_occ: np.ndarray
+    cx_len: np.ndarray
+    cx_occ: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.mask.shape[0])
+
+    def take(self, rows: np.ndarray) -> "NodeFeatures":
+        return NodeFeatures(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "NodeFeatures":
+        return cls(**{f.name: np.asarray(arrays[f.name]) for f in fields(cls)})
+
+    @classmethod
+    def concat(cls, parts: Sequence["NodeFeatures"]) -> "NodeFeatures":
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
+
+    def design(self) -> np.ndarray:
+        """(n, len(FEATURE_NAMES)) float64 model inputs."""
+        has_ds = (self.mask & _DS) > 0
+        has_cx = (self.mask & _CX) > 0
+        share = np.clip(self.share, 0.01, 0.99)
+        unanimous = (self.share >= 0.999).astype(np.float64)
+        log_support = np.log2(1.0 + self.support)
+        return np.stack(
+            [
+                np.ones(self.n),
+                (has_cx & ~has_ds).astype(np.float64),
+                (has_cx & has_ds).astype(np.float64),
+                ((self.parent_mask == _DS | _CX) & (self.mask != _DS | _CX) & (self.depth > 1)).astype(np.float64),
+                np.log(share / (1.0 - share)),
+                unanimous,
+                log_support,
+                unanimous * log_support,
+                has_ds * np.log2(1.0 + self.ds_len),
+                has_cx * np.log2(1.0 + self.cx_len),
+                has_ds * np.log2(1.0 + self.ds_occ) / 4,
+                has_cx * np.log2(1.0 + self.cx_occ) / 4,
+                np.log2(np.maximum(self.depth, 1)),
+            ],
+            axis=1,
+        )
+
+
+def node_features(trie: Trie, matches: Sequence[SourceMatch], idx: np.ndarray | None = None) -> NodeFeatures:
+    """Features of the nodes `idx` of `trie` (default: all), given the step's matches.
+
+    A node's support (continuations through its parent) is its parent's weight over the
+    per-continuation weight of the heaviest-row source among the parent's proposers: exact for a
+    single-source parent, a lower bound when both sources share it.
+    """
+    idx = np.arange(len(trie)) if idx is None else np.asarray(idx, dtype=np.int64)
+    by_bit = {m.bit: m for m in matches}
+    ds, cx = by_bit.get(_DS), by_bit.get(_CX)
+    n_top = int(np.searchsorted(trie.parents, -1, side="right"))  # BFS: the root's children first
+    root_weight = float(trie.weights[:n_top].sum())
+    parents = trie.parents[idx]
+    top = parents < 0
+    safe = np.where(top, 0, parents)
+    parent_w = np.where(top, root_weight, trie.weights[safe] if len(trie) else 0.0)
+    parent_mask = np.where(top, _DS | _CX, trie.sources[safe] if len(trie) else 0).astype(np.uint8)
+    row_w = np.zeros(4)  # per mask: the largest per-continuation weight among its sources
+    for mask in (1, 2, 3):
+        row_w[mask] = max((m.row_weight() for m in (ds, cx) if m is not None and mask & m.bit), default=1.0)
+    # The root's children are supported by every retrieved continuation.
+    total_rows = sum((m.rows if m.rows is not None else min(m.occurrences, _K_DEFAULT)) for m in matches)
+    support = np.where(top, float(total_rows), parent_w / row_w[np.minimum(parent_mask, 3)])
+    weights = trie.weights[idx]
+    return NodeFeatures(
+        mask=trie.sources[idx].astype(np.uint8),
+        parent_mask=parent_mask,
+        depth=trie.depths[idx].astype(np.int64),
+        share=np.where(parent_w > 0, weights / np.where(parent_w > 0, parent_w, 1.0), 0.0),
+        support=np.maximum(support, 1.0),
+        ds_len=np.full(idx.shape[0], ds.suffix_len if ds else 0, np.int64),
+        ds_occ=np.full(idx.shape[0], ds.occurrences if ds else 0, np.int64),
+        cx_len=np.full(idx.shape[0], cx.suffix_len if cx else 0, np.int64),
+        cx_occ=np.full(idx.shape[0], cx.occurrences if cx else 0, np.int64),
+    )
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 50) -> np.ndarray:
+    """Weights of an L2-regularised logistic regression (the bias unpenalised), by Newton's method."""
+    w = np.zeros(x.shape[1])
+    penalty = np.full(x.shape[1], l2)
+    penalty[0] = 0.0
+    for _ in range(iters):
+        p = _sigmoid(x @ w)
+        grad = x.T @ (p - y) + penalty * w
+        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(x.shape[1])
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.max(np.abs(step)) < 1e-7:
+            break
+    return w
+
+
+def path_probabilities(parents: np.ndarray, conditional: np.ndarray) -> np.ndarray:
+    """p(node) = q(node) * p(parent), parents before children (BFS order), parent -1 = root."""
+    p = np.asarray(conditional, dtype=np.float64).copy()
+    for i in range(p.shape[0]):  # one pass: a parent's p is final before its children's
+        if parents[i] >= 0:
+            p[i] *= p[parents[i]]
+    return p
+
+
+class AcceptanceModel:
+    """Logistic q(node accepted | parent accepted), learned online from each step's outcome.
+
+    learning_rate: step size of the online (stochastic gradient) update per observed node;
+    it is pulled back toward the prior weights with strength `prior_pull`, so a short run of
+    bad luck cannot wreck a sound prior.
+    """
+
+    def __init__(self, weights: Sequence[float], *, learning_rate: float = 0.05, prior_pull: float = 0.01) -> None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (len(FEATURE_NAMES),):
+            raise ValueError(f"the acceptance model needs {len(FEATURE_NAMES)} weights, got {w.shape[0] if w.ndim else 0}")
+        self.prior = w.copy()
+        self.weights = w.copy()
+        self.learning_rate = float(learning_rate)
+        self.prior_pull = float(prior_pull)
+
+    @classmethod
+    def load(cls, path: str | Path = PRIOR_PATH, **kwargs: float) -> "AcceptanceModel":
+        """The model with the weights of a fitted JSON file (default: the shipped prior)."""
+        data = json.loads(Path(path).read_text())
+        if list(data.get("features", [])) != list(FEATURE_NAMES):
+            raise ValueError(f"{path}: fitted for other features ({data.get('features')}); refit it")
+        return cls(data["weights"], **kwargs)
+
+    def conditional(self, feats: NodeFeatures) -> np.ndarray:
+        """(n,) q(node accepted | parent accepted)."""
+        if feats.n == 0:
+            return np.empty(0)
+        return _sigmoid(feats.design() @ self.weights)
+
+    def path_of(self, parents: np.ndarray, feats: NodeFeatures) -> np.ndarray:
+        """(n,) path probabilities of nodes with these parents (parents first, -1 = root)."""
+        return path_probabilities(parents, self.conditional(feats))
+
+    def learn(self, feats: NodeFeatures, accepted: np.ndarray) -> None:
+        """One step's observable outcomes: nodes whose parent was accepted, and which were."""
+        if feats.n == 0:
+            return
+        x = feats.design()
+        err = np.asarray(accepted, dtype=np.float64) - _sigmoid(x @ self.weights)
+        self.weights += self.learning_rate * (x.T @ err) / max(feats.n, 1) ** 0.5
+        self.weights += self.prior_pull * (self.prior - self.weights)
+
+
+def observable(parents: np.ndarray, accepted: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, outcome) of a verified draft (`parents` in draft order, `accepted` its accepted
+    path): the nodes whose parent was accepted (or is the root), and whether each was accepted."""
+    hit = np.zeros(parents.shape[0], dtype=bool)
+    hit[list(accepted)] = True
+    seen = np.where(parents < 0, True, hit[np.maximum(parents, 0)])
+    rows = np.flatnonzero(seen)
+    return rows, hit[rows]
+
+
+def reliability(predicted: np.ndarray, observed: np.ndarray, bins: int = 10) -> list[dict[str, float]]:
+    """Per predicted-probability bin (non-empty ones): count, mean predicted, observed rate."""
+    predicted = np.asarray(predicted, dtype=np.float64)
+    observed = np.asarray(observed, dtype=np.float64)
+    which = np.minimum((predicted * bins).astype(np.int64), bins - 1)
+    out = []
+    for b in range(bins):
+        sel = which == b
+        if sel.any():
+            out.append({
+                "lo": b / bins, "hi": (b + 1) / bins, "n": int(sel.sum()),
+                "predicted": float(predicted[sel].mean()), "observed": float(observed[sel].mean()),
+            })
+    return out
