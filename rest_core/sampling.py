@@ -68,6 +68,7 @@ def accept(
     *,
     max_tokens: int,
     stop_ids: Sequence[int] = (),
+    process: Callable[[Sequence[int], torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[list[int], list[int]]:
     """Walk the verified tree from the root and emit the model's own tokens.
 
@@ -75,21 +76,31 @@ def accept(
     children: (row, token) -> child row. Emits at most `max_tokens` tokens and stops after a
     token in `stop_ids` (EOS). Returns (emitted tokens, rows of the accepted draft nodes):
     tokens[i] was drafted by rows[i] for i < len(rows); a token past them is the model's own.
+    process: the model's own logits processors (repetition penalty, ...), called as
+    process(path, logits[row]) -> (V,) scores for each visited row, where path is the tokens
+    emitted before reaching that row (its draft ancestors); the caller binds the context.
 
     Exactness (sampling): at each visited row we draw t ~ p(. | context + path), the model's own
     processed distribution there, and emit it. If t is a drafted child, its row's logits are the
     model's logits for context + path + t, so the next draw is again the model's own; otherwise
     we stop, and the next step resumes from context + path + t. Every emitted token is thus drawn
     exactly as plain sampling would draw it, with one uniform per token in the same order.
+    `process` keeps this true: it sees exactly the prefix plain decoding would have at that row.
     """
-    if cfg.greedy:
+    tokens: list[int] = []
+    if process is not None:
+        scores = lambda row: process(tokens, logits[row])  # noqa: E731  (the row's own prefix)
+    else:
+        scores = lambda row: logits[row]  # noqa: E731
+    if cfg.greedy and process is None:
         choice = logits.argmax(dim=-1).tolist()  # one sync for all rows
         pick = lambda row: choice[row]  # noqa: E731
+    elif cfg.greedy:
+        pick = lambda row: int(scores(row).argmax())  # noqa: E731
     else:
         if uniforms is None:
             raise ValueError("sampling needs a uniform stream")
-        pick = lambda row: sample_index(process_logits(logits[row], cfg), uniforms())  # noqa: E731
-    tokens: list[int] = []
+        pick = lambda row: sample_index(process_logits(scores(row), cfg), uniforms())  # noqa: E731
     rows: list[int] = []
     row = 0
     while len(tokens) < max_tokens:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from rest_core import render
-from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
+from rest_core.config import ConfigError, GenerationConfig
+from rest_core.knobs import make_config
 from rest_core.runtime import NO_STORE, Runtime
 
 FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
@@ -34,35 +35,14 @@ def status_html(message: str, kind: str = "info") -> str:
 # ----------------------------------------------------------------------------------------------
 # Knobs -> GenerationConfig
 
-KNOB_NAMES = ("store", "n_max", "n_min", "c", "m", "max_matches", "budget", "use_datastore", "use_context", "datastore_weight", "context_weight", "temperature", "top_p", "max_new_tokens")
 
-
-def knob_dict(values: tuple) -> dict[str, Any]:
-    return dict(zip(KNOB_NAMES, values))
-
-
-def make_config(values: dict[str, Any], method: str = "rest") -> tuple[GenerationConfig, str]:
-    """Validated settings and the datastore name; raises ConfigError with a readable message."""
-    store = values["store"] or NO_STORE
-    use_ds = bool(values["use_datastore"]) and store != NO_STORE
-    try:
-        config = GenerationConfig(
-            method=method,
-            max_new_tokens=int(values["max_new_tokens"]),
-            retrieval=RetrievalConfig(n_min=int(values["n_min"]), n_max=int(values["n_max"]), m=int(values["m"]), max_matches=int(values["max_matches"])),
-            draft=DraftConfig(
-                c=int(values["c"]),
-                budget=values["budget"],
-                use_datastore=use_ds,
-                use_context=bool(values["use_context"]),
-                datastore_weight=float(values["datastore_weight"]),
-                context_weight=float(values["context_weight"]),
-            ),
-            sampling=SamplingConfig(temperature=float(values["temperature"]), top_p=float(values["top_p"])),
-        )
-    except (TypeError, ValueError) as exc:  # ConfigError is a ValueError; None from an emptied box is a TypeError
-        raise ConfigError(str(exc) if isinstance(exc, ConfigError) else f"a setting is empty or not a number ({exc})") from None
-    return config, (store if use_ds else NO_STORE)
+def request_config(store: str | None, knobs: dict[str, Any], base: GenerationConfig) -> tuple[GenerationConfig, str]:
+    """The page's settings (knob name -> value, checked against the knobs' ranges) on `base`, and
+    the datastore to draft from (NO_STORE when none is chosen or the datastore source is off)."""
+    store = store or NO_STORE
+    config = make_config(knobs, base)
+    use_ds = config.draft.use_datastore and store != NO_STORE
+    return replace(config, draft=replace(config.draft, use_datastore=use_ds)), (store if use_ds else NO_STORE)
 
 
 def fit_context(prompt_len: int, config: GenerationConfig, limit: int | None) -> tuple[GenerationConfig, str]:
@@ -229,15 +209,16 @@ class Session:
 
     # -------------------------------------------------------------------------------- actions
 
-    def respond(self, runtime: Runtime, message: str, knobs: dict[str, Any]) -> Iterator[Update]:
-        """Send: stream the answer step by step into the chat, the stats, the trie and the inspector."""
+    def respond(self, runtime: Runtime, message: str, store: str | None, knobs: dict[str, Any]) -> Iterator[Update]:
+        """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
+        `knobs`: knob name -> value (rest_core.knobs), `store`: the datastore chosen."""
         self.finish_turn("stopped")
         message = (message or "").strip()
         if not message:
             yield Update(status=status_html("Type a message first.", "warn"))
             return
         try:
-            config, store = make_config(knobs)
+            config, store = request_config(store, knobs, runtime.preset)
         except ConfigError as exc:
             yield Update(status=status_html(f"Settings: {render.esc(str(exc))}", "err"))
             return
@@ -252,7 +233,7 @@ class Session:
             engine = runtime.engine(store)
             tokenizer = runtime.loaded().tokenizer
             prompt_ids = list(engine.encode(self.messages, chat=True))
-            config, note = fit_context(len(prompt_ids), config, runtime.context_limit())
+            config, note = fit_context(len(prompt_ids), config, engine.max_positions)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
             error = _failure(exc, "request")
             self.turns[-1].note, self.turns[-1].error = error, True
@@ -324,11 +305,11 @@ class Session:
         fig, ins = self.step_view(runtime.loaded().tokenizer, step)
         return Update(trie=fig, inspector=ins)
 
-    def compare(self, runtime: Runtime, message: str, knobs: dict[str, Any]) -> Iterator[Update]:
+    def compare(self, runtime: Runtime, message: str, store: str | None, knobs: dict[str, Any]) -> Iterator[Update]:
         """Compare: REST and plain decoding on the same prompt and settings, back to back, nothing
         rendered in between; yields status lines, then the comparison and the speed figure."""
         try:
-            config, store = make_config(knobs)
+            config, store = request_config(store, knobs, runtime.preset)
         except ConfigError as exc:
             yield Update(status=status_html(f"Settings: {render.esc(str(exc))}", "err"))
             return
@@ -347,7 +328,7 @@ class Session:
             else:
                 yield Update(status=status_html("Send a message first, or type one to compare on.", "warn"))
                 return
-            config, note = fit_context(len(prompt_ids), config, runtime.context_limit())
+            config, note = fit_context(len(prompt_ids), config, engine.max_positions)
             results = {}
             for method, label in (("rest", "REST"), ("ar", "plain decoding")):
                 run = Run(engine, prompt_ids, config.with_method(method), runtime.lock)

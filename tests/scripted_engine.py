@@ -14,9 +14,9 @@ from typing import Iterator
 import numpy as np
 
 from rest_core.config import GenerationConfig
+from rest_core.draft import build_draft
 from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.retrieval import Retrieved
-from rest_core.trie import build_trie, select_top_c, subtree
 
 
 @dataclass
@@ -39,6 +39,7 @@ class _Model:
 class ScriptedEngine:
     def __init__(self, tokenizer, answer: str, step_s: float = 0.0, seed: int = 0) -> None:
         self.tokenizer = tokenizer
+        self.max_positions = _Config.max_position_embeddings  # the model's context, as Engine.max_positions
         self.answer_ids = list(tokenizer.encode(answer, add_special_tokens=False))
         self.step_s = step_s
         self.seed = seed
@@ -81,23 +82,22 @@ class ScriptedEngine:
                 retrieved = [Retrieved(SOURCE_DATASTORE, 2, (target[pos - 1],), 40, conts[: len(conts) // 2 + 1])]
                 if config.draft.use_context:
                     retrieved.append(Retrieved(SOURCE_CONTEXT, 1, (target[pos - 1],), 3, conts[len(conts) // 2 :]))
-                trie = build_trie(retrieved)
-                draft_idx = tuple(int(i) for i in select_top_c(trie, config.draft.c))
-                draft = subtree(trie, draft_idx)
-                matches = tuple(MatchInfo(r.source_bit == SOURCE_DATASTORE and "datastore" or "context", r.suffix_len, r.suffix_tokens, r.occurrences, tuple(tuple(int(t) for t in row if t >= 0) for row in r.continuations[:3])) for r in retrieved)
+                built = build_draft(retrieved, config.draft.c)
+                trie, draft, draft_idx = built.trie, built.nodes, tuple(int(i) for i in built.idx)
+                matches = tuple(_match_info(r) for r in retrieved)
                 # walk the draft along the target
-                node = -1
+                row = 0
                 acc = []
                 tokens, sources = [], []
                 i = pos
-                while i < len(target):
-                    kids = [j for j in range(len(draft)) if draft.parents[j] == node and draft.tokens[j] == target[i]]
-                    if not kids:
+                while i < len(target) and draft is not None:
+                    child = built.tree.child(row, target[i])
+                    if child is None:
                         break
-                    node = kids[0]
-                    acc.append(node)
+                    row = child
+                    acc.append(row - 1)
                     tokens.append(target[i])
-                    sources.append(int(draft.sources[node]))
+                    sources.append(int(draft.sources[row - 1]))
                     i += 1
                 if i < len(target):
                     tokens.append(target[i])
@@ -123,6 +123,11 @@ class ScriptedEngine:
                 finished=finished,
                 finish_reason=("length" if len(target) < len(self.answer_ids) else "eos") if finished else None,
             )
+
+
+def _match_info(r: Retrieved) -> MatchInfo:
+    sample = tuple(tuple(int(t) for t in row if t >= 0) for row in r.continuations[:3])
+    return MatchInfo(r.source_bit, r.suffix_len, r.suffix_tokens, r.occurrences, sample)
 
 
 def scripted_runtime(tokenizer, answer: str):

@@ -6,34 +6,35 @@ test_runtime.py."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 import app
-from rest_core.runtime import NO_STORE, Runtime, Settings
-from rest_core.session import KNOB_NAMES, Session
-from tests.scripted_engine import scripted_runtime
-from tests.tiny_models import tiny_loaded, tiny_tokenizer
-
-ANSWER = 'def add(a, b):\n    return a + b  # <ok> & "done" 世界\n\nprint(add(1, 2))\n'
-
-DEFAULTS = dict(
-    store=NO_STORE, n_max=16, n_min=1, c=8, m=6, max_matches=5000, budget="fixed", use_datastore=True,
-    use_context=True, datastore_weight=1.0, context_weight=1.0, temperature=0.0, top_p=1.0, max_new_tokens=200,
-)
+from rest_core.config import PRESETS
+from rest_core.knobs import APP_KNOBS
+from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.session import Session
+from tests.app_fixtures import ANSWER, knob_args
 
 
-def knobs(**over) -> list:
-    values = {**DEFAULTS, **over}
-    return [values[k] for k in KNOB_NAMES]
+def knobs(store: str = NO_STORE, **over) -> list:
+    """The handlers' arguments after (message, session): the store, then the knobs in order."""
+    return [store, *knob_args(**over)]
+
+
+def handlers(runtime: Runtime) -> app.Handlers:
+    return app.Handlers(runtime, StoreBuilds(runtime.settings))
 
 
 @pytest.fixture
-def scripted(monkeypatch):
-    """app.RUNTIME replaced by one whose every engine replays ANSWER."""
-    rt, engine = scripted_runtime(tiny_tokenizer(), ANSWER)
-    monkeypatch.setattr(app, "RUNTIME", rt)
-    return engine
+def h(scripted):
+    """Handlers over a runtime whose every engine replays ANSWER (`h.engine`)."""
+    rt, engine = scripted
+    out = handlers(rt)
+    out.engine = engine
+    return out
 
 
 def run_all(gen) -> list[tuple]:
@@ -44,14 +45,32 @@ def final(outputs: list[tuple]) -> tuple:
     return outputs[-1]
 
 
-def test_import_builds_the_page_without_loading_a_model():
-    assert app.demo is not None
-    assert not app.RUNTIME.ready  # the model loads on the first request
+def test_import_builds_the_page_without_torch_or_a_model():
+    code = "import sys, app, gradio; sys.exit(0 if isinstance(app.demo, gradio.Blocks) and 'torch' not in sys.modules else 1)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=app.ROOT).returncode == 0
 
 
-def test_respond_streams_highlighted_answer_and_keeps_history(scripted):
+def test_page_components_follow_the_knobs_and_the_device_preset(tmp_path):
+    """One widget per knob, in the knobs' order and range, with the device's preset values:
+    --device cuda gets the gpu preset (no CUDA needed to build the page)."""
+    for device, preset in (("cpu", PRESETS["cpu"]), ("cuda", PRESETS["gpu"]), ("cuda:1", PRESETS["gpu"])):
+        demo = app.create_app(Settings(device=device, datastores=tmp_path))
+        by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+        for knob in APP_KNOBS:
+            widget = by_id[knob.elem_id]
+            assert widget.value == knob.default(preset), (device, knob.name)
+            assert widget.label == knob.label
+            if knob.maximum is not None:
+                assert widget.maximum == knob.maximum, knob.name
+    assert PRESETS["cpu"].draft.c != PRESETS["gpu"].draft.c
+    handler = next(fn for fn in demo.fns.values() if fn.name == "respond")
+    ids = [b.elem_id for b in handler.inputs]
+    assert ids[2:] == ["store", *(k.elem_id for k in APP_KNOBS)]  # the handlers take the knobs in order
+
+
+def test_respond_streams_highlighted_answer_and_keeps_history(h):
     session = Session()
-    outs = run_all(app.respond("add two numbers", session, *knobs()))
+    outs = run_all(h.respond("add two numbers", session, *knobs()))
     chat, stats, fig, inspector, slider, status, session, box = final(outs)
     assert 'class="tok d' in chat and 'class="tok m' in chat
     # escaped model output (the byte-level tokenizer makes one span per byte / character)
@@ -65,25 +84,51 @@ def test_respond_streams_highlighted_answer_and_keeps_history(scripted):
     assert fig.data  # a plotly figure of the last step
 
 
-def test_bad_settings_give_a_message_not_a_traceback(scripted):
+def test_bad_settings_give_a_message_not_a_traceback(h):
     session = Session()
-    outs = run_all(app.respond("hi", session, *knobs(n_min=10, n_max=2)))
+    outs = run_all(h.respond("hi", session, *knobs(n_min=10, n_max=2)))
     status = final(outs)[5]
     assert "Settings:" in status and "n_max" in status
     assert session.turns == []
-    outs = run_all(app.respond("   ", session, *knobs()))
+    outs = run_all(h.respond("   ", session, *knobs()))
     assert "Type a message" in final(outs)[5]
 
 
-def test_stop_keeps_the_partial_answer_and_cancels_the_run(scripted):
-    scripted.step_s = 0.05
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(max_matches=10**9), "max_matches must be between 1 and 5000"),  # K is bounded on the server
+        (dict(c=129), "c must be between 1 and 128"),
+        (dict(temperature=float("nan")), "temperature must be a finite number"),
+        (dict(context_weight=float("inf")), "context_weight must be a finite number"),
+        (dict(top_k=-1), "top_k must be between 0 and 200"),
+        (dict(budget="greedy"), "budget must be one of fixed, auto"),
+    ],
+)
+def test_settings_outside_the_knobs_ranges_are_refused(h, bad, message):
+    """Whatever sends them (an API client need not respect the widgets' ranges)."""
     session = Session()
-    gen = app.respond("go", session, *knobs())
+    status = final(run_all(h.respond("hi", session, *knobs(**bad))))[5]
+    assert message in status and "err" in status
+    assert h.engine.calls == [] and session.turns == []
+    assert message in final(run_all(h.compare("hi", session, *knobs(**bad))))[2]
+
+
+def test_top_k_reaches_the_engine(h):
+    run_all(h.respond("hi", Session(), *knobs(temperature=0.7, top_k=7)))
+    _, config = h.engine.calls[-1]
+    assert config.sampling.top_k == 7 and config.sampling.temperature == 0.7
+
+
+def test_stop_keeps_the_partial_answer_and_cancels_the_run(h):
+    h.engine.step_s = 0.05
+    session = Session()
+    gen = h.respond("go", session, *knobs())
     for out in gen:
         if session.view is not None and session.view.events:
             break
     run = session.run
-    chat, *_ = app.stop(session)
+    chat, *_ = h.stop(session)
     gen.close()
     assert not session.active and run is not None
     assert run.done.wait(5)
@@ -92,55 +137,55 @@ def test_stop_keeps_the_partial_answer_and_cancels_the_run(scripted):
     assert len(session.view.text) < len(ANSWER)
 
 
-def test_context_overflow_is_a_clear_message(scripted, monkeypatch):
-    monkeypatch.setattr(app.RUNTIME, "context_limit", lambda: 40)
+def test_context_overflow_is_a_clear_message(h, monkeypatch):
+    monkeypatch.setattr(h.engine, "max_positions", 40)
     session = Session()
-    outs = run_all(app.respond("x" * 60, session, *knobs()))
+    outs = run_all(h.respond("x" * 60, session, *knobs()))
     status = final(outs)[5]
     assert "too long" in status and "Clear" in status
     assert session.turns[-1].error and not session.active
 
 
-def test_answer_is_shortened_to_fit_the_context(scripted, monkeypatch):
-    monkeypatch.setattr(app.RUNTIME, "context_limit", lambda: 60)
+def test_answer_is_shortened_to_fit_the_context(h, monkeypatch):
+    monkeypatch.setattr(h.engine, "max_positions", 60)
     session = Session()
-    outs = run_all(app.respond("hi", session, *knobs(max_new_tokens=500)))
-    _, config = scripted.calls[-1]
+    outs = run_all(h.respond("hi", session, *knobs(max_new_tokens=500)))
+    _, config = h.engine.calls[-1]
     assert config.max_new_tokens < 60
     assert "answer limited" in final(outs)[0]
 
 
-def test_replay_shows_any_step(scripted):
+def test_replay_shows_any_step(h):
     session = Session()
-    run_all(app.respond("go", session, *knobs()))
-    fig, ins = app.replay(1, session)
+    run_all(h.respond("go", session, *knobs()))
+    fig, ins = h.replay(1, session)
     assert "Step 1 of" in ins
-    fig_last, ins_last = app.replay(len(session.view.events), session)
+    fig_last, ins_last = h.replay(len(session.view.events), session)
     assert f"Step {len(session.view.events)} of" in ins_last
 
 
-def test_clear_resets_everything(scripted):
-    out = app.clear()
+def test_clear_resets_everything(h):
+    out = h.clear()
     chat, stats, fig, ins, slider, banner, session, box, cmp, speed = out
     assert isinstance(session, Session) and session.turns == []
     assert "placeholder" in chat and box == ""
 
 
-def test_compare_reports_speedup_and_identity(scripted):
+def test_compare_reports_speedup_and_identity(h):
     session = Session()
-    run_all(app.respond("go", session, *knobs()))
-    outs = run_all(app.compare("", session, *knobs()))
+    run_all(h.respond("go", session, *knobs()))
+    outs = run_all(h.compare("", session, *knobs()))
     html, fig, status = final(outs)
     assert re.search(r'id="speedup-value">[0-9.]+×', html)
     assert "identical output" in html
     assert fig["visible"] is True
     assert [t.name for t in fig["value"].data] == ["REST", "plain"]
-    methods = [c.method for _, c in scripted.calls[-2:]]
+    methods = [c.method for _, c in h.engine.calls[-2:]]
     assert methods == ["rest", "ar"]
 
 
-def test_compare_without_any_prompt_asks_for_one(scripted):
-    outs = run_all(app.compare("", Session(), *knobs()))
+def test_compare_without_any_prompt_asks_for_one(h):
+    outs = run_all(h.compare("", Session(), *knobs()))
     assert "Send a message first" in final(outs)[2]
 
 
@@ -150,45 +195,50 @@ def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "meta.json").write_text("{}")
     (tmp_path / "half-built").mkdir()
-    rt = Runtime(Settings(datastores=tmp_path))
-    monkeypatch.setattr(app, "RUNTIME", rt)
-    dropdown, banner, timer = app.on_load(NO_STORE)
+    h = handlers(Runtime(Settings(datastores=tmp_path)))
+    dropdown, banner, timer = h.on_load(NO_STORE)
     assert dropdown["choices"] == ["chat", "mine", NO_STORE]
     assert dropdown["value"] == "chat"  # the first built store by default
-    assert app.refresh_stores(NO_STORE)[0]["value"] == NO_STORE  # a user's choice is kept
-    assert app.refresh_stores("mine")[0]["value"] == "mine"
+    assert h.refresh_stores(NO_STORE)[0]["value"] == NO_STORE  # a user's choice is kept
+    assert h.refresh_stores("mine")[0]["value"] == "mine"
 
 
-def test_settings_from_flags_and_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("REST_PORT", "9999")
-    monkeypatch.setenv("REST_DEVICE", "cpu")
-    s = app.parse_args([])
+def test_settings_from_flags_and_env(tmp_path):
+    env = {"REST_PORT": "9999", "REST_DEVICE": "cpu"}
+    s = app.parse_args([], env)
     assert s.port == 9999 and s.device == "cpu" and s.model == "embedded"
-    s = app.parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x"])
-    assert s.port == 7000 and s.datastores == tmp_path and not s.build and s.model == "x"
+    s = app.parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env)
+    assert s.port == 7000 and s.datastores == tmp_path and not s.build and s.model == "x" and s.device == "cuda"
+    assert Runtime(s).preset == PRESETS["gpu"]  # the page's knob defaults follow the flag, not the environment
+    with pytest.raises(AttributeError):
+        s.device = "cpu"  # frozen: nothing patches the settings after the app is built
+
+
+def test_the_page_offers_the_stores_built_when_it_is_created(tmp_path):
+    """An HTTP API client never runs the page's load event: the dropdown's own choices must
+    already hold the built stores."""
+    for name in ("mine", "chat"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "meta.json").write_text("{}")
+    demo = app.create_app(Settings(datastores=tmp_path))
+    store = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "store")
+    assert [c[1] for c in store.choices] == ["chat", "mine", NO_STORE] and store.value == "chat"
 
 
 # --------------------------------------------------------------- the real engine, tiny model
 
 
-@pytest.fixture
-def tiny_runtime(monkeypatch):
-    pytest.importorskip("rest_core.engine")
-    rt = Runtime(Settings(), loader=lambda: tiny_loaded("llama"))
-    monkeypatch.setattr(app, "RUNTIME", rt)
-    return rt
-
-
 def test_real_engine_tiny_model_respond_and_compare(tiny_runtime):
+    h = handlers(tiny_runtime)
     session = Session()
-    outs = run_all(app.respond("abc abc abc", session, *knobs(max_new_tokens=24)))
+    outs = run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=24)))
     chat, stats, fig, inspector, slider, status, session, box = final(outs)
     assert 'class="tok' in chat and not status.startswith('<div class="status err')
     assert session.view.totals.new_tokens > 0
     assert session.view.text == tiny_runtime.loaded().tokenizer.decode(
         [t for e in session.view.events for t in e.tokens], skip_special_tokens=True
     )
-    html = final(run_all(app.compare("", session, *knobs(max_new_tokens=24))))[0]
+    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=24))))[0]
     assert "identical output" in html  # greedy REST == greedy plain decoding
 
 
@@ -196,19 +246,20 @@ def test_model_load_failure_is_a_message(monkeypatch):
     def broken():
         raise OSError("no model at 'nowhere' (offline?)")
 
-    monkeypatch.setattr(app, "RUNTIME", Runtime(Settings(), loader=broken))
+    h = handlers(Runtime(Settings(), loader=broken))
     session = Session()
-    status = final(run_all(app.respond("hi", session, *knobs())))[5]
+    status = final(run_all(h.respond("hi", session, *knobs())))[5]
     assert "no model at" in status and 'class="status err"' in status
     assert session.messages == [] and not session.active
-    assert "no model at" in final(run_all(app.compare("hi", session, *knobs())))[2]
+    assert "no model at" in final(run_all(h.compare("hi", session, *knobs())))[2]
 
 
 def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
+    h = handlers(tiny_runtime)
     session = Session()
     chat, stats, fig, inspector, slider, status, session, box = final(
-        run_all(app.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
+        run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
     )
     assert 'class="status err' not in status and session.view.totals.new_tokens > 0
-    html = final(run_all(app.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[0]
+    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[0]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling

@@ -32,7 +32,7 @@ def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, ela
     return StepEvent(
         step=step,
         method="rest",
-        matches=(MatchInfo("datastore", suffix_len, (), 3, ()),),
+        matches=(MatchInfo(SOURCE_DATASTORE, suffix_len, (), 3, ()),),
         trie=draft,
         draft_idx=tuple(range(draft_len)),
         draft=draft,

@@ -1,4 +1,5 @@
-"""The context as a draft source: incremental index vs a brute-force scan."""
+"""The context as a draft source: incremental index vs a brute-force scan, and the draft-source
+contract (reset once, extend per step, retrieve with no argument) for both sources."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import numpy as np
 import pytest
 
 from rest_core.config import RetrievalConfig
-from rest_core.events import SOURCE_CONTEXT
-from rest_core.retrieval import ContextSource
+from rest_core.datastore import Datastore
+from rest_core.retrieval import ContextSource, DatastoreSource
+from rest_core.sources import SOURCE_CONTEXT
 
 
 def brute_force(ctx, cfg: RetrievalConfig):
@@ -35,8 +37,9 @@ def test_incremental_matches_brute_force(seed):
     vocab = int(rng.integers(2, 6))
     ctx = rng.integers(0, vocab, int(rng.integers(0, 5))).tolist()
     source = ContextSource(cfg, weight=0.5)
+    source.reset(np.array(ctx, dtype=np.int64))
     for _ in range(60):
-        got = source.retrieve(np.array(ctx, dtype=np.int64))
+        got = source.retrieve()
         assert len(source) == len(ctx)  # the index followed the context
         n, count, rows = brute_force(ctx, cfg)
         assert got.suffix_len == n and got.occurrences == count
@@ -44,19 +47,22 @@ def test_incremental_matches_brute_force(seed):
         assert got.continuations.shape == (len(rows), cfg.m) and got.continuations.dtype == np.int64
         assert got.suffix_tokens == (tuple(ctx[len(ctx) - n :]) if n else ())
         assert got.source_bit == SOURCE_CONTEXT and got.weight == 0.5
-        ctx = ctx + rng.integers(0, vocab, int(rng.integers(1, 4))).tolist()
+        new = rng.integers(0, vocab, int(rng.integers(1, 4))).tolist()
+        source.extend(new)
+        ctx = ctx + new
 
 
-def test_explicit_extend_and_reset():
+def test_extend_and_reset():
     cfg = RetrievalConfig(m=3)
     source = ContextSource(cfg)
     source.reset([1, 2, 3, 4])
     source.extend([1, 2])
     assert len(source) == 6
-    got = source.retrieve([1, 2, 3, 4, 1, 2])
+    got = source.retrieve()
     assert got.suffix_len == 2 and got.continuations.tolist() == [[3, 4, 1]]
-    # A different context (not a continuation of the indexed one) is re-indexed from scratch.
-    got = source.retrieve([7, 8, 9, 7, 8])
+    # reset starts a new generation: nothing of the last context is left.
+    source.reset([7, 8, 9, 7, 8])
+    got = source.retrieve()
     assert got.suffix_len == 2 and got.continuations.tolist() == [[9, 7, 8]]
     assert len(source) == 5
 
@@ -64,13 +70,15 @@ def test_explicit_extend_and_reset():
 def test_no_match_and_trivial_self_match_excluded():
     source = ContextSource(RetrievalConfig(m=2))
     for ctx in ([], [5], [1, 2, 3]):
-        got = source.retrieve(ctx)
+        source.reset(ctx)
+        got = source.retrieve()
         assert got.suffix_len == 0 and got.occurrences == 0 and got.continuations.shape == (0, 2)
 
 
 def test_most_recent_first_and_cap():
     source = ContextSource(RetrievalConfig(n_max=1, m=1, max_matches=2))
-    got = source.retrieve([0, 1, 0, 2, 0, 3, 0])
+    source.reset([0, 1, 0, 2, 0, 3, 0])
+    got = source.retrieve()
     assert got.occurrences == 3
     assert got.continuations.tolist() == [[3], [2]]
 
@@ -88,6 +96,33 @@ def test_bulk_and_token_by_token_indexing_agree(seed):
         step.extend([t])
     assert bulk._ends == step._ends
     for cut in range(1, 121, 7):
-        got = bulk.retrieve(ids[:cut])  # (re-indexes when the context is not a continuation)
+        bulk.reset(ids[:cut])
+        got = bulk.retrieve()
         n, count, rows = brute_force(ids[:cut], cfg)
         assert (got.suffix_len, got.occurrences, got.continuations.tolist()) == (n, count, rows)
+
+
+@pytest.mark.parametrize("kind", ["datastore", "context"])
+def test_extending_step_by_step_equals_a_fresh_reset(kind):
+    """The contract every source keeps: told the prompt once and then only each step's new
+    tokens, it retrieves exactly what a source told the whole context at once would."""
+    rng = np.random.default_rng(7)
+    cfg = RetrievalConfig(n_max=4, m=3, max_matches=20)
+    docs = [rng.integers(0, 6, 60).tolist() for _ in range(4)]
+    store = Datastore.from_token_ids(docs, vocab_size=6)
+    make = (lambda: DatastoreSource(store, cfg)) if kind == "datastore" else (lambda: ContextSource(cfg))
+    ctx = rng.integers(0, 6, 5).tolist()
+    stepped = make()
+    stepped.reset(ctx)
+    matched = 0
+    for _ in range(40):
+        fresh = make()
+        fresh.reset(ctx)
+        got, want = stepped.retrieve(), fresh.retrieve()
+        assert (got.suffix_len, got.suffix_tokens, got.occurrences) == (want.suffix_len, want.suffix_tokens, want.occurrences)
+        assert np.array_equal(got.continuations, want.continuations)
+        matched += got.suffix_len > 0
+        new = rng.integers(0, 6, int(rng.integers(1, 4))).tolist()
+        stepped.extend(new)
+        ctx += new
+    assert matched > 20

@@ -94,5 +94,7 @@ def test_local_folder_and_generate_command(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "[ar]" in captured.err
     assert captured.out == expected + "\n"  # the streamed pieces add up to the decoded text
-    assert main(args[:-1] + ["0"]) == 2  # max_new_tokens 0: a clear one-line error
+    with pytest.raises(SystemExit) as exc:  # max_new_tokens 0: argparse's one-line error (the knob's range)
+        main(args[:-1] + ["0"])
+    assert exc.value.code == 2
     assert "max_new_tokens" in capsys.readouterr().err

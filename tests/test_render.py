@@ -122,7 +122,7 @@ def test_token_boundaries_step_classes_and_titles():
     tok = ByteTokenizer()
     ev = [
         event(0, [ord("A")], (0,)),  # no draft accepted
-        event(1, [ord("B"), ord("C"), ord("D")], (SOURCE_DATASTORE, SOURCE_DATASTORE, 0), matches=[MatchInfo("datastore", 3, (1, 2, 3), 7, ())]),
+        event(1, [ord("B"), ord("C"), ord("D")], (SOURCE_DATASTORE, SOURCE_DATASTORE, 0), matches=[MatchInfo(SOURCE_DATASTORE, 3, (1, 2, 3), 7, ())]),
         event(2, [ord("E"), ord("F")], (SOURCE_CONTEXT, 0)),
         event(3, [ord("G"), ord("H")], (SOURCE_DATASTORE | SOURCE_CONTEXT, 0), finished=True),
     ]
@@ -200,7 +200,7 @@ def trie_event() -> StepEvent:
         draft=draft,
         draft_idx=draft_idx,
         accepted=(0, 2),
-        matches=[MatchInfo("datastore", 2, (ord("x"), ord("y")), 12, ((ord("A"), ord("C")), (ord("B"),)))],
+        matches=[MatchInfo(SOURCE_DATASTORE, 2, (ord("x"), ord("y")), 12, ((ord("A"), ord("C")), (ord("B"),)))],
     )
 
 

@@ -10,7 +10,7 @@ import pydivsufsort
 import pytest
 
 from rest_core.config import RetrievalConfig
-from rest_core.events import SOURCE_DATASTORE
+from rest_core.sources import SOURCE_DATASTORE
 from rest_core.retrieval import DatastoreSource, Retrieved, even_sample, search_shards
 
 
@@ -45,6 +45,12 @@ def brute_force(tokens, context, cfg: RetrievalConfig, separator: int):
     return 0, []
 
 
+def retrieve_for(source: DatastoreSource, context) -> Retrieved:
+    """What `source` retrieves for `context` as a generation's prompt."""
+    source.reset(context)
+    return source.retrieve()
+
+
 def rows_of(retrieved: Retrieved) -> list[tuple[int, ...]]:
     return sorted(tuple(int(t) for t in row) for row in retrieved.continuations)
 
@@ -74,7 +80,7 @@ def test_matches_brute_force_on_random_corpora(seed):
             context = context[context != sep]
         else:
             context = rng.integers(0, vocab + 1, int(rng.integers(0, 12)))
-        got = source.retrieve(context)
+        got = retrieve_for(source, context)
         n, rows = brute_force(tokens, context, cfg, sep)
         assert got.suffix_len == n
         assert got.occurrences == len(rows)
@@ -93,7 +99,7 @@ def test_real_text_matches_brute_force():
     source = DatastoreSource(make_store(tokens, sep), cfg)
     probe = np.frombuffer(b"    def retrieve(self, context_ids", dtype=np.uint8).astype(np.int64)
     for cut in range(1, len(probe) + 1):
-        got = source.retrieve(probe[:cut])
+        got = retrieve_for(source, probe[:cut])
         n, rows = brute_force(tokens, probe[:cut], cfg, sep)
         assert (got.suffix_len, got.occurrences, rows_of(got)) == (n, len(rows), rows)
 
@@ -102,12 +108,12 @@ def test_longest_match_is_found_and_capped_at_n_max():
     sep = 9
     tokens = [1, 2, 3, 4, 5, 6, 7, sep, 3, 4, 5, 8, sep]
     store = make_store(tokens, sep)
-    got = DatastoreSource(store, RetrievalConfig(n_max=16, m=3)).retrieve([0, 0, 2, 3, 4, 5])
+    got = retrieve_for(DatastoreSource(store, RetrievalConfig(n_max=16, m=3)), [0, 0, 2, 3, 4, 5])
     assert got.suffix_len == 4 and got.suffix_tokens == (2, 3, 4, 5)
     assert got.occurrences == 1
     assert rows_of(got) == [(6, 7, -1)]
     # [3, 4, 5] occurs twice; n_max = 3 stops there
-    got = DatastoreSource(store, RetrievalConfig(n_max=3, m=3)).retrieve([2, 3, 4, 5])
+    got = retrieve_for(DatastoreSource(store, RetrievalConfig(n_max=3, m=3)), [2, 3, 4, 5])
     assert got.suffix_len == 3 and got.occurrences == 2
     assert rows_of(got) == [(6, 7, -1), (8, -1, -1)]
 
@@ -117,30 +123,30 @@ def test_separator_is_never_crossed():
     # "1 2" ends document one, "3 4" starts document two: [2, 3] must not match across them.
     tokens = [5, 1, 2, sep, 3, 4, sep, 1, 2, 7, sep]
     source = DatastoreSource(make_store(tokens, sep), RetrievalConfig(m=4))
-    got = source.retrieve([1, 2, 3])
+    got = retrieve_for(source, [1, 2, 3])
     assert got.suffix_len == 1 and got.suffix_tokens == (3,)
     assert rows_of(got) == [(4, -1, -1, -1)]
-    got = source.retrieve([1, 2])
+    got = retrieve_for(source, [1, 2])
     assert got.suffix_len == 2 and rows_of(got) == [(-1, -1, -1, -1), (7, -1, -1, -1)]
     # A context holding the separator id itself: only the part after it is searched.
-    got = source.retrieve([1, 2, sep, 3])
+    got = retrieve_for(source, [1, 2, sep, 3])
     assert got.suffix_len == 1 and got.suffix_tokens == (3,)
 
 
 def test_end_of_tokens_pads():
     tokens = [1, 2, 3, 1, 2]  # no trailing separator
-    got = DatastoreSource(make_store(tokens, 9), RetrievalConfig(m=3)).retrieve([1, 2])
+    got = retrieve_for(DatastoreSource(make_store(tokens, 9), RetrievalConfig(m=3)), [1, 2])
     assert rows_of(got) == [(-1, -1, -1), (3, 1, 2)]
 
 
 def test_no_match_and_empty_context():
     source = DatastoreSource(make_store([1, 2, 3, 9], 9), RetrievalConfig(m=4))
     for context in ([], [7], [7, 8], np.array([], dtype=np.int64)):
-        got = source.retrieve(context)
+        got = retrieve_for(source, context)
         assert got.suffix_len == 0 and got.occurrences == 0 and got.suffix_tokens == ()
         assert got.continuations.shape == (0, 4) and got.continuations.dtype == np.int64
     # shorter than n_min
-    got = DatastoreSource(make_store([1, 2, 3, 9], 9), RetrievalConfig(n_min=2)).retrieve([3])
+    got = retrieve_for(DatastoreSource(make_store([1, 2, 3, 9], 9), RetrievalConfig(n_min=2)), [3])
     assert got.suffix_len == 0
 
 
@@ -161,12 +167,12 @@ def test_cap_sampling_is_fair_and_deterministic():
     tokens = np.stack([np.zeros(5000, dtype=np.int64), values], axis=1).reshape(-1)
     tokens = np.concatenate([tokens, [sep]])
     source = DatastoreSource(make_store(tokens, sep), RetrievalConfig(n_max=1, m=1, max_matches=100))
-    got = source.retrieve([0])
+    got = retrieve_for(source, [0])
     assert got.occurrences == 5000 and got.continuations.shape == (100, 1)
     first = got.continuations[:, 0]
     assert sorted(set(first.tolist())) == list(range(1, 51))
     assert np.bincount(first, minlength=51)[1:].tolist() == [2] * 50  # evenly: 2 of each
-    again = source.retrieve([0])
+    again = retrieve_for(source, [0])
     assert np.array_equal(again.continuations, got.continuations)
 
 
@@ -185,7 +191,7 @@ def test_sharded_store_is_searched_as_one(seed):
     one, many = DatastoreSource(whole, cfg), DatastoreSource(sharded, cfg)
     for _ in range(20):
         context = rng.integers(0, vocab, int(rng.integers(0, 10)))
-        a, b = one.retrieve(context), many.retrieve(context)
+        a, b = retrieve_for(one, context), retrieve_for(many, context)
         n, rows = brute_force(flat, context, cfg, whole.separator)
         assert a.suffix_len == b.suffix_len == n
         assert a.occurrences == b.occurrences == len(rows)
@@ -198,7 +204,7 @@ def test_sharded_sampling_covers_every_shard():
     docs = [[0, i % 7 + 1] for i in range(400)]
     store = Datastore.from_token_ids(docs, vocab_size=8, shard_tokens=100)
     assert len(store.shards) > 3
-    got = DatastoreSource(store, RetrievalConfig(n_max=1, m=1, max_matches=40)).retrieve([0])
+    got = retrieve_for(DatastoreSource(store, RetrievalConfig(n_max=1, m=1, max_matches=40)), [0])
     assert got.occurrences == 400 and got.continuations.shape == (40, 1)
     assert sorted(set(got.continuations[:, 0].tolist())) == list(range(1, 8))
 
@@ -206,7 +212,7 @@ def test_sharded_sampling_covers_every_shard():
 def test_large_vocabulary_tokens():
     sep = 200_000
     tokens = np.array([150_000, 70_000, 5, sep, 150_000, 70_000, 6, sep], dtype=np.uint32)
-    got = DatastoreSource(make_store(tokens, sep, dtype=np.uint32), RetrievalConfig(m=2)).retrieve([70_000, 150_000, 70_000])
+    got = retrieve_for(DatastoreSource(make_store(tokens, sep, dtype=np.uint32), RetrievalConfig(m=2)), [70_000, 150_000, 70_000])
     assert got.suffix_len == 2 and got.occurrences == 2
     assert rows_of(got) == [(5, -1), (6, -1)]
 
@@ -247,12 +253,62 @@ def test_int64_suffix_array():
     cfg = RetrievalConfig(n_max=5, m=3, max_matches=7)
     for _ in range(10):
         context = rng.integers(0, 3, 6)
-        a, b = DatastoreSource(store, cfg).retrieve(context), DatastoreSource(store64, cfg).retrieve(context)
+        a, b = retrieve_for(DatastoreSource(store, cfg), context), retrieve_for(DatastoreSource(store64, cfg), context)
         assert (a.suffix_len, a.occurrences) == (b.suffix_len, b.occurrences)
         assert np.array_equal(a.continuations, b.continuations)
 
 
-def test_warm_up_runs():
-    from rest_core.retrieval import warm_up
+def test_bench_replay_weighs_sources_like_the_engine():
+    """bench-retrieval drafts through the engine's `build_draft`: each source's weight is spread
+    over its continuations, so 10 stored continuations do not outvote a twice-as-weighty context."""
+    from rest_core.commands.bench_retrieval import replay
+    from rest_core.datastore import Datastore
+    from rest_core.retrieval import ContextSource
 
-    warm_up()
+    store = Datastore.from_token_ids([[1, 2]] * 10, vocab_size=4)  # after 1 the store says 2 ...
+    text = np.array([1, 3] * 4, dtype=np.int64)  # ... but this text always says 3
+    cfg = RetrievalConfig(n_min=1, m=1)
+    stats = replay([DatastoreSource(store, cfg), ContextSource(cfg, weight=2.0)], [text], steps=5, c=1)
+    # Steps: [1] drafts 2 (wrong), [1 3] nothing, then at [1 3 1], [.. 3 1] and [.. 3 1] the
+    # context's 3 (right): 3 drafts accepted in 5 steps. Raw counts (10 vs 2) would draft 2 each time.
+    assert stats["tokens_per_step"] == pytest.approx(1 + 3 / 5)
+
+
+WARM_UP_CHECK = """
+import numpy as np
+from numba.core.registry import CPUDispatcher
+import rest_core.retrieval, rest_core.trie, rest_core.tree
+from rest_core.config import RetrievalConfig
+from rest_core.datastore import Datastore
+from rest_core.draft import build_draft, warm_up
+from rest_core.retrieval import ContextSource, DatastoreSource
+
+kernels = [f for m in (rest_core.retrieval, rest_core.trie, rest_core.tree) for f in vars(m).values() if isinstance(f, CPUDispatcher)]
+draft = warm_up()
+print(len(draft), draft.nodes.tokens.tolist())
+compiled = {f: len(f.signatures) for f in kernels}
+# A real step after the warm-up, as the engine takes it, must find every kernel ready.
+cfg = RetrievalConfig()
+for vocab in (300, 70_000):  # uint16 and uint32 stores
+    store = Datastore.from_token_ids([[1, 2, 3, 1, 2, 4] * 5], vocab_size=vocab)
+    sources = [DatastoreSource(store, cfg), ContextSource(cfg)]
+    for s in sources:
+        s.reset([5, 1, 2, 3, 1, 2])
+    build_draft([s.retrieve() for s in sources], 8, max_depth=6)
+print(sorted(f.__name__ for f in kernels if len(f.signatures) > compiled[f]))
+"""
+
+
+def test_warm_up_compiles_every_kernel_a_step_uses():
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", WARM_UP_CHECK], cwd=root, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    built, late = out.stdout.strip().splitlines()
+    # The tiny draft: the context's one continuation 1 2 (weight 1), then the first of the
+    # store's two (weight 1/2 each).
+    assert built == "3 [1, 3, 2]"
+    assert late == "[]"  # kernels a real step compiled after the warm-up

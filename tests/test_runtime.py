@@ -4,6 +4,8 @@ of missing default stores, the default model on a Space, and the kernel warm-up.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 from rest_core import runtime
 from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store, model_spec
@@ -74,4 +76,15 @@ def test_default_preset_follows_the_device():
     assert default_preset("cpu") == PRESETS["cpu"]
     assert default_preset("cpu", zero_gpu=True) == PRESETS["gpu"]  # ZeroGPU attaches CUDA per request
     assert default_preset("no-such-device") == PRESETS["cpu"]  # the load reports the bad flag
+    assert default_preset("cuda") == default_preset("cuda:1") == PRESETS["gpu"]  # from the flag, CUDA or not here
     assert PRESETS["cpu"] != PRESETS["gpu"]
+
+
+def test_device_type_never_imports_torch():
+    code = (
+        "import sys; from rest_core.runtime import device_type; "
+        "kinds = [device_type(d) for d in ('cpu', 'cuda', 'cuda:1', 'mps', 'auto')]; "
+        "assert kinds[:4] == ['cpu', 'cuda', 'cuda', 'mps'] and kinds[4] in ('cpu', 'cuda'), kinds; "
+        "sys.exit('torch' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=runtime.ROOT).returncode == 0

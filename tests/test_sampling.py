@@ -72,7 +72,7 @@ def _tree_logits(seed: int) -> torch.Tensor:
     return torch.randn(len(PARENT_PATH), VOCAB, generator=gen, dtype=torch.float64) * 2
 
 
-def _enumerate_accept(logits: torch.Tensor, cfg: SamplingConfig, max_tokens: int, stop_ids=()) -> dict:
+def _enumerate_accept(logits: torch.Tensor, cfg: SamplingConfig, max_tokens: int, stop_ids=(), process=None) -> dict:
     """Exact output distribution of `accept`: run it on scripted uniforms, branching at every
     draw over every token with positive probability (u at the middle of its CDF interval)."""
     out: dict[tuple[int, ...], float] = {}
@@ -88,12 +88,13 @@ def _enumerate_accept(logits: torch.Tensor, cfg: SamplingConfig, max_tokens: int
             raise _NeedBranch
 
         try:
-            tokens, rows = accept(logits, CHILDREN, cfg, uniforms, max_tokens=max_tokens, stop_ids=stop_ids)
+            tokens, rows = accept(
+                logits, CHILDREN, cfg, uniforms, max_tokens=max_tokens, stop_ids=stop_ids, process=process
+            )
         except _NeedBranch:
             # The row being sampled is the one reached by the tokens emitted so far.
-            path = tuple(_emitted(logits, cfg, prefix_u))
-            row = ROW_OF[path]
-            p = process_logits(logits[row], cfg)
+            path = tuple(_emitted(logits, cfg, prefix_u, process))
+            p = process_logits(_scores(logits, path, process), cfg)
             cdf = p.cumsum(0)
             for t in range(VOCAB):
                 if p[t] > 0:
@@ -112,22 +113,28 @@ class _NeedBranch(Exception):
     pass
 
 
-def _emitted(logits, cfg, us):
+def _scores(logits, path: tuple[int, ...], process=None) -> torch.Tensor:
+    """The scores plain decoding sees after `path`: the tree row holding it, processed with it."""
+    row = logits[ROW_OF[path]]
+    return row if process is None else process(list(path), row)
+
+
+def _emitted(logits, cfg, us, process=None):
     """Tokens emitted by the first len(us) draws (inverse CDF along the tree)."""
-    row, tokens = 0, []
+    tokens: list[int] = []
     for u in us:
-        t = sample_index(process_logits(logits[row], cfg), u)
-        tokens.append(t)
-        row = CHILDREN.get((row, t), -1)
+        tokens.append(sample_index(process_logits(_scores(logits, tuple(tokens), process), cfg), u))
+        if tuple(tokens) not in ROW_OF:
+            break
     return tokens
 
 
-def _autoregressive_prob(logits, cfg, tokens) -> float:
+def _autoregressive_prob(logits, cfg, tokens, process=None) -> float:
     """P(tokens) under plain sampling, where the model's distribution after a prefix is the
     tree row holding that prefix (all prefixes asked for lie in the tree)."""
     prob, path = 1.0, ()
     for t in tokens:
-        p = process_logits(logits[ROW_OF[path]], cfg)
+        p = process_logits(_scores(logits, path, process), cfg)
         prob *= float(p[t] / p.sum())
         path = path + (t,)
     return prob
@@ -153,6 +160,49 @@ def test_acceptance_is_exact_by_enumeration(cfg, seed):
         assert tuple(head) in ROW_OF and (ROW_OF[tuple(head)], last) not in CHILDREN
         # ...and has exactly the probability plain sampling gives that prefix.
         assert math.isclose(p, _autoregressive_prob(logits, cfg, tokens), rel_tol=1e-9, abs_tol=1e-15)
+
+
+CONTEXT = (3,)  # the ids before the root's children, for the path-dependent processor below
+
+
+def _penalise_seen(path, row_logits):
+    """A repetition penalty: tokens already in the context or on the path lose 1.5 logits. It
+    depends on the prefix, so each tree row must be processed with its own path."""
+    out = row_logits.clone()
+    out[sorted(set(CONTEXT) | set(path))] -= 1.5
+    return out
+
+
+@pytest.mark.parametrize("cfg", [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.7, top_k=3, top_p=0.9)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_acceptance_with_a_prefix_dependent_processor_is_exact(cfg, seed):
+    logits = _tree_logits(seed)
+    dist = _enumerate_accept(logits, cfg, max_tokens=10, process=_penalise_seen)
+    assert math.isclose(sum(dist.values()), 1.0, abs_tol=1e-12)
+    for tokens, p in dist.items():
+        assert math.isclose(p, _autoregressive_prob(logits, cfg, tokens, _penalise_seen), rel_tol=1e-9, abs_tol=1e-15)
+    # The processor matters here: without it the distribution is another one.
+    plain = _enumerate_accept(logits, cfg, max_tokens=10)
+    assert any(not math.isclose(plain.get(t, 0.0), p, abs_tol=1e-9) for t, p in dist.items())
+
+
+def test_greedy_acceptance_processes_each_row_with_its_own_path():
+    logits = torch.full((6, VOCAB), -5.0, dtype=torch.float64)
+    logits[0, 1] = 1  # root -> 1 (row 1)
+    logits[1, 2] = 1  # -> 2 (row 3)
+    logits[3, 1] = 1.0  # row 3 prefers 1, which is already on its path...
+    logits[3, 0] = 0.5  # ...so with the penalty it takes 0 (a drafted child: row 5)
+    logits[5, 2] = 1  # row 5: every token is in context + path, all lose the same: still 2
+    seen = []
+
+    def penalise(path, row_logits):
+        seen.append(list(path))
+        return _penalise_seen(path, row_logits)
+
+    assert accept(logits, CHILDREN, SamplingConfig(), None, max_tokens=10) == ([1, 2, 1], [1, 3])
+    tokens, rows = accept(logits, CHILDREN, SamplingConfig(), None, max_tokens=10, process=penalise)
+    assert (tokens, rows) == ([1, 2, 0, 2], [1, 3, 5])
+    assert seen == [[], [1], [1, 2], [1, 2, 0]]  # each visited row saw its own prefix
 
 
 def test_acceptance_respects_max_tokens_and_stop_ids():

@@ -10,27 +10,13 @@ import time
 import pytest
 
 from rest_core import render
-from rest_core.config import ConfigError, GenerationConfig
-from rest_core.runtime import NO_STORE, Runtime, Settings
-from rest_core.session import Session, Update, fit_context, make_config
-from tests.scripted_engine import scripted_runtime
-from tests.tiny_models import tiny_loaded, tiny_tokenizer
+from rest_core.config import PRESETS, ConfigError, GenerationConfig
+from rest_core.runtime import NO_STORE
+from rest_core.session import Session, fit_context, request_config
+from tests.app_fixtures import ANSWER, knob_values as knobs
+from tests.tiny_models import tiny_tokenizer
 
-ANSWER = 'def add(a, b):\n    return a + b  # <ok> & "done" 世界\n\nprint(add(1, 2))\n'
-
-DEFAULTS = dict(
-    store=NO_STORE, n_max=16, n_min=1, c=8, m=6, max_matches=5000, budget="fixed", use_datastore=True,
-    use_context=True, datastore_weight=1.0, context_weight=1.0, temperature=0.0, top_p=1.0, max_new_tokens=200,
-)
-
-
-def knobs(**over) -> dict:
-    return {**DEFAULTS, **over}
-
-
-@pytest.fixture
-def scripted():
-    return scripted_runtime(tiny_tokenizer(), ANSWER)
+BASE = PRESETS["cpu"]
 
 
 def test_session_and_runtime_never_import_gradio():
@@ -38,17 +24,19 @@ def test_session_and_runtime_never_import_gradio():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_make_config_validates_and_maps_the_store():
-    config, store = make_config(knobs(store="code"))
+def test_request_config_validates_and_maps_the_store():
+    config, store = request_config("code", knobs(), BASE)
     assert store == "code" and config.draft.use_datastore and config.draft.c == 8
-    config, store = make_config(knobs(store=NO_STORE))
+    config, store = request_config(NO_STORE, knobs(), BASE)
+    assert store == NO_STORE and not config.draft.use_datastore
+    config, store = request_config("code", knobs(use_datastore=False), BASE)
     assert store == NO_STORE and not config.draft.use_datastore
     with pytest.raises(ConfigError, match="n_max"):
-        make_config(knobs(n_min=8, n_max=4))
-    with pytest.raises(ConfigError, match="empty or not a number"):
-        make_config(knobs(max_matches=None))
+        request_config("code", knobs(n_min=8, n_max=4), BASE)
+    with pytest.raises(ConfigError, match="max_matches is empty"):
+        request_config("code", knobs(max_matches=None), BASE)
     with pytest.raises(ConfigError, match="top_p"):
-        make_config(knobs(top_p=0))
+        request_config("code", knobs(top_p=0), BASE)
 
 
 def test_fit_context_shortens_or_refuses():
@@ -63,20 +51,26 @@ def test_fit_context_shortens_or_refuses():
 def test_respond_yields_updates_and_keeps_history(scripted):
     rt, engine = scripted
     session = Session()
-    updates = list(session.respond(rt, "add two numbers", knobs()))
-    assert all(isinstance(u, Update) for u in updates)
+    updates = list(session.respond(rt, "add two numbers", NO_STORE, knobs()))
     assert "Loading the model" in updates[0].status and updates[0].box == ""  # first request only
+    assert updates[1].steps == 0 and updates[1].stats is not None  # streaming: the replay slider is hidden
+    chats = [u.chat for u in updates if u.chat is not None]
+    assert all("add two numbers" in chat for chat in chats)
+    n_tokens = [chat.count('class="tok') for chat in chats]
+    assert n_tokens == sorted(n_tokens) and n_tokens[-1] > n_tokens[0]  # the answer only grows
     last = updates[-1]
-    assert 'class="tok d' in last.chat and last.stats and last.inspector and last.trie.data
+    assert 'class="tok d' in last.chat and "tokens/s" in last.stats and "Step" in last.inspector and last.trie.data
     assert last.steps == len(session.view.events) and last.box is None
     assert session.messages[-1] == {"role": "assistant", "content": ANSWER} and not session.active
+    again = list(session.respond(rt, "more", NO_STORE, knobs()))
+    assert not any("Loading the model" in (u.status or "") for u in again)
 
 
 def test_second_turn_sends_the_whole_conversation(scripted):
     rt, engine = scripted
     session = Session()
-    list(session.respond(rt, "first", knobs()))
-    list(session.respond(rt, "second", knobs()))
+    list(session.respond(rt, "first", NO_STORE, knobs()))
+    list(session.respond(rt, "second", NO_STORE, knobs()))
     prompt_ids, _ = engine.calls[-1]
     text = tiny_tokenizer().decode(prompt_ids)
     assert "first" in text and "second" in text and "return a + b" in text
@@ -86,8 +80,8 @@ def test_second_turn_sends_the_whole_conversation(scripted):
 def test_sessions_do_not_share_conversations(scripted):
     rt, _ = scripted
     a, b = Session(), Session()
-    list(a.respond(rt, "hello from a", knobs()))
-    list(b.respond(rt, "hello from b", knobs()))
+    list(a.respond(rt, "hello from a", NO_STORE, knobs()))
+    list(b.respond(rt, "hello from b", NO_STORE, knobs()))
     assert [t.user for t in a.turns] == ["hello from a"]
     assert [t.user for t in b.turns] == ["hello from b"]
 
@@ -96,11 +90,11 @@ def test_new_message_after_an_abandoned_answer_closes_it(scripted):
     rt, engine = scripted
     engine.step_s = 0.02
     session = Session()
-    gen = session.respond(rt, "one", knobs())
+    gen = session.respond(rt, "one", NO_STORE, knobs())
     next(gen)
     gen.close()  # the page went away mid-answer
     engine.step_s = 0.0
-    list(session.respond(rt, "two", knobs()))
+    list(session.respond(rt, "two", NO_STORE, knobs()))
     assert session.turns[0].note == "stopped"
     assert [m["role"] for m in session.messages] == ["user", "assistant", "user", "assistant"]
 
@@ -109,7 +103,7 @@ def test_closing_the_stream_cancels_the_run(scripted):
     rt, engine = scripted
     engine.step_s = 0.05
     session = Session()
-    gen = session.respond(rt, "go", knobs())
+    gen = session.respond(rt, "go", NO_STORE, knobs())
     for _ in gen:
         if session.view is not None and session.view.events:
             break
@@ -123,23 +117,17 @@ def test_closing_the_stream_cancels_the_run(scripted):
 def test_compare_yields_status_then_result(scripted):
     rt, engine = scripted
     session = Session()
-    updates = list(session.compare(rt, "add two numbers", knobs()))
+    updates = list(session.compare(rt, "add two numbers", NO_STORE, knobs()))
     assert "REST done" in updates[-3].status and "plain decoding done" in updates[-2].status
     assert "identical output" in updates[-1].comparison and updates[-1].speed is not None
     assert session.turns == []  # comparing does not touch the conversation
-
-
-@pytest.fixture
-def tiny_runtime():
-    pytest.importorskip("rest_core.engine")
-    return Runtime(Settings(), loader=lambda: tiny_loaded("llama"))
 
 
 def test_real_engine_render_cost_per_step(tiny_runtime):
     """Everything the page does per step (highlight, stats, throttled figure) stays cheap."""
     tok = tiny_runtime.loaded().tokenizer
     engine = tiny_runtime.engine(NO_STORE)
-    config, _ = make_config(knobs(max_new_tokens=48))
+    config, _ = request_config(NO_STORE, knobs(max_new_tokens=48), BASE)
     events = list(engine.generate(engine.encode("abc abc abc", chat=True), config))
     view = render.AnswerView(tok)
     t0 = time.perf_counter()

@@ -22,7 +22,14 @@ import torch
 
 from rest_core.models import LoadedModel
 
-ARCHITECTURES = ("llama", "qwen2", "gpt2", "gemma3")  # gemma3: sliding-window layers (window 8)
+# Attention limited to WINDOW tokens, declared each way transformers reads it: gemma3 through
+# `layer_types` (alternating sliding and full layers); mistral, phi3 and starcoder2 through
+# `sliding_window` alone (every layer slides, no `layer_types`); qwen2_sliding through
+# `use_sliding_window` + `max_window_layers` (the layers from max_window_layers on slide);
+# llama4 through `attention_chunk_size` (chunked layers, then a full one).
+WINDOWED_ARCHITECTURES = ("gemma3", "mistral", "phi3", "starcoder2", "qwen2_sliding", "llama4")
+ARCHITECTURES = ("llama", "qwen2", "gpt2") + WINDOWED_ARCHITECTURES
+WINDOW = 8
 
 N_BYTES = 256
 EOS_ID = 256  # "<|endoftext|>"
@@ -71,10 +78,18 @@ def tiny_model(
         Gemma3TextConfig,
         GPT2Config,
         GPT2LMHeadModel,
+        Llama4ForCausalLM,
+        Llama4TextConfig,
         LlamaConfig,
         LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Phi3Config,
+        Phi3ForCausalLM,
         Qwen2Config,
         Qwen2ForCausalLM,
+        Starcoder2Config,
+        Starcoder2ForCausalLM,
     )
 
     common = dict(vocab_size=VOCAB_SIZE, bos_token_id=EOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID)
@@ -92,6 +107,35 @@ def tiny_model(
             tie_word_embeddings=False, use_sliding_window=False, **common,
         )
         cls = Qwen2ForCausalLM
+    elif arch == "qwen2_sliding":
+        # Layers 1.. slide, layer 0 attends to everything (Qwen2's max_window_layers rule).
+        config = Qwen2Config(
+            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers + 1,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+            tie_word_embeddings=False, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1,
+            **common,
+        )
+        cls = Qwen2ForCausalLM
+    elif arch in ("mistral", "phi3", "starcoder2"):
+        shared = dict(
+            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=max_positions, sliding_window=WINDOW,
+            tie_word_embeddings=False, **common,
+        )
+        if arch == "phi3":
+            config, cls = Phi3Config(original_max_position_embeddings=max_positions, **shared), Phi3ForCausalLM
+        elif arch == "starcoder2":
+            config, cls = Starcoder2Config(**shared), Starcoder2ForCausalLM
+        else:
+            config, cls = MistralConfig(**shared), MistralForCausalLM
+    elif arch == "llama4":
+        config = Llama4TextConfig(
+            hidden_size=hidden, intermediate_size=2 * hidden, intermediate_size_mlp=2 * hidden,
+            num_hidden_layers=2 * layers, num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4,
+            attention_chunk_size=WINDOW, num_local_experts=2, max_position_embeddings=max_positions,
+            tie_word_embeddings=False, **common,
+        )
+        cls = Llama4ForCausalLM
     elif arch == "gpt2":
         # A wider init than GPT-2's default, else a tiny random GPT-2 repeats one token forever.
         config = GPT2Config(
@@ -103,7 +147,7 @@ def tiny_model(
         # per-layer-type masks once a sequence is longer than the window.
         config = Gemma3TextConfig(
             hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2 * layers,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, sliding_window=8,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, sliding_window=WINDOW,
             layer_types=["sliding_attention", "full_attention"] * layers, max_position_embeddings=max_positions,
             tie_word_embeddings=False, **common,
         )

@@ -20,23 +20,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rest_core.knobs import flag_values, make_config
 from rest_core.suites import SPLITS
 
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
+NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (bench.ENGINE_METHODS)
+FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
 ACTIONS = ("run", "ablation", "pld-sweep")
-# Knob flags whose default is the device's preset (dest -> RetrievalConfig / DraftConfig field).
-RETRIEVAL_KNOBS = ("n_min", "n_max", "m", "max_matches")
-DRAFT_KNOBS = ("c", "budget", "datastore_weight", "context_weight")
-PRESET_KNOBS = RETRIEVAL_KNOBS + DRAFT_KNOBS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from rest_core.ablations import KINDS
     from rest_core.bench import ALL_METHODS
-    from rest_core.config import DraftConfig, RetrievalConfig
+    from rest_core.knobs import add_flags
 
-    r, d = RetrievalConfig(), DraftConfig()
     p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
                    help="run (default), ablation, or pld-sweep (prompt lookup's k on the training split)")
     p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
@@ -45,28 +43,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offset", type=int, default=0, help="skip this many problems first (within --split)")
     p.add_argument("--split", choices=SPLITS, default=None,
                    help="all (default), eval (HumanEval 0-99, MT-Bench 81-100) or train (the rest; pld-sweep's only split)")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="per generation (paper: 512 HumanEval, 1024 MT-Bench)")
     p.add_argument("--out", default=None, help="output folder (default bench_results/<suite>-<action>-<time>)")
     g = p.add_argument_group("model")
     g.add_argument("--model", default="embedded", help="embedded, a local folder, a .gguf file or a hub id")
     g.add_argument("--device", default="auto")
     g.add_argument("--dtype", default="auto")
     g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    g = p.add_argument_group("REST")
-    g.add_argument("--datastore", default=None, help="datastore folder (default: datastores/code or datastores/chat)")
-    g.add_argument("--n-max", type=int, default=r.n_max)
-    g.add_argument("--n-min", type=int, default=r.n_min)
-    g.add_argument("--m", type=int, default=r.m, help="continuation length")
-    g.add_argument("--max-matches", type=int, default=r.max_matches)
-    g.add_argument("--c", type=int, default=d.c, help="max draft tokens verified per step")
-    g.add_argument("--budget", choices=("fixed", "auto"), default=d.budget)
-    g.add_argument("--datastore-weight", type=float, default=d.datastore_weight)
-    g.add_argument("--context-weight", type=float, default=d.context_weight)
-    g = p.add_argument_group("sampling (temperature 0 = greedy)")
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--seed", type=int, default=0)
+    p.add_argument("--datastore", default=None, help="datastore folder (default: datastores/code or datastores/chat)")
+    g = p.add_argument_group("settings (temperature 0 = greedy; the methods choose the draft sources)")
+    # Knob flags left out stay None and take the device's preset once the device is known
+    # (`settings_from_args`); max_new_tokens and seed have the bench's own defaults.
+    add_flags(g, exclude=NOT_FLAGS, defaults=FLAG_DEFAULTS)
     g = p.add_argument_group("timing")
     g.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per method")
     g.add_argument("--repeats", type=int, default=1, help="rounds per problem; each method's fastest run counts")
@@ -82,9 +69,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--values", default=None, help="comma-separated values of the swept parameter "
                    "(pld-sweep: k values, default 2..10)")
     g.add_argument("--method", default="rest", help="engine method the ablation varies (rest, hybrid, context)")
-    # The knob flags default to None: left out, they take the device's preset once the device is
-    # known (`settings_from_args`). Parser-level defaults override the declared ones.
-    p.set_defaults(**{name: None for name in PRESET_KNOBS})
 
 
 
@@ -118,17 +102,14 @@ def select_problems(args: argparse.Namespace) -> list:
 
 def settings_from_args(args: argparse.Namespace, device_type: str) -> tuple[Any, Any, Any]:
     """(retrieval, draft, sampling): the device's preset, with the knob flags given replacing its values."""
-    from rest_core.config import SamplingConfig, preset_for_device
+    from rest_core.config import preset_for_device
 
     preset = preset_for_device(device_type)
-    given = {k: getattr(args, k) for k in PRESET_KNOBS if getattr(args, k, None) is not None}
-    retrieval_changes = {k: v for k, v in given.items() if k in RETRIEVAL_KNOBS}
+    given = flag_values(args, exclude=NOT_FLAGS)
     if "n_max" in given and "n_min" not in given:  # a short n_max alone lowers the preset's n_min with it
-        retrieval_changes["n_min"] = min(preset.retrieval.n_min, given["n_max"])
-    retrieval = replace(preset.retrieval, **retrieval_changes)  # re-validated by __post_init__
-    draft = replace(preset.draft, **{k: v for k, v in given.items() if k in DRAFT_KNOBS})
-    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
-    return retrieval, draft, sampling
+        given["n_min"] = min(preset.retrieval.n_min, given["n_max"])
+    config = make_config(given, preset)
+    return config.retrieval, config.draft, config.sampling
 
 
 @dataclass
@@ -177,7 +158,7 @@ class BenchSetup:
         if store is not None:
             store = {"path": str(store.path), "n_tokens": store.n_tokens, "n_documents": store.n_documents}
         device_type = self.loaded.device.type
-        given = [k for k in PRESET_KNOBS if getattr(a, k, None) is not None]
+        given = [k for k in flag_values(a, exclude=NOT_FLAGS) if k not in FLAG_DEFAULTS]
         return {
             "date": now_utc(), "git_commit": self.git_commit, "suite": a.suite,
             "problems_run": f"{len(problems)} ({problems[0].id} .. {problems[-1].id})",

@@ -67,11 +67,11 @@ def load_texts(corpus: str) -> list[str]:
 
 
 def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
-    """Time `steps` drafting steps over the token lists; returns per-step stats."""
+    """Time `steps` drafting steps over the token lists; returns per-step stats. The sources
+    (`rest_core.retrieval.DraftSource`s) draft exactly as in the engine, through `build_draft`."""
     import numpy as np
 
-    from rest_core.tree import layout
-    from rest_core.trie import build_trie, select_top_c, subtree
+    from rest_core.draft import build_draft
 
     times = np.empty(steps, dtype=np.float64)
     cpu_times = np.empty(steps, dtype=np.float64)
@@ -88,20 +88,17 @@ def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
                 s.reset(ids[:1])
             pos = 1
             while pos < ids.shape[0] and step < steps:
-                ctx = ids[:pos]
                 c0 = cpu_clock()
                 t0 = clock()
-                found = [s.retrieve(ctx) for s in sources]
+                found = [s.retrieve() for s in sources]
                 t1 = clock()
-                trie = build_trie(found)
-                draft = subtree(trie, select_top_c(trie, c))
-                tree = layout(draft)
+                draft = build_draft(found, c)
                 t2 = clock()
                 c2 = cpu_clock()
                 # Walk the draft along the real text: what a model writing it would accept.
                 row, n_acc = 0, 0
                 while pos + n_acc < ids.shape[0]:
-                    nxt = tree.child(row, int(ids[pos + n_acc]))
+                    nxt = draft.tree.child(row, int(ids[pos + n_acc]))
                     if nxt is None:
                         break
                     row, n_acc = nxt, n_acc + 1
@@ -110,8 +107,16 @@ def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
                 retrieve_times[step] = (t1 - t0) / 1e6
                 accepted[step] = n_acc
                 matched[step] = found[0].suffix_len
-                trie_nodes[step] = len(trie)
+                trie_nodes[step] = len(draft.trie) if draft.trie is not None else 0
                 draft_nodes[step] = len(draft)
+                # Telling the sources what was emitted is retrieval's bookkeeping: timed with it.
+                c0, t0 = cpu_clock(), clock()
+                for s in sources:
+                    s.extend(ids[pos : pos + n_acc + 1])
+                t1, c1 = clock(), cpu_clock()
+                times[step] += (t1 - t0) / 1e6
+                retrieve_times[step] += (t1 - t0) / 1e6
+                cpu_times[step] += (c1 - c0) / 1e6
                 step += 1
                 pos += n_acc + 1
             if step >= steps:
@@ -145,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     from rest_core.datastore import Datastore
     from rest_core.models import load_tokenizer
     from rest_core.retrieval import ContextSource, DatastoreSource
+    from rest_core.sources import source_name
 
     if args.steps < 1:
         raise ValueError("--steps must be >= 1")
@@ -176,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
             "open_seconds": round(open_s, 3),
             "datastore": str(args.datastore),
             "corpus": args.corpus,
-            "sources": [s.name for s in sources],
+            "sources": [source_name(s.bit) for s in sources],
             "c": args.c,
             "max_matches": args.max_matches,
             "m": args.m,

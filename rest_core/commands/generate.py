@@ -8,7 +8,10 @@ import json
 import sys
 from pathlib import Path
 
+from rest_core.knobs import add_flags, flag_values, make_config
+
 DEFAULT_DATASTORE = "datastores/chat"
+NOT_FLAGS = ("use_datastore",)  # --datastore DIR|none says it
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,20 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--datastore", default=None,
         help=f"datastore folder; 'none' for no datastore (default: {DEFAULT_DATASTORE} if built)",
     )
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--n-min", type=int, default=None, help="shortest context suffix tried (default 1)")
-    p.add_argument("--n-max", type=int, default=None, help="longest context suffix tried first (default 16)")
-    p.add_argument("--c", type=int, default=None, help="max draft tokens verified per step (default: per device)")
-    p.add_argument("--budget", choices=("fixed", "auto"), default=None,
-                   help="fixed: always c; auto: choose up to c per step from the measured forward cost")
-    ctx = p.add_mutually_exclusive_group()
-    ctx.add_argument("--context", dest="context", action="store_true", default=None,
-                     help="also draft from the conversation itself (default: per device preset)")
-    ctx.add_argument("--no-context", dest="context", action="store_false", help="datastore drafts only (the paper)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 (default) = greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--seed", type=int, default=None)
+    g = p.add_argument_group("settings (default: the device's preset, rest_core.config.PRESETS)")
+    add_flags(g, exclude=NOT_FLAGS)
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is much faster on a busy shared CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
@@ -50,33 +41,10 @@ def _default_datastore() -> Path | None:
 
 
 def build_config(args: argparse.Namespace, device_type: str):
-    """The GenerationConfig for these arguments, starting from the device's preset."""
-    from dataclasses import replace
+    """The GenerationConfig for these arguments: the device's preset with the flags given."""
+    from rest_core.config import preset_for_device
 
-    from rest_core.config import GenerationConfig, RetrievalConfig, SamplingConfig, preset_for_device
-
-    preset = preset_for_device(device_type)
-    retrieval = preset.retrieval
-    if args.n_min is not None or args.n_max is not None:
-        retrieval = RetrievalConfig(
-            n_min=args.n_min if args.n_min is not None else retrieval.n_min,
-            n_max=args.n_max if args.n_max is not None else retrieval.n_max,
-            m=retrieval.m,
-            max_matches=retrieval.max_matches,
-        )
-    draft = preset.draft
-    changes = {}
-    if args.c is not None:
-        changes["c"] = args.c
-    if args.budget is not None:
-        changes["budget"] = args.budget
-    if args.context is not None:
-        changes["use_context"] = args.context
-    draft = replace(draft, **changes)  # re-validated by __post_init__
-    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
-    return GenerationConfig(
-        method=args.method, max_new_tokens=args.max_new_tokens, retrieval=retrieval, draft=draft, sampling=sampling
-    )
+    return make_config(flag_values(args, exclude=NOT_FLAGS), preset_for_device(device_type), method=args.method)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,15 +126,11 @@ def run(args: argparse.Namespace) -> int:
 
 def summary(result, lm, config, datastore_path) -> dict:
     """The --json object."""
-    from rest_core.events import SOURCE_NAMES
+    from rest_core.sources import count_origins
 
     t = result.totals
-    per_source = {name: 0 for name in SOURCE_NAMES.values()}
-    for ev in result.events:
-        for bits in ev.token_sources:
-            for bit, name in SOURCE_NAMES.items():
-                if bits & bit:
-                    per_source[name] += 1
+    per_source = count_origins(s for ev in result.events for s in ev.token_sources)
+    del per_source["model"]  # accepted drafts only: "datastore", "context", "both"
     budgets = [ev.budget for ev in result.events]
     return {
         "text": result.text,
