@@ -94,6 +94,9 @@ class StepEvent:
     totals: Totals
     finished: bool
     finish_reason: Literal["eos", "length"] | None = None
+    # per draft node, the auto budget's predicted chance that the model's path runs through it
+    # (empty for fixed budgets): what the benchmark's reliability chart checks
+    predicted: tuple[float, ...] = ()
 
     @property
     def accepted_len(self) -> int:

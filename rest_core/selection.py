@@ -19,9 +19,14 @@ no node pays for its share of the forward.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
+
+from rest_core.trie import Trie, select_top_c, subtree
+
+if TYPE_CHECKING:
+    from rest_core.acceptance import AcceptanceModel, SourceMatch
 
 Cost = Callable[[np.ndarray], np.ndarray]  # tokens in the forward (q,) -> milliseconds (q,)
 
@@ -60,3 +65,34 @@ def select(p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0) -> Selec
     rate = (1.0 + gain) / (overhead_ms + cost(sizes + 1))
     best = int(np.argmax(rate))  # the smallest n among equals: never pay for nothing
     return Selection(np.sort(order[:best]), float(gain[best]), float(rate[best]))
+
+
+POOL_MIN = 32  # candidate nodes scored per step at least (see `choose_draft`)
+
+
+def choose_draft(
+    trie: Trie,
+    matches: Sequence["SourceMatch"],
+    model: "AcceptanceModel",
+    c: int,
+    cost: Cost,
+    overhead_ms: float = 0.0,
+) -> tuple[Selection, np.ndarray]:
+    """The cost-optimal draft of at most c nodes of `trie` under the acceptance model, and the
+    path probability of each chosen node (in the order of `Selection.idx`, indices into trie).
+
+    Tries reach tens of thousands of nodes; only a pool of the heaviest max(4c, POOL_MIN) nodes
+    (a connected subtree, by `select_top_c`) is scored, which keeps a step's selection well
+    under a millisecond. A likely node outside the pool would need a lighter weight than
+    4c others, which the model rarely rates above them.
+    """
+    from rest_core.acceptance import node_features
+
+    if len(trie) == 0 or c <= 0:
+        return select(np.empty(0), 0, cost, overhead_ms), np.empty(0)
+    pool_idx = select_top_c(trie, max(4 * c, POOL_MIN))
+    pool = subtree(trie, pool_idx)
+    feats = node_features(trie, matches, pool_idx)
+    p = model.path_of(pool.parents, feats)
+    chosen = select(p, c, cost, overhead_ms)
+    return Selection(pool_idx[chosen.idx], chosen.expected_accepted, chosen.rate), p[chosen.idx]

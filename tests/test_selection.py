@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rest_core.selection import select
+from rest_core.selection import choose_draft, select
 
 
 def _random_tree(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,3 +74,29 @@ def test_cap_and_bad_c():
     assert select(p, 2, _linear_cost(1, 0)).idx.tolist() == [0, 1]
     with pytest.raises(ValueError, match="c must be"):
         select(p, -1, _linear_cost(1, 0))
+
+
+def test_choose_draft_takes_a_certain_chain_and_skips_noise():
+    from rest_core.acceptance import FEATURE_NAMES, AcceptanceModel, SourceMatch
+    from rest_core.retrieval import Retrieved
+    from rest_core.trie import build_trie
+
+    # Context: one earlier occurrence continuing 8 tokens; datastore: 50 scattered continuations.
+    chain = np.arange(100, 108)
+    cx = Retrieved(2, 12, tuple(range(12)), 1, chain[None, :], weight=1.0)
+    noise = np.arange(200, 250)[:, None] + np.zeros((1, 3), np.int64)
+    ds = Retrieved(1, 2, (0, 1), 50, noise, weight=1 / 50)
+    trie = build_trie([ds, cx])
+    matches = [SourceMatch(1, 2, 50), SourceMatch(2, 12, 1)]
+    # A model that trusts unanimous, well-matched context continuations only.
+    w = np.zeros(len(FEATURE_NAMES))
+    w[FEATURE_NAMES.index("bias")] = -4.0
+    w[FEATURE_NAMES.index("cx_len")] = 2.5  # log2(13) * 2.5 = 9.3 -> q near 1
+    model = AcceptanceModel(w)
+    flat = _linear_cost(40.0, 1.0)
+    sel, p = choose_draft(trie, matches, model, 16, flat)
+    assert trie.tokens[sel.idx].tolist() == chain.tolist()
+    assert np.all(p > 0.9) and np.all(np.diff(p) <= 0)
+    model.weights[FEATURE_NAMES.index("cx_len")] = 0.0  # now nothing is likely: draft nothing
+    sel, _ = choose_draft(trie, matches, model, 16, flat)
+    assert sel.idx.size == 0
