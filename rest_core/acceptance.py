@@ -11,9 +11,10 @@ q is a logistic regression over a handful of features of the node and of the ste
 (`FEATURE_NAMES`): which sources proposed it, its share of its parent's weight and how many
 continuations that share is measured on (a unanimous continuation of one match is weak
 evidence, of 500 strong), each proposing source's matched suffix length and occurrence count,
-and depth. Its weights are warm-started from `acceptance_prior.json` (fitted on the training
-split by `scripts/fit_acceptance.py`) and learned online from every step's outcome: only the
-nodes whose parent was accepted have an observable outcome, and those are the ones learned from.
+and depth. Its weights come from `acceptance_prior.json` (fitted on the training split by
+`scripts/fit_acceptance.py`), and a recalibration of them is learned online from every step's
+outcome: only the nodes whose parent was accepted have an observable outcome, and those are
+the ones learned from.
 Pure numpy; what it predicts only chooses what to draft, never what is emitted.
 """
 
@@ -196,21 +197,31 @@ def path_probabilities(parents: np.ndarray, conditional: np.ndarray) -> np.ndarr
 
 
 class AcceptanceModel:
-    """Logistic q(node accepted | parent accepted), learned online from each step's outcome.
+    """Logistic q(node accepted | parent accepted): fitted weights (the prior) and an online
+    recalibration learned from each step's outcome.
 
-    learning_rate: step size of the online (stochastic gradient) update per observed node;
-    it is pulled back toward the prior weights with strength `prior_pull`, so a short run of
-    bad luck cannot wreck a sound prior.
+    Online, only a recalibration of the prior's logit z is learned, q = sigmoid(a[kind] + b z),
+    with an offset a per proposer kind (datastore, context, both) and a common slope b: four
+    well-scaled numbers, so one step's outcomes cannot swing predictions wildly, yet a
+    conversation whose context source is unusually reliable (or a store that misleads on this
+    topic) is picked up within a few steps. They are fitted by a diagonal Newton step per update
+    (curvature accumulated from the observations, starting at `prior_strength` nodes' worth),
+    with old evidence decaying by `forget` per step, so the model keeps adapting.
     """
 
-    def __init__(self, weights: Sequence[float], *, learning_rate: float = 0.05, prior_pull: float = 0.01) -> None:
+    def __init__(self, weights: Sequence[float], *, prior_strength: float = 8.0, forget: float = 0.98) -> None:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (len(FEATURE_NAMES),):
             raise ValueError(f"the acceptance model needs {len(FEATURE_NAMES)} weights, got {w.shape[0] if w.ndim else 0}")
-        self.prior = w.copy()
         self.weights = w.copy()
-        self.learning_rate = float(learning_rate)
-        self.prior_pull = float(prior_pull)
+        self.prior_strength = float(prior_strength)
+        self.forget = float(forget)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was learned online: back to the prior."""
+        self.recalibration = np.array([0.0, 0.0, 0.0, 1.0])  # offsets (datastore, context, both), slope
+        self._curvature = np.full(4, self.prior_strength * 0.25)
 
     @classmethod
     def load(cls, path: str | Path = PRIOR_PATH, **kwargs: float) -> "AcceptanceModel":
@@ -220,11 +231,19 @@ class AcceptanceModel:
             raise ValueError(f"{path}: fitted for other features ({data.get('features')}); refit it")
         return cls(data["weights"], **kwargs)
 
+    def _inputs(self, feats: NodeFeatures) -> np.ndarray:
+        """(n, 4) inputs of the recalibration: proposer kind one-hot, and the prior's logit."""
+        kind = np.where(feats.mask == _DS | _CX, 2, np.where(feats.mask & _CX, 1, 0))
+        u = np.zeros((feats.n, 4))
+        u[np.arange(feats.n), kind] = 1.0
+        u[:, 3] = feats.design() @ self.weights
+        return u
+
     def conditional(self, feats: NodeFeatures) -> np.ndarray:
         """(n,) q(node accepted | parent accepted)."""
         if feats.n == 0:
             return np.empty(0)
-        return _sigmoid(feats.design() @ self.weights)
+        return _sigmoid(self._inputs(feats) @ self.recalibration)
 
     def path_of(self, parents: np.ndarray, feats: NodeFeatures) -> np.ndarray:
         """(n,) path probabilities of nodes with these parents (parents first, -1 = root)."""
@@ -234,10 +253,11 @@ class AcceptanceModel:
         """One step's observable outcomes: nodes whose parent was accepted, and which were."""
         if feats.n == 0:
             return
-        x = feats.design()
-        err = np.asarray(accepted, dtype=np.float64) - _sigmoid(x @ self.weights)
-        self.weights += self.learning_rate * (x.T @ err) / max(feats.n, 1) ** 0.5
-        self.weights += self.prior_pull * (self.prior - self.weights)
+        u = self._inputs(feats)
+        q = _sigmoid(u @ self.recalibration)
+        self._curvature = self.forget * self._curvature + (u * u * (q * (1 - q))[:, None]).sum(axis=0)
+        grad = u.T @ (np.asarray(accepted, dtype=np.float64) - q)
+        self.recalibration += grad / np.maximum(self._curvature, 1e-6) / 2  # coupled inputs: damped
 
 
 def observable(parents: np.ndarray, accepted: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -80,7 +80,7 @@ def test_fit_logistic_recovers_weights():
 def test_online_learning_follows_outcomes():
     trie, matches = _trie()
     f = node_features(trie, matches)
-    model = AcceptanceModel(np.zeros(len(FEATURE_NAMES)), learning_rate=0.2, prior_pull=0.0)
+    model = AcceptanceModel(np.zeros(len(FEATURE_NAMES)))
     before = model.conditional(f)
     for _ in range(20):
         model.learn(f, np.zeros(f.n, dtype=bool))
@@ -88,6 +88,8 @@ def test_online_learning_follows_outcomes():
     for _ in range(60):
         model.learn(f, np.ones(f.n, dtype=bool))
     assert np.all(model.conditional(f) > before)
+    model.reset()
+    assert model.conditional(f) == pytest.approx(before)
 
 
 def test_wrong_weight_count_is_a_clear_error(tmp_path):
