@@ -47,12 +47,15 @@ class AutoBudget:
     Learns each step's outcome into the acceptance model (which drafted nodes the model's own
     path ran through); the per-step time outside the forward; and the forward time actually
     seen per size q (the machine's load changes, and the one-off measurement may have been
-    unlucky). `acceptance` defaults to the shipped prior (`acceptance_prior.json`).
+    unlucky). `acceptance` defaults to the shipped prior (`acceptance_prior.json`); each set of
+    enabled sources (datastore alone, context alone, both) recalibrates its own copy of it,
+    since a datastore node means more when the context has no say.
     """
 
     def __init__(self, curve: CostCurve | None = None, acceptance: AcceptanceModel | None = None) -> None:
         self.curve = curve  # set (measured) by the engine before the first choice
         self.acceptance = acceptance or AcceptanceModel.load()
+        self._by_sources: dict[tuple[int, ...], AcceptanceModel] = {}
         self.overhead_ms = 1.0  # per-step time outside the forward, running mean
         self._observed: dict[int, tuple[int, float]] = {}  # q -> (count, mean forward ms)
 
@@ -71,11 +74,21 @@ class AutoBudget:
         sizes = sorted(points)
         return CostCurve(tuple(sizes), tuple(np.maximum.accumulate([points[q] for q in sizes]).tolist()))
 
+    def model_for(self, retrieved: Sequence["Retrieved"]) -> AcceptanceModel:
+        """The acceptance model recalibrated for this set of sources (a fresh copy of the prior
+        the first time)."""
+        key = tuple(sorted(int(r.source_bit) for r in retrieved))
+        if key not in self._by_sources:
+            a = self.acceptance
+            self._by_sources[key] = AcceptanceModel(a.weights, prior_strength=a.prior_strength, forget=a.forget)
+        return self._by_sources[key]
+
     def plan(self, pool: Trie, retrieved: Sequence["Retrieved"], c_max: int) -> tuple[np.ndarray, np.ndarray]:
         """The step's draft among the candidate nodes `pool`: (sorted indices into it, each
         one's predicted path probability), at most c_max nodes, possibly none."""
         matches = [SourceMatch.of(r) for r in retrieved]
-        chosen, p = choose_draft(pool, matches, self.acceptance, c_max, self.corrected_curve(), self.overhead_ms)
+        model = self.model_for(retrieved)
+        chosen, p = choose_draft(pool, matches, model, c_max, self.corrected_curve(), self.overhead_ms)
         return chosen.idx, p
 
     def learn(
@@ -93,7 +106,7 @@ class AutoBudget:
         if draft.trie is not None and draft.nodes is not None and len(draft.nodes) and retrieved:
             rows, outcome = observable(draft.nodes.parents, accepted)
             feats = node_features(draft.trie, [SourceMatch.of(r) for r in retrieved], draft.idx[rows])
-            self.acceptance.learn(feats, outcome)
+            self.model_for(retrieved).learn(feats, outcome)
         self.overhead_ms += 0.1 * (overhead_ms - self.overhead_ms)
         n, mean = self._observed.get(draft.q, (0, 0.0))
         self._observed[draft.q] = (n + 1, mean + (forward_ms - mean) / min(n + 1, 20))  # mean, then EMA

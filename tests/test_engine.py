@@ -444,6 +444,9 @@ def test_auto_budget_drafts_what_pays_and_learns_from_outcomes():
     for _ in range(30):  # neither is ever accepted: the model learns that, and drafts nothing
         budget.learn(draft, (), overhead_ms=1.0, forward_ms=12.0, retrieved=retrieved)
     assert len(build_draft(retrieved, 8, plan=budget.plan)) == 0
+    # What the datastore alone taught leaves the prior of another set of sources untouched.
+    with_context = retrieved + [Retrieved(SOURCE_CONTEXT, 1, (0,), 1, np.array([[9]], dtype=np.int64))]
+    assert budget.model_for(with_context).recalibration.tolist() == [0.0, 0.0, 0.0, 1.0]
     budget.curve = CostCurve((1, 64), (10.0, 10.0))  # a GPU: every node is free
     budget._observed.clear()
     assert build_draft(retrieved, 8, plan=budget.plan).budget == 8
