@@ -30,7 +30,9 @@ import numpy as np
 from rest_core.trie import Trie
 
 PRIOR_PATH = Path(__file__).with_name("acceptance_prior.json")
-_DS, _CX = 1, 2  # source bits (rest_core.events.SOURCE_DATASTORE / SOURCE_CONTEXT)
+_CX = 2  # the context's bit (rest_core.sources.SOURCE_CONTEXT); every other bit is a datastore's
+_DS = 0xFF & ~_CX  # any datastore (rest_core.sources.STORE_MASK and the spare bit)
+_BOTH = 3  # parent_mask of the root's children: "every source"
 _K_DEFAULT = 5000  # RetrievalConfig.max_matches: continuations per source at most
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -76,7 +78,7 @@ class NodeFeatures:
     """Raw per-node features, (n,) each; `design` turns them into the model's inputs."""
 
     mask: np.ndarray  # source bitmask of the node
-    parent_mask: np.ndarray  # of its parent; 3 (all) for the root's children
+    parent_mask: np.ndarray  # of its parent; 3 (a store and the context) for the root's children
     depth: np.ndarray
     share: np.ndarray  # weight / parent's weight (the root's weight for depth 1)
     support: np.ndarray  # continuations through the parent (estimated from weights)
@@ -115,7 +117,7 @@ class NodeFeatures:
                 np.ones(self.n),
                 (has_cx & ~has_ds).astype(np.float64),
                 (has_cx & has_ds).astype(np.float64),
-                ((self.parent_mask == _DS | _CX) & (self.mask != _DS | _CX) & (self.depth > 1)).astype(np.float64),
+                (_both(self.parent_mask) & ~_both(self.mask) & (self.depth > 1)).astype(np.float64),
                 np.log(share / (1.0 - share)),
                 unanimous,
                 log_support,
@@ -130,40 +132,58 @@ class NodeFeatures:
         )
 
 
+def _both(mask: np.ndarray) -> np.ndarray:
+    """Proposed by a datastore and by the context."""
+    return ((mask & _DS) > 0) & ((mask & _CX) > 0)
+
+
 def node_features(trie: Trie, matches: Sequence[SourceMatch], idx: np.ndarray | None = None) -> NodeFeatures:
     """Features of the nodes `idx` of `trie` (default: all), given the step's matches.
 
     A node's support (continuations through its parent) is its parent's weight over the
     per-continuation weight of the heaviest-row source among the parent's proposers: exact for a
-    single-source parent, a lower bound when both sources share it.
+    single-source parent, a lower bound when several share it. With several datastores, a
+    node's datastore match is the longest among the stores that proposed it.
     """
     idx = np.arange(len(trie)) if idx is None else np.asarray(idx, dtype=np.int64)
-    by_bit = {m.bit: m for m in matches}
-    ds, cx = by_bit.get(_DS), by_bit.get(_CX)
+    n = idx.shape[0]
     n_top = int(np.searchsorted(trie.parents, -1, side="right"))  # BFS: the root's children first
     root_weight = float(trie.weights[:n_top].sum())
     parents = trie.parents[idx]
     top = parents < 0
     safe = np.where(top, 0, parents)
     parent_w = np.where(top, root_weight, trie.weights[safe] if len(trie) else 0.0)
-    parent_mask = np.where(top, _DS | _CX, trie.sources[safe] if len(trie) else 0).astype(np.uint8)
-    row_w = np.zeros(4)  # per mask: the largest per-continuation weight among its sources
-    for mask in (1, 2, 3):
-        row_w[mask] = max((m.row_weight() for m in (ds, cx) if m is not None and mask & m.bit), default=1.0)
+    parent_mask = np.where(top, _BOTH, trie.sources[safe] if len(trie) else 0).astype(np.uint8)
+    mask = trie.sources[idx].astype(np.uint8)
+    # per parent mask: the largest per-continuation weight among its sources
+    row_w = np.ones(n)
+    for m in np.unique(parent_mask[~top]):
+        row_w[(parent_mask == m) & ~top] = max((s.row_weight() for s in matches if int(m) & s.bit), default=1.0)
     # The root's children are supported by every retrieved continuation.
-    total_rows = sum((m.rows if m.rows is not None else min(m.occurrences, _K_DEFAULT)) for m in matches)
-    support = np.where(top, float(total_rows), parent_w / row_w[np.minimum(parent_mask, 3)])
+    total_rows = sum((s.rows if s.rows is not None else min(s.occurrences, _K_DEFAULT)) for s in matches)
+    support = np.where(top, float(total_rows), parent_w / row_w)
+    ds_len = np.zeros(n, np.int64)
+    ds_occ = np.zeros(n, np.int64)
+    cx_len = np.zeros(n, np.int64)
+    cx_occ = np.zeros(n, np.int64)
+    for s in matches:
+        has = (mask & s.bit) > 0
+        if s.bit == _CX:
+            cx_len[has], cx_occ[has] = s.suffix_len, s.occurrences
+        else:
+            longer = has & (s.suffix_len > ds_len)
+            ds_len[longer], ds_occ[longer] = s.suffix_len, s.occurrences
     weights = trie.weights[idx]
     return NodeFeatures(
-        mask=trie.sources[idx].astype(np.uint8),
+        mask=mask,
         parent_mask=parent_mask,
         depth=trie.depths[idx].astype(np.int64),
         share=np.where(parent_w > 0, weights / np.where(parent_w > 0, parent_w, 1.0), 0.0),
         support=np.maximum(support, 1.0),
-        ds_len=np.full(idx.shape[0], ds.suffix_len if ds else 0, np.int64),
-        ds_occ=np.full(idx.shape[0], ds.occurrences if ds else 0, np.int64),
-        cx_len=np.full(idx.shape[0], cx.suffix_len if cx else 0, np.int64),
-        cx_occ=np.full(idx.shape[0], cx.occurrences if cx else 0, np.int64),
+        ds_len=ds_len,
+        ds_occ=ds_occ,
+        cx_len=cx_len,
+        cx_occ=cx_occ,
     )
 
 
@@ -233,7 +253,7 @@ class AcceptanceModel:
 
     def _inputs(self, feats: NodeFeatures) -> np.ndarray:
         """(n, 4) inputs of the recalibration: proposer kind one-hot, and the prior's logit."""
-        kind = np.where(feats.mask == _DS | _CX, 2, np.where(feats.mask & _CX, 1, 0))
+        kind = np.where(_both(feats.mask), 2, np.where(feats.mask & _CX, 1, 0))
         u = np.zeros((feats.n, 4))
         u[np.arange(feats.n), kind] = 1.0
         u[:, 3] = feats.design() @ self.weights

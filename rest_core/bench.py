@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
 from rest_core.events import StepEvent
-from rest_core.sources import count_origins, origin
+from rest_core.sources import count_origins, kind_of, origin
 from rest_core.suites import Problem
 
 # Engine methods: name -> which draft sources are on. "rest" is the paper's method (datastore only).
@@ -163,7 +163,7 @@ def add_reliability(
     predicted path probability, its source, and whether the model's path ran through it."""
     hit = set(int(a) for a in accepted)
     for i, (p, mask) in enumerate(zip(predicted, masks)):
-        row = table.setdefault(origin(int(mask)).key, [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)])
+        row = table.setdefault(kind_of(int(mask)), [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)])
         cell = row[min(int(p * RELIABILITY_BINS), RELIABILITY_BINS - 1)]
         cell[0] += 1
         cell[1] += float(p)
@@ -831,12 +831,10 @@ def reliability_chart(summaries: dict[str, MethodSummary], title: str) -> Any | 
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from rest_core.sources import ORIGINS
-
     names = [n for n, s in summaries.items() if s.reliability]
     if not names:
         return None
-    colors = {o.key: o.color for o in ORIGINS.values()}
+    colors = {kind_of(mask): origin(mask).color for mask in (1, 2, 3)}
     colors["all"] = "#6b7280"
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=[f"{n}: observed vs predicted" for n in names])
     for col, name in enumerate(names, 1):

@@ -62,17 +62,51 @@ class DraftConfig:
     use_context: bool = False  # the conversation itself as a second draft source (issue 6)
     datastore_weight: float = 1.0
     context_weight: float = 1.0
+    # Which of the engine's datastores draft, by name, each with its share: ("code", 2.0) drafts
+    # from "code" at datastore_weight * 2. None: every store of the engine at datastore_weight.
+    # A bare name means share 1; use_datastore=False turns every store off.
+    stores: tuple[tuple[str, float], ...] | None = None
 
     def __post_init__(self) -> None:
         _whole("c", self.c)
         _finite("datastore_weight", self.datastore_weight)
         _finite("context_weight", self.context_weight)
+        if self.stores is not None:
+            object.__setattr__(self, "stores", _store_shares(self.stores))
         if self.c < 1:
             raise ConfigError(f"c (max draft tokens) must be >= 1, got {self.c}")
         if self.budget not in ("fixed", "auto"):
             raise ConfigError(f"budget must be 'fixed' or 'auto', got {self.budget!r}")
         if self.datastore_weight < 0 or self.context_weight < 0:
             raise ConfigError("source weights must be >= 0")
+
+
+def _store_shares(stores: object) -> tuple[tuple[str, float], ...]:
+    """DraftConfig.stores as ((name, share), ...): names unique and non-empty, shares finite and
+    >= 0, at most MAX_STORES of them (a bare name is share 1; lists become tuples)."""
+    from rest_core.sources import MAX_STORES
+
+    if isinstance(stores, (str, bytes)) or not isinstance(stores, (tuple, list)):
+        raise ConfigError(f"stores must be a list of store names or (name, weight) pairs, got {stores!r}")
+    out: list[tuple[str, float]] = []
+    for entry in stores:
+        if isinstance(entry, str):
+            name, share = entry, 1.0
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2:
+            name, share = entry
+        else:
+            raise ConfigError(f"a stores entry must be a name or a (name, weight) pair, got {entry!r}")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"a store name must be a non-empty string, got {name!r}")
+        _finite(f"the weight of store {name!r}", share)
+        if share < 0:
+            raise ConfigError(f"the weight of store {name!r} must be >= 0, got {share}")
+        if any(name == n for n, _ in out):
+            raise ConfigError(f"store {name!r} is listed twice")
+        out.append((name, float(share)))
+    if len(out) > MAX_STORES:
+        raise ConfigError(f"at most {MAX_STORES} datastores can draft at once, got {len(out)}")
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,14 @@ On disk a datastore is one folder:
                        past 2^31 positions)
     tokens-00001.bin   further shards, if the corpus was too big for one suffix array
     ...
+    doc-starts.bin     document index (format 2): n_documents + 1 little-endian int64, where
+                       document i starts in the token stream (all shards one after the other);
+                       the last entry is n_tokens
+    doc-name-offsets.bin  n_documents + 1 little-endian int64: document i's name is
+                       doc-names.bin[offsets[i]:offsets[i + 1]]
+    doc-names.bin      the names, UTF-8, one after the other (a file path relative to the
+                       corpus root, a conversation id, an uploaded file's name); names are for
+                       display only and never used as file paths
 
 Every document is followed by the separator id (== the tokenizer's vocabulary size, an id the
 tokenizer never produces), so a continuation read after a match stops at the document's end.
@@ -20,7 +28,10 @@ compiled retrieval loops index with these values, so a damaged file must be refu
 found by a crash later. The check is memory-bandwidth bound: 30 ms for the 21.9M-token chat
 store with the files in the page cache (about 1.4 ms per million tokens, so ~0.1 s for a
 79M-token store); 0.36 s when the files first come off this machine's disk (so about 1.3 s
-for the 79M-token store), a cost paid once per process that opens the store. Builds write into a temporary folder next to the target and rename
+for the 79M-token store), a cost paid once per process that opens the store. The document
+index is checked too (offsets increasing, inside the store, each document start right after a
+separator). Stores of format 1 (before the document index) still open; their document lookups
+return None and `documents_note` says how to rebuild. Builds write into a temporary folder next to the target and rename
 it into place once complete, so an interrupted build leaves nothing that `Datastore.open` accepts.
 """
 
@@ -34,14 +45,18 @@ import shutil
 import sys
 import time
 import uuid
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: adds the document index (doc-*.bin); 1 is still read
+READABLE_VERSIONS = (1, 2)
+DOC_FILES = {"starts": "doc-starts.bin", "name_offsets": "doc-name-offsets.bin", "names": "doc-names.bin"}
+MAX_NAME_BYTES = 512  # longer document names are cut (they are labels, not keys)
 META_FILE = "meta.json"
 INT32_MAX = 2**31 - 1
 SA_INT32_LIMIT = INT32_MAX  # longest shard whose suffix array is stored as int32 (tests lower it)
@@ -49,6 +64,63 @@ SA_INT32_LIMIT = INT32_MAX  # longest shard whose suffix array is stored as int3
 
 class DatastoreError(ValueError):
     """A datastore folder is missing, damaged, or does not belong to the given tokenizer."""
+
+
+class BuildCancelled(DatastoreError):
+    """A build stopped because its `cancel` event was set; nothing was written."""
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Where a build is, for a progress bar: phase "tokenizing" (documents and tokens so far),
+    then "suffix array" (shard `shard` of `n_shards` is being sorted), then "done"."""
+
+    phase: str
+    documents: int = 0
+    tokens: int = 0
+    shard: int = 0
+    n_shards: int = 0
+
+
+class DocumentSpan(NamedTuple):
+    """A document of the store: its name and its tokens' range [start, end) in the token stream
+    (all shards one after the other); `end` is the position of the separator that closes it."""
+
+    name: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class DocumentIndex:
+    """Where each document starts and what it is called (mapped arrays, see the module doc).
+
+    starts: (n + 1,) int64, increasing, starts[0] = 0, starts[n] = the store's token count.
+    name_offsets: (n + 1,) int64, non-decreasing into `names`.
+    names: (bytes,) uint8, the UTF-8 names one after the other.
+    """
+
+    starts: np.ndarray
+    name_offsets: np.ndarray
+    names: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.starts.shape[0]) - 1
+
+    def name(self, i: int) -> str:
+        a, b = int(self.name_offsets[i]), int(self.name_offsets[i + 1])
+        return bytes(self.names[a:b]).decode("utf-8", errors="replace")
+
+    def find(self, position: int) -> int:
+        """Index of the document holding token `position` (binary search over the starts)."""
+        return int(np.searchsorted(self.starts, position, side="right")) - 1
+
+    def span(self, i: int) -> DocumentSpan:
+        return DocumentSpan(self.name(i), int(self.starts[i]), int(self.starts[i + 1]) - 1)
+
+    def sizes(self) -> np.ndarray:
+        """(n,) tokens per document (without its closing separator)."""
+        return np.diff(np.asarray(self.starts)) - 1
 
 
 @dataclass(frozen=True)
@@ -78,6 +150,7 @@ class Datastore:
     path: Path | None
     meta: dict[str, Any]
     shards: list[Shard] = field(default_factory=list)
+    documents: DocumentIndex | None = None  # None: a store built before the index (format 1)
 
     @property
     def separator(self) -> int:
@@ -126,11 +199,13 @@ class Datastore:
         *,
         shard_tokens: int | None = None,
         source: str = "token ids",
+        names: Sequence[str] | None = None,
     ) -> "Datastore":
-        """An in-memory datastore over already tokenized documents (for tests and small corpora)."""
+        """An in-memory datastore over already tokenized documents (for tests and small corpora);
+        document i is called names[i] (default "document i")."""
         writer = _ShardWriter(None, vocab_size, _resolve_shard_tokens(shard_tokens))
-        for doc in documents:
-            writer.add(np.asarray(doc, dtype=np.int64))
+        for i, doc in enumerate(documents):
+            writer.add(np.asarray(doc, dtype=np.int64), names[i] if names is not None else None)
         shards_meta, shards = writer.finish()
         meta = _make_meta(
             vocab_size=vocab_size,
@@ -142,7 +217,67 @@ class Datastore:
             extra={},
             started=time.time(),
         )
-        return cls(path=None, meta=meta, shards=shards)
+        return cls(path=None, meta=meta, shards=shards, documents=writer.document_index())
+
+    @property
+    def documents_note(self) -> str | None:
+        """Why document lookups return None for this store (and how to fix it); None if they work."""
+        if self.documents is not None:
+            return None
+        where = str(self.path) if self.path else "DIR"
+        src = self.meta.get("source_spec")
+        src = src if isinstance(src, str) and src else "SRC"
+        return (
+            f"{where} has no document index (built before format 2): rebuild it with "
+            f"`python -m rest_core datastore build --source {src} --out {where} --force` to see which document a match comes from"
+        )
+
+    def shard_offsets(self) -> np.ndarray:
+        """(n_shards + 1,) int64: where each shard starts in the token stream, then n_tokens."""
+        return np.concatenate([[0], np.cumsum([s.n_tokens for s in self.shards], dtype=np.int64)]).astype(np.int64)
+
+    def stream_position(self, shard: int, position: int) -> int:
+        """A shard-local position (as retrieval reports it) -> its position in the token stream."""
+        return int(self.shard_offsets()[shard]) + int(position)
+
+    def document_at(self, position: int) -> DocumentSpan | None:
+        """The document holding token `position` of the token stream: (name, start, end), with
+        the document's tokens at [start, end). None for a store without a document index (see
+        `documents_note`). IndexError for a position outside the store."""
+        position = int(position)
+        if not 0 <= position < self.n_tokens:
+            raise IndexError(f"position {position} is outside the store's {self.n_tokens:,} tokens")
+        if self.documents is None:
+            return None
+        return self.documents.span(self.documents.find(position))
+
+    def context_around(self, position: int, before: int, after: int) -> np.ndarray:
+        """Token ids around `position` of the token stream: up to `before` tokens before it and
+        `after` tokens from it on, never past its document's start or end (so no separator
+        unless a document was split across shards). Without a document index, the window stops
+        at separators instead. Returns (k,) int64; the token at `position` is at index
+        `position - max(start, position - before)`."""
+        position, before, after = int(position), max(0, int(before)), max(0, int(after))
+        span = self.document_at(position)
+        if span is not None:
+            lo, hi = max(span.start, position - before), min(span.end, position + after)
+            return self._read(lo, max(lo, hi))
+        window = self._read(max(0, position - before), min(self.n_tokens, position + after))
+        at = position - max(0, position - before)
+        seps = np.flatnonzero(window == self.separator)
+        lo = int(seps[seps < at].max()) + 1 if np.any(seps < at) else 0
+        hi = int(seps[seps >= at].min()) if np.any(seps >= at) else len(window)
+        return window[lo:hi]
+
+    def _read(self, lo: int, hi: int) -> np.ndarray:
+        """Tokens [lo, hi) of the token stream, across shard boundaries."""
+        offsets = self.shard_offsets()
+        parts = []
+        for i, shard in enumerate(self.shards):
+            a, b = max(lo, int(offsets[i])), min(hi, int(offsets[i + 1]))
+            if a < b:
+                parts.append(np.asarray(shard.tokens[a - offsets[i] : b - offsets[i]], dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def disk_bytes(self) -> int:
         """Total size of the datastore's files on disk (0 for an in-memory store)."""
@@ -292,6 +427,10 @@ class _ShardWriter:
         self._docs: list[int] = []  # documents started per shard
         self._file = None
         self._memory: list[list[np.ndarray]] = []
+        # Document index: start of each document in the token stream, its name's end in the blob.
+        self._doc_starts = array("q", [0])
+        self._name_ends = array("q", [0])
+        self._names = bytearray()
 
     @property
     def n_shards(self) -> int:
@@ -321,9 +460,11 @@ class _ShardWriter:
         self._sizes[-1] += len(piece)
         self.n_tokens += len(piece)
 
-    def add(self, ids: np.ndarray) -> None:
+    def add(self, ids: np.ndarray, name: str | None = None) -> None:
         if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= self.separator):
             raise DatastoreError(f"token id out of range [0, {self.separator}) in document {self.n_documents}")
+        self._names += clean_name(name if name is not None else f"document {self.n_documents}")
+        self._name_ends.append(len(self._names))
         ids = ids.astype(self.dtype)
         sep = np.array([self.separator], dtype=self.dtype)
         max_piece = self.shard_tokens - 1
@@ -342,13 +483,39 @@ class _ShardWriter:
             start += max_piece
             first = False
         self.n_documents += 1
+        # A split document's pieces follow each other in the stream (a new shard starts only
+        # when a piece does not fit), so the document still spans [its start, the next start).
+        self._doc_starts.append(self.n_tokens)
 
-    def finish(self, progress: bool = False) -> tuple[list[dict[str, Any]], list[Shard]]:
-        """Close the token files, build every shard's suffix array; return (shards meta, shards)."""
+    def document_index(self) -> DocumentIndex:
+        return DocumentIndex(
+            starts=np.frombuffer(self._doc_starts, dtype=np.int64).copy(),
+            name_offsets=np.frombuffer(self._name_ends, dtype=np.int64).copy(),
+            names=np.frombuffer(bytes(self._names), dtype=np.uint8),
+        )
+
+    def write_document_index(self) -> dict[str, Any]:
+        """Write the doc-*.bin files; returns their meta.json entry."""
+        assert self.folder is not None
+        index = self.document_index()
+        for key, arr in (("starts", index.starts), ("name_offsets", index.name_offsets), ("names", index.names)):
+            with open(self.folder / DOC_FILES[key], "wb") as f:
+                f.write(arr.astype("<i8" if key != "names" else np.uint8, copy=False).tobytes())
+                f.flush()
+                os.fsync(f.fileno())
+        return {**DOC_FILES, "names_bytes": len(self._names)}
+
+    def finish(
+        self, progress: bool = False, on_shard: Callable[[int], None] | None = None
+    ) -> tuple[list[dict[str, Any]], list[Shard]]:
+        """Close the token files, build every shard's suffix array; return (shards meta, shards).
+        `on_shard(i)` is called before shard i is sorted (progress, cancellation)."""
         self._close_file()
         shards_meta: list[dict[str, Any]] = []
         shards: list[Shard] = []
         for i, (size, docs) in enumerate(zip(self._sizes, self._docs)):
+            if on_shard is not None:
+                on_shard(i)
             if self.folder is not None:
                 tokens = np.fromfile(self.folder / _tokens_name(i), dtype=self.dtype)
             else:
@@ -378,6 +545,16 @@ class _ShardWriter:
             shards_meta.append(entry)
         self._memory = []
         return shards_meta, shards
+
+
+def clean_name(name: str) -> bytes:
+    """A document name as stored: UTF-8 (undecodable file-name bytes replaced), control
+    characters (newlines, escapes) replaced by "?", cut to MAX_NAME_BYTES. Display only."""
+    text = "".join("?" if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in str(name))
+    data = text.encode("utf-8", errors="replace")
+    if len(data) > MAX_NAME_BYTES:
+        data = data[:MAX_NAME_BYTES].decode("utf-8", errors="ignore").encode("utf-8")
+    return data
 
 
 def _tokens_name(i: int) -> str:
@@ -418,12 +595,16 @@ def _make_meta(
     return meta
 
 
-def _batched(documents: Iterable[str], max_docs: int, max_chars: int) -> Iterator[list[str]]:
-    batch: list[str] = []
+def _batched(
+    documents: Iterable[str | tuple[str, str]], max_docs: int, max_chars: int
+) -> Iterator[list[tuple[str | None, str]]]:
+    """(name, text) batches; a plain string document has no name (the writer numbers it)."""
+    batch: list[tuple[str | None, str]] = []
     chars = 0
     for doc in documents:
-        batch.append(doc)
-        chars += len(doc)
+        name, text = (None, doc) if isinstance(doc, str) else doc
+        batch.append((name, text))
+        chars += len(text)
         if len(batch) >= max_docs or chars >= max_chars:
             yield batch
             batch, chars = [], 0
@@ -432,7 +613,7 @@ def _batched(documents: Iterable[str], max_docs: int, max_chars: int) -> Iterato
 
 
 def build_datastore(
-    documents: Iterable[str],
+    documents: Iterable[str | tuple[str, str]],
     tokenizer: Any,
     out_dir: str | os.PathLike,
     *,
@@ -446,13 +627,19 @@ def build_datastore(
     batch_chars: int = 4_000_000,
     progress: bool = True,
     total_documents: int | None = None,
+    on_progress: Callable[[BuildProgress], None] | None = None,
+    cancel: Any = None,
 ) -> Datastore:
     """Tokenize `documents` (no special tokens), write the shards and suffix arrays into
     `out_dir` atomically, and return the opened store.
 
+    documents: texts, or (name, text) pairs; the names go into the document index.
     out_dir must not exist unless `force` is set; it is replaced only once the new store is
     complete. `extra_meta_fn` is called after the documents are consumed (for reader statistics
-    such as skipped records) and its result is merged into meta.json.
+    such as skipped records) and its result is merged into meta.json. `on_progress` gets a
+    BuildProgress after every batch of documents and before every shard's suffix array;
+    `cancel` (a threading.Event, or anything with is_set()) stops the build between documents
+    or shards with BuildCancelled, leaving nothing behind.
     """
     out = check_target(out_dir, force)
     vocab_size = tokenizer_vocab_size(tokenizer)
@@ -465,16 +652,20 @@ def build_datastore(
             from tqdm.auto import tqdm
 
             bar = tqdm(total=total_documents, unit="doc", desc="tokenizing", dynamic_ncols=True)
-        n_tokens = 0
+        n_tokens = n_docs = 0
         try:
             for batch in _batched(documents, batch_docs, batch_chars):
-                for ids in encode_batch(tokenizer, batch):
+                _check_cancel(cancel)  # between batches of documents (uploads use small batches)
+                for (name, _), ids in zip(batch, encode_batch(tokenizer, [text for _, text in batch])):
                     arr = np.asarray(ids, dtype=np.int64)
                     n_tokens += len(arr)
-                    yield arr
+                    yield name, arr
+                n_docs += len(batch)
                 if bar is not None:
                     bar.update(len(batch))
                     bar.set_postfix_str(f"{n_tokens / 1e6:.1f}M tokens", refresh=False)
+                if on_progress is not None:
+                    on_progress(BuildProgress("tokenizing", documents=n_docs, tokens=n_tokens))
         finally:
             if bar is not None:
                 if bar.total is not None and bar.n < bar.total:
@@ -494,7 +685,14 @@ def build_datastore(
         extra_meta_fn=extra_meta_fn,
         progress=progress,
         tokenizer=tokenizer,
+        on_progress=on_progress,
+        cancel=cancel,
     )
+
+
+def _check_cancel(cancel: Any) -> None:
+    if cancel is not None and cancel.is_set():
+        raise BuildCancelled("build cancelled")
 
 
 def build_from_token_ids(
@@ -511,7 +709,7 @@ def build_from_token_ids(
     """Write a datastore from already tokenized documents (no tokenizer involved)."""
     out = check_target(out_dir, force)
     return _write_store(
-        (np.asarray(d, dtype=np.int64) for d in documents),
+        ((None, np.asarray(d, dtype=np.int64)) for d in documents),
         out,
         vocab_size=vocab_size,
         tokenizer_name=tokenizer_name,
@@ -523,7 +721,7 @@ def build_from_token_ids(
 
 
 def _write_store(
-    token_docs: Iterable[np.ndarray],
+    token_docs: Iterable[tuple[str | None, np.ndarray]],
     out: Path,
     *,
     vocab_size: int,
@@ -535,6 +733,8 @@ def _write_store(
     extra_meta_fn: Callable[[], dict[str, Any]] | None = None,
     progress: bool = False,
     tokenizer: Any = None,
+    on_progress: Callable[[BuildProgress], None] | None = None,
+    cancel: Any = None,
 ) -> Datastore:
     started = time.time()
     limit = _resolve_shard_tokens(shard_tokens)
@@ -544,13 +744,21 @@ def _write_store(
     tmp.mkdir()
     try:
         writer = _ShardWriter(tmp, vocab_size, limit)
-        for ids in token_docs:
-            writer.add(ids)
+        for name, ids in token_docs:
+            writer.add(ids, name)
         if writer.n_documents == 0:
             raise DatastoreError("no documents to build a datastore from")
         if progress:
             print(f"building suffix arrays for {writer.n_shards} shard(s)", file=sys.stderr, flush=True)
-        shards_meta, _ = writer.finish(progress=progress)
+
+        def on_shard(i: int) -> None:
+            _check_cancel(cancel)
+            if on_progress is not None:
+                on_progress(BuildProgress("suffix array", writer.n_documents, writer.n_tokens, i, writer.n_shards))
+
+        shards_meta, _ = writer.finish(progress=progress, on_shard=on_shard)
+        documents_meta = writer.write_document_index()
+        _check_cancel(cancel)
         extra = dict(extra_meta or {})
         if extra_meta_fn is not None:
             extra.update(extra_meta_fn())
@@ -564,6 +772,7 @@ def _write_store(
             extra=extra,
             started=started,
         )
+        meta["documents"] = documents_meta
         # meta.json last: a folder without it is never a datastore.
         _write_json_synced(tmp / META_FILE, meta)
         _fsync_dir(tmp)
@@ -573,7 +782,10 @@ def _write_store(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Datastore.open(out, tokenizer)
+    ds = Datastore.open(out, tokenizer)
+    if on_progress is not None:
+        on_progress(BuildProgress("done", ds.n_documents, ds.n_tokens, len(ds.shards), len(ds.shards)))
+    return ds
 
 
 def check_target(out_dir: str | os.PathLike, force: bool) -> Path:
@@ -601,6 +813,12 @@ def check_target(out_dir: str | os.PathLike, force: bool) -> Path:
     except DatastoreError as exc:
         raise DatastoreError(refuse + f"it is not an empty folder nor a datastore ({exc})") from None
     own = {META_FILE} | {name for _, _, t, a, _ in shards for name in (t, a)}
+    try:
+        docs = _check_documents_meta(read_meta(out), f"{out}/{META_FILE}")
+    except DatastoreError as exc:
+        raise DatastoreError(refuse + f"it is not an empty folder nor a datastore ({exc})") from None
+    if docs is not None:
+        own |= {docs[k] for k in DOC_FILES}
     foreign = [e for e in entries if e not in own]
     if foreign:
         raise DatastoreError(
@@ -729,7 +947,8 @@ def _open(path: Path, tokenizer: Any, check_data: bool = True) -> Datastore:
         total += n
     if total != n_tokens:
         raise DatastoreError(f"{path}: shards hold {total:,} tokens but meta.json says {n_tokens:,}")
-    return Datastore(path=path, meta=meta, shards=shards)
+    documents = _open_documents(path, meta, shards, check_data)
+    return Datastore(path=path, meta=meta, shards=shards, documents=documents)
 
 
 def _meta_int(value: Any, what: str, minimum: int = 0) -> int:
@@ -743,9 +962,10 @@ def _check_meta(meta: dict[str, Any], where: str) -> tuple[np.dtype, int, int, l
     """Types and consistency of meta.json (no data read). Returns (token dtype, separator,
     n_tokens, per shard (n_tokens, n_documents, tokens file, sa file, sa dtype))."""
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise DatastoreError(
-            f"{where}: unknown datastore format version {version!r} (this code reads version {FORMAT_VERSION}); rebuild it"
+            f"{where}: unknown datastore format version {version!r} (this code reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}); rebuild it"
         )
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
@@ -785,6 +1005,54 @@ def _check_meta(meta: dict[str, Any], where: str) -> tuple[np.dtype, int, int, l
             raise DatastoreError(f"{what} has {n:,} tokens, too many for a {sa_dtype} suffix array")
         shards.append((n, n_docs, names[0], names[1], sa_dtype))
     return dtype, separator, n_tokens, shards
+
+
+def _check_documents_meta(meta: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The document index entry of meta.json: None for a format-1 store (it has none), else
+    {starts, name_offsets, names: plain file names, names_bytes: int}."""
+    if meta.get("format_version") == 1:
+        return None
+    docs = meta.get("documents")
+    if not isinstance(docs, dict) or any(k not in docs for k in (*DOC_FILES, "names_bytes")):
+        raise DatastoreError(f"{where}: 'documents' must be an object with {', '.join(DOC_FILES)} and names_bytes")
+    out: dict[str, Any] = {k: _plain_name(docs[k], f"{where}: documents {k}") for k in DOC_FILES}
+    out["names_bytes"] = _meta_int(docs["names_bytes"], f"{where}: documents names_bytes")
+    return out
+
+
+def _open_documents(path: Path, meta: dict[str, Any], shards: list[Shard], check_data: bool) -> DocumentIndex | None:
+    """Map and check the document index. The names are never used as paths; the offsets must
+    be increasing and inside the store, so a lookup can never read outside it."""
+    docs = _check_documents_meta(meta, f"{path}/{META_FILE}")
+    if docs is None:
+        return None
+    n_docs, n_tokens = int(meta["n_documents"]), int(meta["n_tokens"])
+    i8 = np.dtype("<i8")
+    starts = _map(_inside(path, docs["starts"], "document starts"), i8, n_docs + 1, "document starts")
+    offsets = _map(_inside(path, docs["name_offsets"], "document name offsets"), i8, n_docs + 1, "document name offsets")
+    names = _map(_inside(path, docs["names"], "document names"), np.dtype(np.uint8), docs["names_bytes"], "document names")
+    where = f"{path}: document index"
+    # Small (8 bytes per document): read whole, checked with a few vectorised passes.
+    s, o = np.asarray(starts), np.asarray(offsets)
+    if s[0] != 0 or s[-1] != n_tokens or np.any(np.diff(s) <= 0):
+        raise DatastoreError(
+            f"{where}: document starts must increase from 0 to the store's {n_tokens:,} tokens; the store is damaged, rebuild it"
+        )
+    if o[0] != 0 or o[-1] != docs["names_bytes"] or np.any(np.diff(o) < 0):
+        raise DatastoreError(
+            f"{where}: name offsets must not decrease and must end at the names' {docs['names_bytes']:,} bytes; "
+            f"the store is damaged, rebuild it"
+        )
+    if check_data and n_docs > 1:
+        # Every document but the first starts right after a separator (the previous one's end).
+        bounds = np.concatenate([[0], np.cumsum([sh.n_tokens for sh in shards])])
+        before = s[1:-1] - 1
+        shard_of = np.searchsorted(bounds, before, side="right") - 1
+        for i, shard in enumerate(shards):
+            local = before[shard_of == i] - bounds[i]
+            if len(local) and np.any(np.asarray(shard.tokens[local]) != int(meta["separator"])):
+                raise DatastoreError(f"{where}: a document start is not at a document boundary; the store is damaged, rebuild it")
+    return DocumentIndex(starts=starts, name_offsets=offsets, names=names)
 
 
 def _plain_name(name: Any, what: str) -> str:

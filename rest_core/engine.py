@@ -15,7 +15,7 @@ import inspect
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from rest_core.models import input_device
 from rest_core.processors import ModelProcessors, model_processors, resolve_sampling
 from rest_core.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
 from rest_core.sampling import Uniforms, accept
+from rest_core.sources import SourceTable
 from rest_core.trie import select_top_c
 
 MATCH_SAMPLE_ROWS = 8  # continuations kept per source in an event (for display)
@@ -173,7 +174,9 @@ class Engine:
     """Generate with REST (or plain decoding) from an unmodified Hugging Face causal LM.
 
     datastore: a `rest_core.datastore.Datastore`, a path to one, or None (context source only,
-    or plain decoding). reuse_cache: keep the KV cache of the last generation, so the next
+    or plain decoding). datastores: instead, several named stores (or paths), {"code": a,
+    "chat": b}: each is a draft source of its own (bits and colours in `source_table`, the
+    first store blue), merged into one trie; `DraftConfig.stores` picks them per generation. reuse_cache: keep the KV cache of the last generation, so the next
     call whose prompt extends it (a conversation's next turn) only prefills the new tokens.
     cost_curve: the forward-cost curve of the auto budget (measured on first use if None).
     selector: picks the draft from the merged trie, `(trie, c) -> sorted node indices` forming
@@ -187,6 +190,7 @@ class Engine:
         tokenizer: Any = None,
         datastore: Any = None,
         *,
+        datastores: Mapping[str, Any] | None = None,
         reuse_cache: bool = True,
         cost_curve: CostCurve | None = None,
         selector: Selector | None = None,
@@ -194,11 +198,13 @@ class Engine:
         self.model = model
         self.selector = selector or select_top_c
         self.tokenizer = tokenizer
-        if isinstance(datastore, (str, bytes)) or hasattr(datastore, "__fspath__"):
-            from rest_core.datastore import Datastore
-
-            datastore = Datastore.open(datastore, tokenizer)
-        self.datastore = datastore
+        if datastores is not None and datastore is not None:
+            raise ValueError("give the engine either datastore= (one store) or datastores= (named stores), not both")
+        named = dict(datastores) if datastores is not None else ({} if datastore is None else {"datastore": datastore})
+        # One table of the engine's sources (names -> bits); refuses more than six stores.
+        self.source_table = SourceTable.for_stores(list(named))
+        self.datastores: dict[str, Any] = {name: _open_store(store, tokenizer) for name, store in named.items()}
+        self.datastore = next(iter(self.datastores.values()), None)  # the first (or only) store
         self.reuse_cache = reuse_cache
         self.device = input_device(model)
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
@@ -214,11 +220,13 @@ class Engine:
         self._warm = False
         self._lock = threading.Lock()
         self._saved: _DecodeState | None = None
-        if datastore is not None and self.datastore.separator > self.vocab_size:
-            raise ValueError(
-                f"the datastore's vocabulary ({self.datastore.separator}) is larger than the model's "
-                f"({self.vocab_size}): it was built with another tokenizer"
-            )
+        for name, store in self.datastores.items():
+            if store.separator > self.vocab_size:
+                which = "the datastore" if datastores is None else f"datastore {name!r}"
+                raise ValueError(
+                    f"{which}'s vocabulary ({store.separator}) is larger than the model's "
+                    f"({self.vocab_size}): it was built with another tokenizer"
+                )
 
     # -- prompt encoding --
 
@@ -243,12 +251,18 @@ class Engine:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
+    def forget_cache(self) -> None:
+        """Drop the KV cache kept for the next turn (its conversation was cleared or closed)."""
+        with self._lock:
+            self._saved = None
+
     # -- generation --
 
     def generate(self, prompt_ids: Sequence[int], config: GenerationConfig | None = None) -> Iterator[StepEvent]:
         """Yield one StepEvent per forward step. Bad input raises here, before any work."""
         config = config or GenerationConfig()
         ids = self._check_prompt(prompt_ids)
+        self._store_weights(config)  # an unknown store name: an error now, not at the first step
         max_new = min(config.max_new_tokens, self.max_positions - len(ids)) if self.max_positions else config.max_new_tokens
         # The model's own generation config, as `generate` applies it (top-k default, penalties).
         config = replace(config, sampling=resolve_sampling(self.model, config.sampling))
@@ -342,8 +356,9 @@ class Engine:
             return []
         d = config.draft
         sources: list[DraftSource] = []
-        if d.use_datastore and self.datastore is not None and d.datastore_weight > 0:
-            sources.append(DatastoreSource(self.datastore, config.retrieval, weight=d.datastore_weight))
+        for name, weight in self._store_weights(config):
+            store, bit = self.datastores[name], self.source_table.bit(name)
+            sources.append(DatastoreSource(store, config.retrieval, weight=weight, bit=bit, name=name))
         if d.use_context and d.context_weight > 0:
             sources.append(ContextSource(config.retrieval, weight=d.context_weight))
         if sources and not self._warm:
@@ -351,6 +366,23 @@ class Engine:
             warm_up()
             self._warm = True
         return sources
+
+    def _store_weights(self, config: GenerationConfig) -> list[tuple[str, float]]:
+        """(name, weight) of each store that drafts in this generation, in the engine's order:
+        the stores `config.draft.stores` names (default all), each at datastore_weight times
+        its share; stores of weight 0 are left out."""
+        d = config.draft
+        if d.stores is None:
+            shares = {name: 1.0 for name in self.datastores}
+        else:
+            shares = dict(d.stores)
+            unknown = [n for n in shares if n not in self.datastores]
+            if unknown:
+                held = ", ".join(self.datastores) or "none"
+                raise ValueError(f"no datastore named {unknown[0]!r} in this engine (it has: {held})")
+        if config.method == "ar" or not d.use_datastore:
+            return []
+        return [(n, d.datastore_weight * shares[n]) for n in self.datastores if shares.get(n, 0) * d.datastore_weight > 0]
 
     def _prefill(self, prompt: list[int]) -> _DecodeState:
         """A decode state whose cache holds prompt[:-1], reusing the last generation's cache
@@ -434,7 +466,7 @@ class Engine:
         return StepEvent(
             step=totals.steps - 1,
             method=config.method,
-            matches=tuple(_match_info(r) for r in retrieved),
+            matches=tuple(_match_info(r, self.source_table.name(r.source_bit)) for r in retrieved),
             trie=draft.trie,
             draft_idx=tuple(int(i) for i in draft.idx),
             draft=draft.nodes,
@@ -581,7 +613,16 @@ def _truncate(cache, length: int) -> None:
             layer.values = layer.values[..., :length, :]
 
 
-def _match_info(r: Retrieved) -> MatchInfo:
+def _open_store(store: Any, tokenizer: Any) -> Any:
+    """A datastore, opened (and checked against the tokenizer) when given as a path."""
+    if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
+        from rest_core.datastore import Datastore
+
+        return Datastore.open(store, tokenizer)
+    return store
+
+
+def _match_info(r: Retrieved, name: str = "") -> MatchInfo:
     sample = []
     for row in r.continuations[:MATCH_SAMPLE_ROWS].tolist():
         cut = row.index(-1) if -1 in row else len(row)
@@ -592,6 +633,7 @@ def _match_info(r: Retrieved) -> MatchInfo:
         suffix_tokens=tuple(int(t) for t in r.suffix_tokens),
         occurrences=int(r.occurrences),
         sample=tuple(sample),
+        name=name,
     )
 
 

@@ -26,11 +26,13 @@ class MatchInfo:
     suffix_tokens: tuple[int, ...]  # the matched suffix itself
     occurrences: int  # total occurrences of that suffix in the source
     sample: tuple[tuple[int, ...], ...]  # a few retrieved continuations (cut at separators)
+    name: str = ""  # the source's name ("context", a store's name); "" = the bit's default name
 
     @property
     def source(self) -> str:
-        """The source's name: "datastore" | "context"."""
-        return source_name(self.source_bit)
+        """The source's name: "context", the store's name ("code"), or "datastore" for the
+        engine's one unnamed store."""
+        return self.name or source_name(self.source_bit)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ class StepEvent:
     totals: Totals
     finished: bool
     finish_reason: Literal["eos", "length"] | None = None
+    # Set when `trie` holds only the part a page draws (rest_core.render.compact_event): the
+    # whole retrieved trie's node count. None: `trie` is the whole retrieved trie.
+    trie_nodes: int | None = None
     # per draft node, the auto budget's predicted chance that the model's path runs through it
     # (empty for fixed budgets): what the benchmark's reliability chart checks
     predicted: tuple[float, ...] = ()

@@ -177,58 +177,15 @@ def load_model(
     attn_implementation: must accept a custom 4-D mask ("sdpa" or "eager").
     cache: write / read the converted-GGUF cache (see the module docstring).
     """
-    import torch
-
     t0 = time.perf_counter()
-    if attn_implementation not in TREE_ATTENTION_IMPLEMENTATIONS:
-        raise ValueError(
-            f"attn_implementation {attn_implementation!r} cannot take a tree attention mask; "
-            f"use one of {TREE_ATTENTION_IMPLEMENTATIONS}"
-        )
-    if device_map not in (None, "auto"):
-        raise ValueError(f"device_map must be None or 'auto', got {device_map!r}")
-    if (max_memory is not None or offload_folder is not None) and device_map != "auto":
-        raise ValueError("max_memory and offload_folder apply to device_map='auto' only")
     dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
-    device_map = placement(device, dev, device_map)
+    kwargs = _load_kwargs(dev, resolve_dtype(dtype, dev), placement(device, dev, _checked_map(device_map, max_memory, offload_folder)),
+                          max_memory, offload_folder, attn_implementation)
     src = resolve_model(spec)
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    kwargs: dict[str, Any] = {"dtype": torch_dtype, "attn_implementation": attn_implementation}
-    if device_map == "auto":
-        kwargs["device_map"] = "auto"
-        if max_memory is not None:
-            kwargs["max_memory"] = dict(max_memory)
-        if offload_folder is not None:
-            kwargs["offload_folder"] = str(offload_folder)
-    elif dev.type != "cpu":
-        kwargs["device_map"] = {"": dev}
-
     cache_dir = _gguf_cache_dir(src) if (src.gguf_file and cache) else None
     from_cache = cache_dir is not None and cache_dir.is_dir()
     with _quiet_transformers():
-        if src.gguf_file and not from_cache:
-            # Dequantize once on the CPU in float32 (exact values), keep them on disk, then load
-            # from that folder like any checkpoint so dtype / device / device_map apply uniformly.
-            tokenizer = _from_pretrained(AutoTokenizer, src)
-            model = _from_pretrained(
-                AutoModelForCausalLM, src, {"dtype": torch.float32, "attn_implementation": attn_implementation}
-            )
-            _drop_gguf_quantizer(model)
-            if cache_dir is not None and _write_cache(model, tokenizer, cache_dir):
-                del model
-            else:  # no cache: convert in memory
-                model = model.to(dtype=torch_dtype)
-                if dev.type != "cpu":  # (not spread: one device for this rare path)
-                    model = model.to(dev)
-        if cache_dir is not None and cache_dir.is_dir():
-            tokenizer = AutoTokenizer.from_pretrained(str(cache_dir))
-            model = _load_causal_lm(AutoModelForCausalLM, str(cache_dir), kwargs)
-        elif not src.gguf_file:
-            tokenizer = _from_pretrained(AutoTokenizer, src)
-            model = _from_pretrained(AutoModelForCausalLM, src, kwargs)
+        model, tokenizer = _load_weights(src, kwargs, dev, cache_dir)
     model.eval()
     model.requires_grad_(False)
     if getattr(model.config, "is_encoder_decoder", False):
@@ -242,6 +199,58 @@ def load_model(
         load_s=time.perf_counter() - t0,
         from_cache=from_cache,
     )
+
+
+def _checked_map(device_map: str | None, max_memory: Any, offload_folder: Any) -> str | None:
+    if device_map not in (None, "auto"):
+        raise ValueError(f"device_map must be None or 'auto', got {device_map!r}")
+    if (max_memory is not None or offload_folder is not None) and device_map != "auto":
+        raise ValueError("max_memory and offload_folder apply to device_map='auto' only")
+    return device_map
+
+
+def _load_kwargs(dev: Any, torch_dtype: Any, device_map: str | None, max_memory: Any, offload_folder: Any,
+                 attn_implementation: str) -> dict[str, Any]:
+    """from_pretrained's keyword arguments: dtype, attention, placement."""
+    if attn_implementation not in TREE_ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(
+            f"attn_implementation {attn_implementation!r} cannot take a tree attention mask; "
+            f"use one of {TREE_ATTENTION_IMPLEMENTATIONS}"
+        )
+    kwargs: dict[str, Any] = {"dtype": torch_dtype, "attn_implementation": attn_implementation}
+    if device_map == "auto":
+        kwargs["device_map"] = "auto"
+        if max_memory is not None:
+            kwargs["max_memory"] = dict(max_memory)
+        if offload_folder is not None:
+            kwargs["offload_folder"] = str(offload_folder)
+    elif dev.type != "cpu":
+        kwargs["device_map"] = {"": dev}
+    return kwargs
+
+
+def _load_weights(src: Any, kwargs: dict[str, Any], dev: Any, cache_dir: Path | None) -> tuple[Any, Any]:
+    """(model, tokenizer) from a checkpoint, or from a GGUF file through the converted cache."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not src.gguf_file:
+        return _from_pretrained(AutoModelForCausalLM, src, kwargs), _from_pretrained(AutoTokenizer, src)
+    if cache_dir is None or not cache_dir.is_dir():
+        # Dequantize once on the CPU in float32 (exact values), keep them on disk, then load
+        # from that folder like any checkpoint so dtype / device / device_map apply uniformly.
+        tokenizer = _from_pretrained(AutoTokenizer, src)
+        model = _from_pretrained(
+            AutoModelForCausalLM, src, {"dtype": torch.float32, "attn_implementation": kwargs["attn_implementation"]}
+        )
+        _drop_gguf_quantizer(model)
+        if cache_dir is None or not _write_cache(model, tokenizer, cache_dir):
+            model = model.to(dtype=kwargs["dtype"])  # no cache: converted in memory
+            if dev.type != "cpu":  # (not spread: one device for this rare path)
+                model = model.to(dev)
+            return model, tokenizer
+        del model
+    return _load_causal_lm(AutoModelForCausalLM, str(cache_dir), kwargs), AutoTokenizer.from_pretrained(str(cache_dir))
 
 
 def input_device(model) -> Any:

@@ -9,17 +9,18 @@ assets/app.css.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from rest_core.events import SOURCE_DATASTORE, StepEvent, Totals
-from rest_core.sources import MODEL, ORIGINS, count_origins, origin
+from rest_core.sources import MODEL, STYLES, count_origins, origin
 from rest_core.trie import Trie
 
-# One colour per draft-source combination, shared by the highlighting (CSS) and the trie figure.
-SOURCE_COLORS: dict[int, str] = {mask: o.color for mask, o in ORIGINS.items() if mask}
+# One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
+# a token of several sources takes `origin(mask).color`.
+SOURCE_COLORS: dict[int, str] = {bit: color for bit, (_, color) in STYLES.items()}
 ACCEPTED_COLOR = "#16a34a"
 MODEL_COLOR = MODEL.color
 GREY = "#9ca3af"
@@ -42,8 +43,10 @@ def source_class(mask: int) -> str:
     return origin(mask).css
 
 
-def source_label(mask: int) -> str:
-    return origin(mask).label
+def source_label(mask: int, names: dict[int, str] | None = None) -> str:
+    """"code + context": the sources of `mask` by name (`names`: bit -> name, e.g. an engine's
+    table or a step's matches; else the default names)."""
+    return origin(mask, names).label
 
 
 # ----------------------------------------------------------------------------------------------
@@ -335,16 +338,20 @@ def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
     return out
 
 
-def tree_view(event: StepEvent, max_nodes: int = 40, max_extra: int = 8) -> TreeView | None:
-    """Choose which trie nodes to draw (accepted path, then drafted, then at most `max_extra`
-    retrieved-only nodes, heaviest first, closed under ancestors) and lay them out: depth to the
-    right, heaviest branch on top."""
+TRIE_MAX_NODES = 40  # nodes drawn per step (the accepted path and the draft first)
+TRIE_MAX_EXTRA = 8  # of which at most this many retrieved-only nodes
+
+
+def _drawn(event: StepEvent, max_nodes: int, max_extra: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Which trie nodes the figure draws (accepted path, then drafted, then at most `max_extra`
+    retrieved-only nodes, heaviest first, closed under ancestors), as boolean masks over the
+    trie: (drawn, selected, accepted), and the trie index of each draft node (-1: not found)."""
     trie = event.trie
-    if trie is None or len(trie) == 0:
-        return None
+    assert trie is not None
     n = len(trie)
     selected = np.zeros(n, dtype=bool)
     accepted = np.zeros(n, dtype=bool)
+    d2t = np.zeros(0, dtype=np.int64)
     if event.draft is not None and len(event.draft):
         d2t = draft_to_trie(trie, event.draft)
         ok = d2t >= 0
@@ -371,6 +378,46 @@ def tree_view(event: StepEvent, max_nodes: int = 40, max_extra: int = 8) -> Tree
             keep[j] = True
             count += 1
             j = int(trie.parents[j])
+    return keep, selected, accepted, d2t
+
+
+def compact_event(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> StepEvent:
+    """The event with its trie cut to what the page can show of it: the nodes the figure draws
+    plus the whole verified draft (at most c nodes), re-indexed; `draft_idx` follows and
+    `trie_nodes` keeps the whole trie's size for the figure's title. A step's retrieved trie
+    holds tens of thousands of nodes at K=5000, so a session keeps these instead; the figure and
+    the inspector of the compact event equal those of the full one.
+
+    Why the figure is unchanged: the kept nodes keep their relative (breadth-first) order, every
+    drawn node's ancestors are drawn, and the nodes kept beyond the drawn ones are draft nodes,
+    which the drawing order reaches only after it stopped; so `_drawn` picks the same nodes."""
+    trie = event.trie
+    if trie is None or len(trie) == 0 or event.trie_nodes is not None:
+        return event
+    keep, _, _, d2t = _drawn(event, max_nodes, max_extra)
+    keep[d2t[d2t >= 0]] = True
+    keep[[i for i in event.draft_idx if 0 <= i < len(trie)]] = True
+    old = np.flatnonzero(keep)  # ascending: the breadth-first order is kept
+    new_of = np.full(len(trie) + 1, -1, dtype=np.int64)  # old index -> new; slot -1 maps the root to -1
+    new_of[old] = np.arange(len(old))
+    small = Trie(
+        tokens=trie.tokens[old].copy(),
+        parents=new_of[trie.parents[old]],
+        depths=trie.depths[old].copy(),
+        weights=trie.weights[old].copy(),
+        sources=trie.sources[old].copy(),
+    )
+    draft_idx = tuple(int(new_of[i]) for i in event.draft_idx if 0 <= i < len(trie))
+    return replace(event, trie=small, draft_idx=draft_idx, trie_nodes=len(trie))
+
+
+def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> TreeView | None:
+    """Choose which trie nodes to draw (see `_drawn`) and lay them out: depth to the right,
+    heaviest branch on top."""
+    trie = event.trie
+    if trie is None or len(trie) == 0:
+        return None
+    keep, selected, accepted, _ = _drawn(event, max_nodes, max_extra)
     nodes = np.flatnonzero(keep)  # BFS order, so parents come before children
     pos = {int(t): k for k, t in enumerate(nodes)}
     parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
@@ -415,7 +462,7 @@ def tree_view(event: StepEvent, max_nodes: int = 40, max_extra: int = 8) -> Tree
         x=trie.depths[nodes].astype(float),
         y=-y,
         parent_pos=parent_pos,
-        total_nodes=n,
+        total_nodes=event.trie_nodes if event.trie_nodes is not None else len(trie),
         model_token=model_token,
         model_parent_pos=model_parent_pos,
         model_in_trie_pos=model_in_trie_pos,
@@ -445,7 +492,7 @@ def empty_figure(message: str = NO_TRIE_YET, height: int = TRIE_HEIGHT):
     return fig
 
 
-def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 40):
+def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = TRIE_MAX_NODES):
     """Plotly figure of one step's retrieved trie: drafted (top-c) nodes filled in their source's
     colour, the rest hollow grey, the accepted path outlined in green, marker size by weight."""
     import plotly.graph_objects as go
@@ -515,7 +562,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
         )
 
     def colors(idx_mask: np.ndarray) -> list[str]:
-        return [SOURCE_COLORS.get(int(srcs[k]), GREY) for k in np.flatnonzero(idx_mask)]
+        return [origin(int(srcs[k])).color if srcs[k] else GREY for k in np.flatnonzero(idx_mask)]
 
     # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
     data.append(node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af", labels=False))

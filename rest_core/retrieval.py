@@ -45,10 +45,12 @@ class Retrieved:
 class DraftSource(Protocol):
     """Where drafts come from. The engine tells a source the context once, then only what is new.
 
-    bit: the source's identity (see rest_core.sources); weight: its share in the merged trie.
+    bit: the source's identity (see rest_core.sources); name: what the app, bench and CLI call
+    it ("context", a store's name); weight: its share in the merged trie.
     """
 
     bit: int
+    name: str
     weight: float
 
     def reset(self, context_ids: Sequence[int] | np.ndarray) -> None:
@@ -237,15 +239,26 @@ class DatastoreSource:
 
     `datastore` is anything with `.shards` (each with `.tokens` and `.sa`) and `.separator`,
     e.g. `rest_core.datastore.Datastore`. Only the last n_max context tokens can match, so only
-    they are kept.
+    they are kept. Several stores draft together as several sources, each with its own bit and
+    name (rest_core.sources.SourceTable); one store alone is bit 1, "datastore".
     """
 
     bit = SOURCE_DATASTORE
+    name = "datastore"
 
-    def __init__(self, datastore: Any, cfg: RetrievalConfig | None = None, weight: float = 1.0) -> None:
+    def __init__(
+        self,
+        datastore: Any,
+        cfg: RetrievalConfig | None = None,
+        weight: float = 1.0,
+        *,
+        bit: int = SOURCE_DATASTORE,
+        name: str = "datastore",
+    ) -> None:
         self.datastore = datastore
         self.cfg = cfg or RetrievalConfig()
         self.weight = float(weight)
+        self.bit, self.name = int(bit), name
         self.separator = int(datastore.separator)
         self._shards = [(_as_array(s.tokens), _as_array(s.sa)) for s in datastore.shards]
         self._tail = np.empty(0, dtype=np.int64)
@@ -276,6 +289,7 @@ class ContextSource:
     """
 
     bit = SOURCE_CONTEXT
+    name = "context"
 
     def __init__(self, cfg: RetrievalConfig | None = None, weight: float = 1.0) -> None:
         self.cfg = cfg or RetrievalConfig()

@@ -7,6 +7,8 @@ generation runs at a time (`Runtime.lock`), since every session shares the one m
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib.util
 import logging
 import os
@@ -44,6 +46,11 @@ class Settings:
     port: int = 7860
     build: bool = True
     zero_gpu: bool = False  # Hugging Face ZeroGPU: CUDA is attached only inside decorated calls
+    # What one user may take of a shared server (defaults for a public Space; 0 = no limit).
+    max_message_chars: int = 8000  # longer messages are refused before they are tokenized
+    max_seconds: float = 60.0  # a generation (or a comparison, both runs together) stops after this
+    max_jobs: int = 1  # generations a session may have queued or running at once
+    session_ttl: float = 1800.0  # seconds a session's state lives after its last update
 
 
 def model_spec(requested: str) -> str:
@@ -102,6 +109,7 @@ class Runtime:
         self._loader = loader
         self._loaded: Any = None
         self._engines: dict[str, Any] = {}
+        self._cache_owner: dict[str, str] = {}  # store -> the session whose KV cache its engine keeps
         self._load_lock = threading.Lock()
         self.lock = threading.Lock()
 
@@ -151,6 +159,33 @@ class Runtime:
                     datastore = Datastore.open(path, lm.tokenizer)
                 self._engines[store] = Engine(lm.model, lm.tokenizer, datastore)
             return self._engines[store]
+
+
+    def claim_cache(self, store: str, owner: str) -> None:
+        """Record that `owner` (a session's key) runs next on the engine of `store`, whose saved
+        KV cache (kept for the conversation's next turn) will then hold that session's text."""
+        self._cache_owner[store] = owner
+
+    def forget(self, owner: str) -> None:
+        """Drop the saved KV caches that hold `owner`'s conversation (it was cleared or expired)."""
+        for store, who in list(self._cache_owner.items()):
+            if who == owner:
+                del self._cache_owner[store]
+                engine = self._engines.get(store)
+                if engine is not None and hasattr(engine, "forget_cache"):
+                    engine.forget_cache()
+
+
+def trim_memory(collect: bool = True) -> None:
+    """Give freed memory back to the system: collect cycles, then ask glibc to return the free
+    pages of its heaps (each worker thread's arena keeps what a step's tries used otherwise, and
+    the process's resident size would only grow). A no-op where there is no glibc."""
+    if collect:
+        gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class StoreBuilds:

@@ -13,13 +13,14 @@ import queue
 import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rest_core import render
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
-from rest_core.runtime import NO_STORE, Runtime
+from rest_core.runtime import NO_STORE, Runtime, trim_memory
 
 FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
 TEXT_EVERY_S = 0.08  # live text refresh
@@ -68,23 +69,38 @@ def fit_context(prompt_len: int, config: GenerationConfig, limit: int | None) ->
 class Run:
     """Consumes the engine's step events in a worker thread, so decoding never waits for the page
     to render; the handler drains `events` and can cancel between two steps. `lock` is held while
-    the engine runs (one model, one generation at a time)."""
+    the engine runs (one model, one generation at a time).
 
-    def __init__(self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock) -> None:
+    `keep` maps each event to what is queued (the app keeps compact events: a step's whole trie
+    is tens of thousands of nodes at K=5000); `max_seconds` (> 0) stops the generation after that
+    long on the model, counted from when it got the lock: `timed_out` then says so."""
+
+    def __init__(
+        self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock,
+        keep: Callable[[Any], Any] | None = None, max_seconds: float = 0.0,
+    ) -> None:
         self.events: "queue.Queue[Any]" = queue.Queue()
         self._cancel = threading.Event()
         self.done = threading.Event()
+        self.timed_out = False
+        self._keep = keep or (lambda ev: ev)
+        self._max_seconds = max_seconds
         self._thread = threading.Thread(target=self._work, args=(engine, prompt_ids, config, lock), daemon=True, name="rest-run")
         self._thread.start()
 
     def _work(self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock) -> None:
         try:
             with lock:
+                deadline = time.monotonic() + self._max_seconds if self._max_seconds > 0 else None
                 steps = engine.generate(prompt_ids, config)
                 try:
                     for ev in steps:
-                        self.events.put(ev)
+                        self.events.put(self._keep(ev))
+                        del ev  # the full event (and its trie) is not held while the next step runs
                         if self._cancel.is_set():
+                            break
+                        if deadline is not None and time.monotonic() > deadline:
+                            self.timed_out = True
                             break
                 finally:
                     close = getattr(steps, "close", None)
@@ -96,6 +112,7 @@ class Run:
         finally:
             self.done.set()
             self.events.put(None)
+            trim_memory(collect=False)  # the steps' tries were freed in this thread's heap
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -157,6 +174,18 @@ def _failure(exc: Exception, what: str) -> str:
     return str(exc)
 
 
+def time_limit_note(seconds: float) -> str:
+    return f"stopped after {seconds:g} s (server limit)"
+
+
+def message_too_long(message: str, limit: int) -> str | None:
+    """The refusal for a message over `limit` characters (0: no limit), else None. Checked
+    before anything tokenizes it: a 10 MB message would hold the model slot for seconds."""
+    if limit and len(message) > limit:
+        return f"The message has {len(message):,} characters; this server takes at most {limit:,}. Shorten it and send again."
+    return None
+
+
 # ----------------------------------------------------------------------------------------------
 # The session
 
@@ -172,6 +201,43 @@ class Session:
     store: str = NO_STORE
     active: bool = False
     run: Run | None = None
+    # Whose conversation an engine's saved KV cache holds (Runtime.forget); unique per session.
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    jobs: list[float] = field(default_factory=list)  # admission times of the generations queued or running
+
+    def admit(self, max_jobs: int, horizon_s: float) -> bool:
+        """Admit one more generation unless `max_jobs` (0: no limit) are queued or running
+        already. A job the queue dropped unrun (cancelled while waiting) never reports back:
+        admissions older than `horizon_s` (the longest a job can wait and run) no longer count."""
+        now = time.monotonic()
+        self.jobs = [t for t in self.jobs if now - t < horizon_s]
+        if max_jobs and len(self.jobs) >= max_jobs:
+            return False
+        self.jobs.append(now)
+        return True
+
+    def job_done(self) -> None:
+        if self.jobs:
+            self.jobs.pop(0)
+
+    def release(self, runtime: Runtime | None = None) -> None:
+        """Forget everything (Clear, or the state expired): the run, the conversation, the
+        events, the prompt; and the engines' saved KV cache if it holds this conversation.
+        A run still going is cancelled and given a moment to end (it saves its cache last)."""
+        run, self.run = self.run, None
+        if run is not None:
+            run.cancel()
+            run.done.wait(timeout=5)
+        self.messages = []
+        self.turns = []
+        self.view = None
+        self.prompt_ids = None
+        self.store = NO_STORE
+        self.active = False
+        self.jobs = []
+        if runtime is not None:
+            runtime.forget(self.key)
+            trim_memory()
 
     def chat_html(self) -> str:
         return render.conversation_html(self.turns, PLACEHOLDER)
@@ -213,6 +279,10 @@ class Session:
         """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
         `knobs`: knob name -> value (rest_core.knobs), `store`: the datastore chosen."""
         self.finish_turn("stopped")
+        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        if refused:  # the box is emptied and the chat never holds it
+            yield Update(status=status_html(render.esc(refused), "warn"), box="")
+            return
         message = (message or "").strip()
         if not message:
             yield Update(status=status_html("Type a message first.", "warn"))
@@ -244,10 +314,11 @@ class Session:
         self.view = render.AnswerView(tokenizer)
         self.prompt_ids = prompt_ids
         self.store = store
-        self.run = Run(engine, prompt_ids, config, runtime.lock)
-        yield from self._stream(self.run, tokenizer, config, note)
+        runtime.claim_cache(store, self.key)
+        self.run = Run(engine, prompt_ids, config, runtime.lock, keep=render.compact_event, max_seconds=runtime.settings.max_seconds)
+        yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds)
 
-    def _stream(self, run: Run, tokenizer: Any, config: GenerationConfig, note: str) -> Iterator[Update]:
+    def _stream(self, run: Run, tokenizer: Any, config: GenerationConfig, note: str, max_seconds: float = 0.0) -> Iterator[Update]:
         view = self.view
         assert view is not None
         status = status_html(render.esc(note), "warn") if note else ""
@@ -281,6 +352,9 @@ class Session:
                 yield Update(self.chat_html(), render.stats_html(view.events, running=True), fig, ins, status=status)
             last = view.events[-1] if view.events else None
             reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(last.finish_reason if last else None, "")
+            if run.timed_out:  # the partial answer is kept
+                reason = time_limit_note(max_seconds)
+                status = status_html(render.esc(f"The answer {reason}: the model is shared, so one request may use it for {max_seconds:g} s at most."), "warn")
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
             fig, ins = self.step_view(tokenizer)
             yield Update(self.chat_html(), render.stats_html(view.events), fig, ins, self.slider_steps(False), status)
@@ -316,6 +390,10 @@ class Session:
         if self.active:
             yield Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
             return
+        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        if refused:
+            yield Update(status=status_html(render.esc(refused), "warn"), box="")
+            return
         try:
             if not runtime.ready:
                 yield Update(status=status_html("Loading the model (first request only)…"))
@@ -330,16 +408,30 @@ class Session:
                 return
             config, note = fit_context(len(prompt_ids), config, engine.max_positions)
             results = {}
+            cut = []
+            # Both runs together keep to the request's time limit: half each.
+            limit = runtime.settings.max_seconds / 2
+            runtime.claim_cache(store, self.key)
             for method, label in (("rest", "REST"), ("ar", "plain decoding")):
-                run = Run(engine, prompt_ids, config.with_method(method), runtime.lock)
+                run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=render.compact_event, max_seconds=limit)
                 try:
                     results[method] = run.collect()
                 finally:
                     run.cancel()
+                if run.timed_out:
+                    cut.append(label)
                 yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
             cmp = render.compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
+            if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
+                rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
+                n = min(len(rest_ids), len(ar_ids))
+                cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
             done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
-            yield Update(status=status_html(render.esc(done)), comparison=render.comparison_html(cmp), speed=render.speed_figure(results["rest"], results["ar"]))
+            if cut:
+                done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use half of the {runtime.settings.max_seconds:g} s limit."
+            speed = render.speed_figure(results["rest"], results["ar"])
+            del results  # only the figure and the table stay
+            yield Update(status=status_html(render.esc(done)), comparison=render.comparison_html(cmp), speed=speed)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
             yield Update(status=status_html(render.esc(_failure(exc, "compare")), "err"))
 

@@ -46,7 +46,8 @@ def test_node_features_on_a_hand_built_trie():
     # the root's children: every continuation (4 + 1); below, the parent's weight over the
     # heaviest per-continuation weight of its sources (1 for the context)
     assert f.support.tolist() == pytest.approx([5, 5, 1.75, 1.75, 1.5])
-    assert f.cx_len.tolist() == [6] * 5 and f.ds_occ.tolist() == [4] * 5
+    # a source's match counts for the nodes it proposed
+    assert f.cx_len.tolist() == [6, 0, 6, 0, 6] and f.ds_occ.tolist() == [4, 4, 4, 4, 0]
     sub = node_features(trie, matches, np.array([2, 4]))
     assert sub.share == pytest.approx(f.share[[2, 4]])
     x = f.design()
@@ -124,3 +125,16 @@ def test_shipped_prior_tells_a_long_self_match_from_a_weak_store_match():
     assert long_self > 0.6
     assert weak < 0.3
     assert long_self > weak + 0.4
+
+
+def test_several_stores_count_as_datastores_with_their_own_matches():
+    # Two stores (bits 1 and 4) propose different first tokens; the second store's match is longer.
+    a = Retrieved(1, 2, (1, 2), 3, np.array([[5], [5], [5]]), weight=1 / 3)
+    b = Retrieved(4, 5, (1, 2, 3, 4, 5), 1, np.array([[6]]), weight=1.0)
+    trie = build_trie([a, b])
+    f = node_features(trie, [SourceMatch(1, 2, 3), SourceMatch(4, 5, 1)])
+    assert trie.tokens.tolist() == [5, 6]
+    assert f.ds_len.tolist() == [2, 5] and f.ds_occ.tolist() == [3, 1]
+    x = f.design()
+    assert x[:, FEATURE_NAMES.index("context_only")].tolist() == [0, 0]  # both are datastore nodes
+    assert x[1, FEATURE_NAMES.index("ds_len")] == pytest.approx(np.log2(6))

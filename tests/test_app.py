@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import gradio
 import pytest
 
 import app
@@ -165,10 +166,42 @@ def test_replay_shows_any_step(h):
 
 
 def test_clear_resets_everything(h):
-    out = h.clear()
-    chat, stats, fig, ins, slider, banner, session, box, cmp, speed = out
-    assert isinstance(session, Session) and session.turns == []
+    session = Session()
+    run_all(h.respond("go", session, *knobs()))
+    out = h.clear(session)
+    chat, stats, fig, ins, slider, banner, cleared, box, cmp, speed = out
+    assert cleared is session and session.turns == [] and session.messages == [] and session.view is None
     assert "placeholder" in chat and box == ""
+
+
+def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, tmp_path):
+    """Clear (and the session state's expiry, the same release) leaves nothing of the
+    conversation referenced: not its events, not the engine's saved KV cache of it."""
+    import gc
+    import weakref
+
+    h = handlers(tiny_runtime)
+    engine = tiny_runtime.engine(NO_STORE)
+    for free in (h.clear, h.release):
+        session = Session()
+        run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=12)))
+        run_all(h.compare("", session, *knobs(max_new_tokens=12)))
+        assert engine._saved is not None
+        refs = [weakref.ref(x) for x in (session.view, session.view.events[-1], engine._saved)]
+        free(session)
+        gc.collect()
+        assert [r() for r in refs] == [None, None, None], free.__name__
+        assert session.view is None and session.turns == [] and session.prompt_ids is None
+
+    # The page's state expires: Gradio calls the delete callback with the state's value.
+    settings = Settings(datastores=tmp_path, session_ttl=90)
+    demo = app.create_app(settings, tiny_runtime, StoreBuilds(settings))
+    state = next(b for b in demo.blocks.values() if isinstance(b, gradio.State))
+    assert state.time_to_live == 90
+    session = Session()
+    run_all(h.respond("abc", session, *knobs(max_new_tokens=4)))
+    state.delete_callback(session)
+    assert session.view is None and session.messages == []
 
 
 def test_compare_reports_speedup_and_identity(h):

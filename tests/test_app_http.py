@@ -5,6 +5,9 @@ knobs' ranges are refused by the server. A scripted engine answers (no model); 1
 from __future__ import annotations
 
 import socket
+import time
+
+import httpx
 
 import pytest
 
@@ -14,7 +17,7 @@ from rest_core.session import Session
 from tests.app_fixtures import knob_args
 
 gradio_client = pytest.importorskip("gradio_client")
-from gradio_client.exceptions import AppError  # noqa: E402
+from gradio_client.exceptions import ValidationError  # noqa: E402
 
 
 def free_port() -> int:
@@ -55,8 +58,29 @@ def test_api_client_cannot_pass_settings_outside_the_knobs_ranges(served):
     """The widgets carry the knobs' ranges, so the server refuses before the handler runs (the
     handler's own check, for callers that bypass the widgets, is in test_app.py)."""
     client, _, engine = served
-    with pytest.raises(AppError, match="greater than maximum value 5000"):
+    # Refused when queued (the per-session job check runs there, on the widgets' values): a 400
+    # whose detail names the bound.
+    with pytest.raises(httpx.HTTPStatusError) as err:
         client.predict("hi", "chat", *knob_args(max_matches=10**9), api_name="/respond")
-    with pytest.raises(AppError, match="greater than maximum value 128"):
+    assert err.value.response.status_code == 400 and "greater than maximum value 5000" in err.value.response.json()["detail"]
+    with pytest.raises(httpx.HTTPStatusError) as err:
         client.predict("hi", "chat", *knob_args(c=500), api_name="/compare")
+    assert "greater than maximum value 128" in err.value.response.json()["detail"]
     assert engine.calls == []
+
+
+def test_a_session_gets_one_job_queued_or_running_at_a_time(served):
+    """A second generation from the same session, while the first is queued or running, is
+    refused when it would be queued (a message, not a place in the queue every user shares)."""
+    client, _, engine = served
+    engine.step_s = 0.05  # the first answer takes a while
+    first = client.submit("add two numbers", "chat", *knob_args(), api_name="/respond")
+    while not engine.calls:
+        time.sleep(0.01)
+    with pytest.raises(ValidationError, match="still queued or running"):
+        client.predict("again", "chat", *knob_args(), api_name="/compare")
+    chat = first.result()[0]
+    assert 'class="tok d' in chat and len(engine.calls) == 1
+    # once it finished, the session may send again
+    client.predict("and again", "chat", *knob_args(), api_name="/respond")
+    assert len(engine.calls) == 2

@@ -190,3 +190,38 @@ def test_stream_highlight_trie_compare_and_stop(page):
     time.sleep(0.5)
     shot(page, "e2e_phone", full=False)
     page.set_viewport_size({"width": 1366, "height": 800})
+
+
+def test_step_through_three_steps(page):
+    """Teaching mode: three REST steps of a real answer, each phase's panel consistent with the
+    step (matched suffix in the caption, mask rows x (context + rows), agree marks = accepted)."""
+    page.click("#how-rest button, #how-rest .label-wrap")
+    page.wait_for_selector("#how-rest svg", timeout=10_000)
+    page.click("#teach button, #teach .label-wrap")
+    page.fill("#teach-prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
+    for k in range(1, 4):
+        page.click("#teach-next")
+        page.wait_for_function(f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')", timeout=180_000)
+        page.wait_for_selector("#teach-mask .js-plotly-plot", timeout=30_000)
+        retrieve = page.inner_text("#teach-retrieve")
+        underlined = page.eval_on_selector_all("#teach-retrieve .tt-tok.m-ds", "els => els.map(e => e.innerText).join('')")
+        if underlined:  # the datastore matched: the caption quotes the underlined end of the conversation
+            assert underlined in retrieve, (underlined, retrieve)
+        rows = page.locator("#teach-verify tbody tr").count()  # root + drafted nodes
+        # The heatmap's rows and columns (the figure Plotly drew): rows x (cached context shown + rows).
+        shape_js = "(() => { const g = document.querySelector('#teach-mask .js-plotly-plot'); const d = g && g.data && g.data[0]; return d && d.y ? [d.y.length, d.x.length] : null; })()"
+        page.wait_for_function(f"(() => {{ const s = {shape_js}; return s && s[0] === {rows}; }})()", timeout=30_000)
+        shape = page.evaluate(shape_js)
+        assert shape[0] == rows and 0 <= shape[1] - rows <= 4, (shape, rows)
+        accepted = int(re.search(r"accepts (\d+) draft token", page.inner_text("#teach-accept")).group(1))
+        assert page.locator("#teach-verify tr.tt-agree").count() == accepted
+        shot(page, f"e2e_step_{k}")
+    page.click("#teach-back")
+    page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 of 3')", timeout=30_000)
+    page.click("#teach-end")
+    page.wait_for_function("document.querySelector('#teach-status').innerText.includes('complete')", timeout=300_000)
+    page.click("#why-c button, #why-c .label-wrap")
+    page.click("#why-c-btn")
+    page.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=120_000)
+    assert "ms here" in page.inner_text("#why-c-cap")
+    shot(page, "e2e_why_c")

@@ -168,12 +168,17 @@ def test_open_source_dispatch_and_errors(tmp_path):
     assert list(open_source(str(tmp_path / "a.md"))) == ["# title"]
     assert list(open_source(str(tmp_path / "b.py"))) == ["x = 1"]
     assert list(open_source(str(tmp_path / "c.jsonl"))) == ["t"]
-    assert list(open_source(str(tmp_path))) == ["x = 1"]
+    # A folder: every text file in it, like an uploaded zip; --glob narrows it.
+    assert list(open_source(str(tmp_path))) == ["# title", "x = 1", "t"]
+    assert list(open_source(str(tmp_path), pattern="*.py")) == ["x = 1"]
     with pytest.raises(CorpusError, match="source not found"):
         open_source(str(tmp_path / "nope"))
+    # Any other file is read by its content: text is one document, binary is skipped and counted.
     (tmp_path / "d.bin").write_bytes(b"\0")
-    with pytest.raises(CorpusError, match="unsupported file type: d.bin"):
-        open_source(str(tmp_path / "d.bin"))
+    (tmp_path / "notes.log").write_text("a log line")
+    binary = open_source(str(tmp_path / "d.bin"))
+    assert list(binary) == [] and binary.stats.skipped == {"binary file": 1}
+    assert list(open_source(str(tmp_path / "notes.log"))) == ["a log line"]
     assert issubclass(CorpusError, ValueError)  # the CLI turns it into a one-line error
 
 

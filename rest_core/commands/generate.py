@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rest_core.knobs import add_flags, flag_values, make_config
+from rest_core.sources import DEFAULT_SOURCES, SourceTable, count_origins
 
 DEFAULT_DATASTORE = "datastores/chat"
 NOT_FLAGS = ("use_datastore",)  # --datastore DIR|none says it
@@ -22,9 +25,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bf16/fp16 on CUDA), float32, bfloat16, float16")
     p.add_argument(
-        "--datastore", default=None,
-        help=f"datastore folder; 'none' for no datastore (default: {DEFAULT_DATASTORE} if built)",
+        "--datastore", action="append", default=None, metavar="STORE",
+        help="a datastore: a name under --datastores, a folder, or NAME=FOLDER; ':WEIGHT' after it sets its share "
+             "(e.g. code:2). Repeat for several stores drafting together (at most 6); 'none' for no datastore "
+             f"(default: {DEFAULT_DATASTORE} if built)",
     )
+    p.add_argument("--datastores", default=None, metavar="DIR",
+                   help="the folder of named datastores (default: ./datastores, else the repository's)")
     g = p.add_argument_group("settings (default: the device's preset, rest_core.config.PRESETS)")
     add_flags(g, exclude=NOT_FLAGS)
     p.add_argument("--threads", type=int, default=None,
@@ -38,6 +45,66 @@ def _default_datastore() -> Path | None:
         if (candidate / "meta.json").is_file():
             return candidate
     return None
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """One --datastore value, resolved: the store's name, folder and share of the weight."""
+
+    name: str
+    path: Path
+    weight: float = 1.0
+
+
+def _store_folders(folder: str | None) -> list[Path]:
+    if folder is not None:
+        return [Path(folder)]
+    bases = dict.fromkeys((Path.cwd().resolve(), Path(__file__).resolve().parents[2]))  # once when they are one
+    return [base / Path(DEFAULT_DATASTORE).parent for base in bases]
+
+
+def parse_store(value: str, folders: list[Path]) -> StoreSpec:
+    """NAME | FOLDER | NAME=FOLDER, each optionally followed by :WEIGHT. A bare word that is
+    not a folder is looked up under `folders`; a store is named after its folder unless NAME= says."""
+    name, where = value.split("=", 1) if "=" in value else ("", value)
+    weight = 1.0
+    head, colon, tail = where.rpartition(":")
+    if colon and head:
+        try:
+            weight = float(tail)
+        except ValueError:
+            pass  # a ':' that is part of the path
+        else:
+            where = head
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"--datastore {value}: the weight must be a finite number >= 0")
+    if not where:
+        raise ValueError(f"--datastore {value!r}: no datastore given")
+    path = Path(where)
+    if not path.exists() and len(path.parts) == 1:
+        path = next((f / where for f in folders if (f / where).exists()), path)
+    if not path.exists():
+        looked = ", ".join(str(f) for f in folders)
+        raise FileNotFoundError(f"datastore not found: {where} (not a folder, nor a store under {looked})")
+    return StoreSpec(name or path.name, path, weight)
+
+
+def store_specs(values: list[str] | None, folder: str | None) -> list[StoreSpec] | None:
+    """The stores the --datastore values ask for; None when none was given (the default store
+    applies), [] for 'none'."""
+    if values is None:
+        return None
+    if any(v.strip().lower() == "none" for v in values):
+        if len(values) > 1:
+            raise ValueError("--datastore none cannot be combined with other datastores")
+        return []
+    folders = _store_folders(folder)
+    specs = [parse_store(v, folders) for v in values]
+    names = [s.name for s in specs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise ValueError(f"two datastores are named {dup!r}: name them with NAME=FOLDER")
+    return specs
 
 
 def build_config(args: argparse.Namespace, device_type: str):
@@ -55,10 +122,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt:
         raise ValueError("the prompt is empty")
 
-    datastore_path: Path | None
-    if args.datastore is None:
-        datastore_path = _default_datastore() if args.method == "rest" else None
-        if datastore_path is None and args.method == "rest":
+    specs = store_specs(args.datastore, args.datastores)  # bad or missing stores: error before loading anything
+    if specs is None:
+        default = _default_datastore() if args.method == "rest" else None
+        specs = [StoreSpec("datastore", default)] if default is not None else []
+        if default is None and args.method == "rest":
             print(
                 f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
                 "drafting from the context only" if config.draft.use_context else
@@ -66,12 +134,8 @@ def run(args: argparse.Namespace) -> int:
                 "every step is a plain decoding step",
                 file=sys.stderr,
             )
-    elif args.datastore.lower() == "none":
-        datastore_path = None
-    else:
-        datastore_path = Path(args.datastore)
-        if not datastore_path.exists():
-            raise FileNotFoundError(f"datastore not found: {datastore_path}")
+    if specs:
+        config = replace(config, draft=replace(config.draft, stores=tuple((s.name, s.weight) for s in specs)))
 
     import torch
 
@@ -84,18 +148,16 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
-    datastore = None
-    if datastore_path is not None:
-        from rest_core.datastore import Datastore
+    from rest_core.datastore import Datastore
 
-        datastore = Datastore.open(datastore_path, lm.tokenizer)
-    engine = Engine(lm.model, lm.tokenizer, datastore)
+    # Each store is opened against the model's tokenizer: a store built with another one is refused.
+    engine = Engine(lm.model, lm.tokenizer, datastores={s.name: Datastore.open(s.path, lm.tokenizer) for s in specs})
     prompt_ids = engine.encode(args.prompt, chat=args.chat)
     events = engine.generate(prompt_ids, config)
 
     if args.json:
         result = collect(events, lm.tokenizer)
-        print(json.dumps(summary(result, lm, config, datastore_path), ensure_ascii=False))
+        print(json.dumps(summary(result, lm, config, specs, engine.source_table), ensure_ascii=False))
         return 0
 
     from rest_core.render import IncrementalDecoder
@@ -124,12 +186,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def summary(result, lm, config, datastore_path) -> dict:
-    """The --json object."""
-    from rest_core.sources import count_origins
-
+def summary(result, lm, config, stores: list[StoreSpec] | None = None, table: SourceTable | None = None) -> dict:
+    """The --json object. accepted_by_source counts accepted draft tokens by kind ("datastore":
+    by one or more stores alone, "context", "both"), each once; accepted_by_store per named
+    source (a token that several sources proposed counts for each)."""
     t = result.totals
-    per_source = count_origins(s for ev in result.events for s in ev.token_sources)
+    stores = stores or []
+    table = table or (SourceTable.for_stores([s.name for s in stores]) if stores else DEFAULT_SOURCES)
+    masks = [s for ev in result.events for s in ev.token_sources]
+    per_source = count_origins(masks)
     del per_source["model"]  # accepted drafts only: "datastore", "context", "both"
     budgets = [ev.budget for ev in result.events]
     return {
@@ -153,7 +218,12 @@ def summary(result, lm, config, datastore_path) -> dict:
         "device": str(lm.device),
         "dtype": str(lm.dtype).replace("torch.", ""),
         "load_s": lm.load_s,
-        "datastore": str(datastore_path) if datastore_path else None,
+        "accepted_by_store": table.count_sources(masks),
+        "datastore": str(stores[0].path) if stores else None,
+        "datastores": [
+            {"name": s.name, "path": str(s.path), "weight": config.draft.datastore_weight * s.weight, "bit": table.bit(s.name)}
+            for s in stores
+        ],
         "config": {
             "c": config.draft.c,
             "budget": config.draft.budget,

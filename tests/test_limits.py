@@ -1,0 +1,113 @@
+"""What one user may take of a shared server: the message size (refused before anything
+tokenizes it, and kept nowhere), one generation queued or running per session, and a time limit
+per request that keeps the partial answer. The settings come from flags and the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+import app
+from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.session import Session
+from tests.app_fixtures import knob_args
+
+
+class CountingTokenizer:
+    """Wraps a tokenizer and counts every use of it (calls, encode, chat template)."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.uses = 0
+
+    def __call__(self, *args, **kwargs):
+        self.uses += 1
+        return self._inner(*args, **kwargs)
+
+    def __getattr__(self, name):
+        attr = getattr(self._inner, name)
+        if callable(attr) and name in ("encode", "apply_chat_template", "tokenize"):
+            def counted(*args, **kwargs):
+                self.uses += 1
+                return attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+def handlers(runtime: Runtime) -> app.Handlers:
+    return app.Handlers(runtime, StoreBuilds(runtime.settings))
+
+
+def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(scripted):
+    rt, engine = scripted
+    rt.settings = Settings(max_message_chars=100)
+    engine.tokenizer = counting = CountingTokenizer(engine.tokenizer)
+    h = handlers(rt)
+    session = Session()
+    long = "y" * 101
+    chat, stats, fig, ins, slider, status, session, box = list(h.respond(long, session, NO_STORE, *knob_args()))[-1]
+    assert "101 characters" in status and "at most 100" in status
+    assert box == ""  # the box is emptied
+    assert counting.uses == 0 and engine.calls == []  # never tokenized, never generated
+    assert session.turns == [] and session.messages == [] and "yyyy" not in session.chat_html()
+    comparison, speed, status = list(h.compare(long, session, NO_STORE, *knob_args()))[-1]
+    assert "at most 100" in status and counting.uses == 0
+    # at the limit it is an ordinary message
+    list(h.respond("y" * 100, session, NO_STORE, *knob_args()))
+    assert counting.uses > 0 and len(engine.calls) == 1 and session.messages[0]["content"] == "y" * 100
+
+
+def test_the_message_box_carries_the_limit(tmp_path):
+    demo = app.create_app(Settings(datastores=tmp_path, max_message_chars=123))
+    box = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "prompt")
+    assert box.max_length == 123
+
+
+def test_one_job_queued_or_running_per_session(scripted):
+    """The validator of the generating events (run when a request is queued) admits one job per
+    session until that job ends (or Stop); other sessions are not affected."""
+    rt, engine = scripted
+    h = handlers(rt)
+    args = ("hi", NO_STORE, *knob_args())
+    a, b = Session(), Session()
+    ok = lambda verdicts: all(v["is_valid"] for v in verdicts)  # noqa: E731
+    assert ok(h.admit(args[0], a, *args[1:]))
+    refused = h.admit(args[0], a, *args[1:])
+    assert not ok(refused) and "still queued or running" in refused[0]["message"]
+    assert ok(h.admit(args[0], b, *args[1:]))  # another session
+    list(h.respond(args[0], a, *args[1:]))  # the admitted job runs and ends
+    assert ok(h.admit(args[0], a, *args[1:]))
+    h.stop(a)  # Stop cancels the session's queued jobs
+    assert ok(h.admit(args[0], a, *args[1:]))
+
+
+def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
+    pytest.importorskip("rest_core.engine")
+    from tests.tiny_models import tiny_loaded
+
+    rt = Runtime(Settings(max_seconds=0.3), loader=lambda: tiny_loaded("llama", max_positions=4096))
+    h = handlers(rt)
+    session = Session()
+    chat, stats, fig, ins, slider, status, session, box = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    n = session.view.totals.new_tokens
+    assert 0 < n < 1024
+    assert "stopped after 0.3 s (server limit)" in chat and "server limit" in status
+    assert session.messages[-1] == {"role": "assistant", "content": session.view.text}  # the partial answer is kept
+    comparison, speed, status = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    assert "stopped after 0.15 s (server limit)" in status
+
+
+def test_limits_from_flags_and_environment(tmp_path):
+    env = {"REST_MAX_MESSAGE_CHARS": "500", "REST_MAX_SECONDS": "12.5", "REST_MAX_JOBS": "2", "REST_SESSION_TTL": "60"}
+    s = app.parse_args([], env)
+    assert (s.max_message_chars, s.max_seconds, s.max_jobs, s.session_ttl) == (500, 12.5, 2, 60)
+    s = app.parse_args(["--max-message-chars", "9", "--max-seconds", "0", "--max-jobs", "0", "--session-ttl", "5"], env)
+    assert (s.max_message_chars, s.max_seconds, s.max_jobs, s.session_ttl) == (9, 0, 0, 5)
+    d = app.parse_args([], {})
+    assert (d.max_message_chars, d.max_seconds, d.max_jobs) == (8000, 60.0, 1)
+    for bad in (["--max-seconds", "-1"], ["--max-seconds", "nan"], ["--max-message-chars", "1.5"]):
+        with pytest.raises(SystemExit) as exit_:
+            app.parse_args(bad, {})
+        assert exit_.value.code == 2
+    with pytest.raises(ValueError, match="REST_MAX_SECONDS"):
+        app.settings_from_env({"REST_MAX_SECONDS": "soon"})
