@@ -36,11 +36,11 @@ from rest_core.acceptance import (  # noqa: E402
 )
 
 
-def _event_records(event, source_bits: dict[str, int]) -> tuple[NodeFeatures, np.ndarray] | None:
+def _event_records(event) -> tuple[NodeFeatures, np.ndarray] | None:
     """Features of the verified nodes whose parent was accepted, and whether each was accepted."""
     if event.draft is None or event.trie is None or not len(event.draft):
         return None
-    matches = [SourceMatch(source_bits[m.source], m.suffix_len, m.occurrences) for m in event.matches]
+    matches = [SourceMatch(m.source_bit, m.suffix_len, m.occurrences) for m in event.matches]
     idx = np.asarray(event.draft_idx, dtype=np.int64)
     feats = node_features(event.trie, matches, idx)
     rows, outcome = observable(event.draft.parents, event.accepted)
@@ -52,7 +52,6 @@ def collect(args: argparse.Namespace) -> int:
 
     from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
     from rest_core.engine import Engine
-    from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
     from rest_core.models import load_model
     from rest_core.suites import load_suite
 
@@ -64,7 +63,6 @@ def collect(args: argparse.Namespace) -> int:
         draft=DraftConfig(c=args.c, budget="fixed", use_datastore=not args.no_datastore,
                           use_context=not args.no_context),
     )
-    bits = {"datastore": SOURCE_DATASTORE, "context": SOURCE_CONTEXT}
     problems = load_suite(args.suite, limit=args.limit, split="train")
     parts: list[NodeFeatures] = []
     outcomes: list[np.ndarray] = []
@@ -79,7 +77,7 @@ def collect(args: argparse.Namespace) -> int:
             ids = []
             for event in engine.generate(prompt, config):
                 ids.extend(event.tokens)
-                rec = _event_records(event, bits)
+                rec = _event_records(event)
                 if rec is not None:
                     parts.append(rec[0])
                     outcomes.append(rec[1])
