@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
 from rest_core.events import StepEvent
-from rest_core.sources import count_origins
+from rest_core.sources import count_origins, kind_of, origin
 from rest_core.suites import Problem
 
 # Engine methods: name -> which draft sources are on. "rest" is the paper's method (datastore only).
@@ -71,6 +71,9 @@ class TimedRun:
     steps: int  # model forward calls that yielded tokens (so plain decoding has M = 1)
     draft_tokens: int = 0  # generated tokens that came from accepted drafts
     drafted_nodes: int = 0  # draft tokens verified, summed over steps
+    # The auto budget's predictions against outcomes: per source key ("datastore", "context",
+    # "both"), per probability bin (RELIABILITY_BINS), [nodes, sum of predicted, accepted]
+    reliability: dict[str, list[list[float]]] = field(default_factory=dict)
     retrieval_ms: float = 0.0  # retrieval + tree building
     forward_ms: float = 0.0
     source_tokens: dict[str, int] = field(default_factory=dict)  # origin (rest_core.sources) -> tokens
@@ -111,8 +114,11 @@ def run_from_events(
     suffix_lens: dict[str, list[int]] = {}
     drafted = 0
     retrieval_ms = forward_ms = 0.0
+    reliability: dict[str, list[list[float]]] = {}
     last: StepEvent | None = None
     for ev in events:
+        if ev.predicted and ev.draft is not None:
+            add_reliability(reliability, ev.predicted, ev.draft.sources, ev.accepted)
         tokens.extend(ev.tokens)
         masks.extend(ev.token_sources)
         for match in ev.matches:
@@ -138,12 +144,49 @@ def run_from_events(
         steps=totals.steps,
         draft_tokens=sum(n for name, n in sources.items() if name != "model"),
         drafted_nodes=drafted,
+        reliability=reliability,
         retrieval_ms=retrieval_ms,
         forward_ms=forward_ms,
         source_tokens=dict(sources),
         suffix_lens=suffix_lens,
         finish_reason=last.finish_reason,
     )
+
+
+RELIABILITY_BINS = 10  # predicted-probability bins of the reliability chart: [0, 0.1), ..., [0.9, 1]
+
+
+def add_reliability(
+    table: dict[str, list[list[float]]], predicted: Sequence[float], masks: Sequence[int], accepted: Iterable[int]
+) -> None:
+    """Count one step's drafted nodes into `table` (see `TimedRun.reliability`): each node's
+    predicted path probability, its source, and whether the model's path ran through it."""
+    hit = set(int(a) for a in accepted)
+    for i, (p, mask) in enumerate(zip(predicted, masks)):
+        row = table.setdefault(kind_of(int(mask)), [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)])
+        cell = row[min(int(p * RELIABILITY_BINS), RELIABILITY_BINS - 1)]
+        cell[0] += 1
+        cell[1] += float(p)
+        cell[2] += int(i in hit)
+
+
+def reliability_rows(table: dict[str, list[list[float]]]) -> dict[str, list[dict[str, float]]]:
+    """Per source (and "all"): the non-empty bins as {lo, hi, n, predicted, observed}."""
+    merged = {"all": [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)]}
+    for key in sorted(table):
+        merged[key] = table[key]
+        for b, cell in enumerate(table[key]):
+            merged["all"][b] = [x + y for x, y in zip(merged["all"][b], cell)]
+    out: dict[str, list[dict[str, float]]] = {}
+    for key, cells in merged.items():
+        rows = [
+            {"lo": b / RELIABILITY_BINS, "hi": (b + 1) / RELIABILITY_BINS, "n": int(n),
+             "predicted": total / n, "observed": hits / n}
+            for b, (n, total, hits) in enumerate(cells) if n
+        ]
+        if rows:
+            out[key] = rows
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,6 +676,8 @@ class MethodSummary:
     source_share: dict[str, float] = field(default_factory=dict)  # of generated tokens
     accepted_share_by_source: dict[str, float] = field(default_factory=dict)  # of accepted draft tokens
     prefill_ms_mean: float = 0.0
+    # auto budget only: predicted vs observed acceptance per probability bin, per source
+    reliability: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
 def summarize_method(method: str, runs: Sequence[TimedRun], identical: Sequence[bool] | None = None) -> MethodSummary:
@@ -647,6 +692,12 @@ def summarize_method(method: str, runs: Sequence[TimedRun], identical: Sequence[
     for r in runs:
         sources.update(r.source_tokens)
     drafted = sum(r.draft_tokens for r in runs)
+    pooled: dict[str, list[list[float]]] = {}
+    for r in runs:
+        for key, cells in r.reliability.items():
+            into = pooled.setdefault(key, [[0, 0.0, 0] for _ in range(RELIABILITY_BINS)])
+            for b, cell in enumerate(cells):
+                into[b] = [x + y for x, y in zip(into[b], cell)]
     accepted_by = {k: v / drafted for k, v in sources.items() if k != "model"} if drafted else {}
     source_total = sum(sources.values())
     return MethodSummary(
@@ -666,6 +717,7 @@ def summarize_method(method: str, runs: Sequence[TimedRun], identical: Sequence[
         source_share={k: v / source_total for k, v in sorted(sources.items())} if source_total else {},
         accepted_share_by_source=dict(sorted(accepted_by.items())),
         prefill_ms_mean=sum(r.prefill_ms for r in runs) / len(runs) if runs else 0.0,
+        reliability=reliability_rows(pooled),
     )
 
 
@@ -753,9 +805,63 @@ def markdown_table(summaries: dict[str, MethodSummary]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def _plotly_html(fig: Any, path: Path) -> list[str]:
-    """Write the figure as self-contained HTML (works offline); PNG only if kaleido is present."""
-    fig.write_html(str(path), include_plotlyjs=True, full_html=True)
+def reliability_table(summaries: dict[str, MethodSummary]) -> str:
+    """The auto budget's calibration per method and source ('' when no method predicted)."""
+    rows = []
+    for s in summaries.values():
+        for key, bins in s.reliability.items():
+            for b in bins:
+                rows.append(
+                    f"| {s.method} | {key} | {b['lo']:.1f}-{b['hi']:.1f} | {b['n']} "
+                    f"| {b['predicted']:.3f} | {b['observed']:.3f} |"
+                )
+    if not rows:
+        return ""
+    head = (
+        "Calibration of the auto budget: each drafted node's predicted chance that the model's path "
+        "runs through it, against how often it did, per probability bin and source.\n\n"
+        "| method | source | predicted bin | nodes | mean predicted | observed |\n"
+        "|---|---|---|---:|---:|---:|\n"
+    )
+    return head + "\n".join(rows) + "\n"
+
+
+def reliability_chart(summaries: dict[str, MethodSummary], title: str) -> Any | None:
+    """Predicted vs observed acceptance, one panel per method that predicted (None if none did)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = [n for n, s in summaries.items() if s.reliability]
+    if not names:
+        return None
+    colors = {kind_of(mask): origin(mask).color for mask in (1, 2, 3)}
+    colors["all"] = "#6b7280"
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[f"{n}: observed vs predicted" for n in names])
+    for col, name in enumerate(names, 1):
+        fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(dash="dot", color="#9ca3af"),
+                                 name="perfect", showlegend=col == 1), 1, col)
+        for key, bins in summaries[name].reliability.items():
+            fig.add_trace(go.Scatter(
+                x=[b["predicted"] for b in bins], y=[b["observed"] for b in bins], mode="lines+markers",
+                marker=dict(size=[6 + 2 * math.log2(1 + b["n"]) for b in bins], color=colors.get(key, "#111827")),
+                line=dict(color=colors.get(key, "#111827")), name=key, legendgroup=key, showlegend=col == 1,
+                text=[f"{b['n']} nodes" for b in bins], hovertemplate="predicted %{x:.2f}, observed %{y:.2f}, %{text}",
+            ), 1, col)
+        fig.update_xaxes(range=[0, 1], title_text="predicted", row=1, col=col)
+        fig.update_yaxes(range=[0, 1], title_text="observed", row=1, col=col)
+    fig.update_layout(title=f"{title}: calibration of the auto budget", height=450, template="plotly_white")
+    return fig
+
+
+def _plotly_html(fig: Any, path: Path, extra: Sequence[Any] = ()) -> list[str]:
+    """Write the figure (and any `extra` figures below it) as self-contained HTML (works
+    offline); PNG of the first figure only if kaleido is present."""
+    if extra:
+        parts = [fig.to_html(include_plotlyjs=True, full_html=False)]
+        parts += [f.to_html(include_plotlyjs=False, full_html=False) for f in extra]
+        path.write_text("<html><head><meta charset='utf-8'></head><body>" + "".join(parts) + "</body></html>")
+    else:
+        fig.write_html(str(path), include_plotlyjs=True, full_html=True)
     written = [str(path)]
     try:
         import kaleido  # noqa: F401
@@ -840,12 +946,17 @@ def write_report(
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(payload, indent=1, default=_json_default))
     md = [f"# {title}", "", _meta_lines(meta), "", markdown_table(summaries)]
+    calibration = reliability_table(summaries)
+    if calibration:
+        md += ["", calibration]
     if result.differences:
         md += ["", f"**{len(result.differences)} greedy output(s) differ from ar** (see results.json)."]
     md_path = out_dir / "results.md"
     md_path.write_text("\n".join(md))
     written = [str(json_path), str(md_path)]
-    written += _plotly_html(methods_chart(summaries, title), out_dir / "chart.html")
+    reliability = reliability_chart(summaries, title)
+    written += _plotly_html(methods_chart(summaries, title), out_dir / "chart.html",
+                            [reliability] if reliability is not None else [])
     return written
 
 

@@ -1,5 +1,6 @@
-"""The draft budget "auto": per step, the number of draft nodes that maximises expected tokens
-per second, from the trie's weights, a forward-cost curve and what earlier steps taught.
+"""The draft budget "auto": per step, the draft subtree that maximises expected tokens per
+millisecond, from each node's predicted acceptance (`rest_core.acceptance`), a forward-cost
+curve and what earlier steps taught (`rest_core.selection` finds the subtree).
 
 Pure numpy; the engine measures the curve (`rest_core.engine.measure_cost_curve`) and feeds
 every step's outcome back through `AutoBudget.learn`.
@@ -12,12 +13,13 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from rest_core.acceptance import AcceptanceModel, SourceMatch, node_features, observable
+from rest_core.selection import choose_draft
 from rest_core.trie import Trie
 
 if TYPE_CHECKING:
     from rest_core.draft import Draft
-
-RANK_BUCKETS = 9  # calibration per node rank: 1, 2-3, 4-7, ..., 256+
+    from rest_core.retrieval import Retrieved
 
 
 @dataclass(frozen=True)
@@ -38,60 +40,24 @@ class CostCurve:
         return out
 
 
-def rank_buckets(n: int) -> np.ndarray:
-    """(n,) bucket of the ranks 1..n: floor(log2(rank)), capped."""
-    return np.minimum(np.log2(np.arange(1, n + 1)).astype(np.int64), RANK_BUCKETS - 1)
-
-
-def choose_budget(
-    trie: Trie, c_max: int, curve: CostCurve, overhead_ms: float, calibration: float | np.ndarray
-) -> tuple[int, float]:
-    """The c in [0, c_max] maximising expected tokens per second, and its predicted accepted count.
-
-    A node's share of the root's weight estimates the chance that the model's own path runs
-    through it; summed over the top-c nodes it is the expected number of accepted drafts
-    (the accepted path is a chain, so accepted = sum over nodes of [node accepted]).
-    `calibration` (a number, or one per rank bucket, see `rank_buckets`) scales that estimate
-    by what was actually accepted so far at that rank.
-    """
-    if len(trie) == 0 or c_max <= 0:
-        return 0, 0.0
-    root_weight = float(trie.weights[trie.depths == 1].sum())
-    if root_weight <= 0:
-        return 0, 0.0
-    w = trie.weights
-    if w.shape[0] > c_max:  # only the c_max heaviest matter (tries reach tens of thousands of nodes)
-        w = np.partition(w, w.shape[0] - c_max)[w.shape[0] - c_max :]
-    w = np.sort(w)[::-1]
-    cal = np.asarray(calibration, dtype=np.float64)
-    if cal.ndim:
-        cal = cal[rank_buckets(w.shape[0])]
-    gain = np.concatenate(([0.0], np.cumsum(cal * w / root_weight)))  # expected accepted, c = 0..
-    cs = np.arange(gain.shape[0])
-    rate = (1.0 + gain) / (overhead_ms + curve(cs + 1))
-    best = int(np.argmax(rate))
-    return best, float(gain[best])
-
-
 class AutoBudget:
-    """What the auto budget knows: the measured cost curve, and what steps taught since.
+    """What the auto budget knows: the measured cost curve, the acceptance model, and what
+    steps taught since.
 
-    Learns, per rank bucket, the drafts accepted vs those the trie weights predicted; the
-    per-step time outside the forward; and the forward time actually seen per size q (the
-    machine's load changes, and the one-off measurement may have been unlucky).
+    Learns each step's outcome into the acceptance model (which drafted nodes the model's own
+    path ran through); the per-step time outside the forward; and the forward time actually
+    seen per size q (the machine's load changes, and the one-off measurement may have been
+    unlucky). `acceptance` defaults to the shipped prior (`acceptance_prior.json`); each set of
+    enabled sources (datastore alone, context alone, both) recalibrates its own copy of it,
+    since a datastore node means more when the context has no say.
     """
 
-    def __init__(self, curve: CostCurve | None = None) -> None:
+    def __init__(self, curve: CostCurve | None = None, acceptance: AcceptanceModel | None = None) -> None:
         self.curve = curve  # set (measured) by the engine before the first choice
-        # The prior (ratio 1) must not be pessimistic: a budget of 0 drafts nothing and learns nothing.
-        self._accepted_sum = np.full(RANK_BUCKETS, 0.5)
-        self._predicted_sum = np.full(RANK_BUCKETS, 0.5)
+        self.acceptance = acceptance or AcceptanceModel.load()
+        self._by_sources: dict[tuple[int, ...], AcceptanceModel] = {}
         self.overhead_ms = 1.0  # per-step time outside the forward, running mean
         self._observed: dict[int, tuple[int, float]] = {}  # q -> (count, mean forward ms)
-
-    def calibration(self) -> np.ndarray:
-        """(RANK_BUCKETS,) accepted / predicted so far, per rank bucket, kept in [0.05, 1.5]."""
-        return np.clip(self._accepted_sum / self._predicted_sum, 0.05, 1.5)
 
     def corrected_curve(self) -> CostCurve:
         """The measured curve with sizes seen at least 3 times replaced by their observed cost,
@@ -108,23 +74,39 @@ class AutoBudget:
         sizes = sorted(points)
         return CostCurve(tuple(sizes), tuple(np.maximum.accumulate([points[q] for q in sizes]).tolist()))
 
-    def choose(self, pool: Trie, c_max: int) -> int:
-        """The budget for a step whose candidate nodes are `pool`."""
-        c, _ = choose_budget(pool, c_max, self.corrected_curve(), self.overhead_ms, self.calibration())
-        return c
+    def model_for(self, retrieved: Sequence["Retrieved"]) -> AcceptanceModel:
+        """The acceptance model recalibrated for this set of sources (a fresh copy of the prior
+        the first time)."""
+        key = tuple(sorted(int(r.source_bit) for r in retrieved))
+        if key not in self._by_sources:
+            a = self.acceptance
+            self._by_sources[key] = AcceptanceModel(a.weights, prior_strength=a.prior_strength, forget=a.forget)
+        return self._by_sources[key]
 
-    def learn(self, draft: "Draft", accepted: Sequence[int], *, overhead_ms: float, forward_ms: float) -> None:
-        """One step's outcome: `accepted` (indices into draft.nodes) of the verified draft, the
-        step's time outside the forward, and the forward's time over draft.q tokens."""
-        if draft.trie is not None and draft.nodes is not None and len(draft.nodes):
-            nodes = draft.nodes
-            root_weight = float(draft.trie.weights[draft.trie.depths == 1].sum())
-            order = np.lexsort((np.arange(len(nodes)), -nodes.weights))  # rank order, as selected
-            buckets = rank_buckets(len(nodes))
-            hit = np.zeros(len(nodes))
-            hit[list(accepted)] = 1.0
-            np.add.at(self._predicted_sum, buckets, nodes.weights[order] / root_weight)
-            np.add.at(self._accepted_sum, buckets, hit[order])
+    def plan(self, pool: Trie, retrieved: Sequence["Retrieved"], c_max: int) -> tuple[np.ndarray, np.ndarray]:
+        """The step's draft among the candidate nodes `pool`: (sorted indices into it, each
+        one's predicted path probability), at most c_max nodes, possibly none."""
+        matches = [SourceMatch.of(r) for r in retrieved]
+        model = self.model_for(retrieved)
+        chosen, p = choose_draft(pool, matches, model, c_max, self.corrected_curve(), self.overhead_ms)
+        return chosen.idx, p
+
+    def learn(
+        self,
+        draft: "Draft",
+        accepted: Sequence[int],
+        *,
+        overhead_ms: float,
+        forward_ms: float,
+        retrieved: Sequence["Retrieved"] = (),
+    ) -> None:
+        """One step's outcome: `accepted` (indices into draft.nodes) of the verified draft, what
+        the sources retrieved for it, the step's time outside the forward, and the forward's
+        time over draft.q tokens."""
+        if draft.trie is not None and draft.nodes is not None and len(draft.nodes) and retrieved:
+            rows, outcome = observable(draft.nodes.parents, accepted)
+            feats = node_features(draft.trie, [SourceMatch.of(r) for r in retrieved], draft.idx[rows])
+            self.model_for(retrieved).learn(feats, outcome)
         self.overhead_ms += 0.1 * (overhead_ms - self.overhead_ms)
         n, mean = self._observed.get(draft.q, (0, 0.0))
         self._observed[draft.q] = (n + 1, mean + (forward_ms - mean) / min(n + 1, 20))  # mean, then EMA

@@ -8,7 +8,7 @@ from the same weighted trie.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,9 +20,12 @@ from rest_core.tree import TreeLayout, layout
 from rest_core.trie import Trie, build_trie, select_top_c, subtree
 
 Selector = Callable[[Trie, int], np.ndarray]  # (trie, c) -> sorted node indices forming a subtree
-Chooser = Callable[[Trie, int], int]  # (candidate nodes, c_max) -> the budget c
+# (candidate nodes, what each source retrieved, c_max) -> (sorted node indices forming a
+# subtree, each one's predicted path probability): the auto budget's choice of nodes
+Planner = Callable[[Trie, Sequence[Retrieved], int], tuple[np.ndarray, np.ndarray]]
 
 _NO_NODES = np.empty(0, np.int64)
+_NO_PREDICTION = np.empty(0, np.float64)
 # The layout of an empty draft: the root alone (a plain decoding step).
 _ROOT_ONLY = TreeLayout(
     tokens=_NO_NODES, mask=np.ones((1, 1), bool), positions=np.zeros(1, np.int64),
@@ -39,6 +42,9 @@ class Draft:
     nodes: Trie | None  # the drafted subtree (BFS order), verified after the root; None if N = 0
     budget: int  # the node budget c this step used
     tree: TreeLayout  # mask, positions and child table of [root] + nodes
+    # (N,) each node's predicted chance that the model's path runs through it (auto budget
+    # only; empty otherwise)
+    predicted: np.ndarray = field(default_factory=lambda: _NO_PREDICTION)
 
     def __len__(self) -> int:
         return int(self.idx.shape[0])
@@ -56,13 +62,15 @@ def weigh(retrieved: Sequence[Retrieved]) -> list[Retrieved]:
     return [replace(r, weight=r.weight / r.continuations.shape[0]) for r in retrieved if r.continuations.shape[0]]
 
 
-def make_draft(trie: Trie | None, idx: np.ndarray | Sequence[int], budget: int) -> Draft:
+def make_draft(
+    trie: Trie | None, idx: np.ndarray | Sequence[int], budget: int, predicted: np.ndarray = _NO_PREDICTION
+) -> Draft:
     """The draft of the nodes `idx` of `trie` (a connected subtree), laid out for verification."""
     idx = np.asarray(idx, dtype=np.int64).reshape(-1)
     if trie is None or idx.size == 0:
         return Draft(trie, _NO_NODES, None, budget, _ROOT_ONLY)
     nodes = subtree(trie, idx)
-    return Draft(trie, idx, nodes, budget, layout(nodes))
+    return Draft(trie, idx, nodes, budget, layout(nodes), predicted)
 
 
 def build_draft(
@@ -70,14 +78,15 @@ def build_draft(
     c: int,
     *,
     max_depth: int | None = None,
-    choose: Chooser | None = None,
+    plan: Planner | None = None,
     selector: Selector = select_top_c,
 ) -> Draft:
     """Merge, weigh, choose and lay out one step's draft.
 
     retrieved: one result per enabled source (none: plain decoding, budget 0). c: the node
-    budget, or its maximum when `choose` picks it per step from the candidates. max_depth:
-    never draft deeper (the tokens still wanted, the model's context left).
+    budget (top-c by `selector`), or its maximum when `plan` chooses the nodes per step (the
+    auto budget; `selector` is then unused). max_depth: never draft deeper (the tokens still
+    wanted, the model's context left).
     """
     if not retrieved:
         return make_draft(None, _NO_NODES, 0)
@@ -89,12 +98,15 @@ def build_draft(
     if max_depth is not None and int(trie.depths.max()) > max_depth:
         pool_idx = np.flatnonzero(trie.depths <= max_depth)
         pool = subtree(trie, pool_idx)
-    if choose is not None:
-        c = choose(pool, c)
-    idx = selector(pool, c) if len(pool) else _NO_NODES
+    predicted = _NO_PREDICTION
+    if plan is not None:
+        idx, predicted = plan(pool, retrieved, c)
+        c = int(idx.shape[0])
+    else:
+        idx = selector(pool, c) if len(pool) else _NO_NODES
     if pool_idx is not None:
         idx = pool_idx[idx]
-    return make_draft(trie, idx, c)
+    return make_draft(trie, idx, c, predicted)
 
 
 def warm_up() -> Draft:

@@ -181,6 +181,7 @@ class Engine:
     cost_curve: the forward-cost curve of the auto budget (measured on first use if None).
     selector: picks the draft from the merged trie, `(trie, c) -> sorted node indices` forming
     a subtree; default the paper's top-c by weight (an ablation swaps in random continuations).
+    With the default selector, budget "auto" chooses the nodes itself (`AutoBudget.plan`).
     """
 
     def __init__(
@@ -330,7 +331,9 @@ class Engine:
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
                 if auto:
                     overhead_ms = timings.total_ms - timings.forward_ms
-                    self.auto_budget.learn(draft, accepted, overhead_ms=overhead_ms, forward_ms=timings.forward_ms)
+                    self.auto_budget.learn(
+                        draft, accepted, overhead_ms=overhead_ms, forward_ms=timings.forward_ms, retrieved=retrieved
+                    )
                 totals = tally.add(len(tokens), len(rows), timings)
                 event = self._event(
                     config, max_new, retrieved=retrieved, draft=draft, accepted=accepted, tokens=tokens,
@@ -414,8 +417,9 @@ class Engine:
         max_depth = remaining
         if self.max_positions:
             max_depth = min(max_depth, self.max_positions - n_ids)
-        choose = self.auto_budget.choose if auto and retrieved else None
-        return build_draft(retrieved, config.draft.c, max_depth=max_depth, choose=choose, selector=self.selector)
+        # The auto budget chooses the nodes itself; a custom selector (an ablation) drafts its c.
+        plan = self.auto_budget.plan if auto and retrieved and self.selector is select_top_c else None
+        return build_draft(retrieved, config.draft.c, max_depth=max_depth, plan=plan, selector=self.selector)
 
     def _verify(self, state: _DecodeState, draft: Draft) -> torch.Tensor:
         """(q, V) logits for the root (the last emitted token, not cached yet) and every draft
@@ -474,6 +478,7 @@ class Engine:
             totals=totals,
             finished=finish is not None,
             finish_reason=finish,
+            predicted=tuple(float(p) for p in draft.predicted),
         )
 
 

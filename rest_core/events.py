@@ -103,6 +103,9 @@ class StepEvent:
     # Set when `trie` holds only the part a page draws (rest_core.render.compact_event): the
     # whole retrieved trie's node count. None: `trie` is the whole retrieved trie.
     trie_nodes: int | None = None
+    # per draft node, the auto budget's predicted chance that the model's path runs through it
+    # (empty for fixed budgets): what the benchmark's reliability chart checks
+    predicted: tuple[float, ...] = ()
 
     @property
     def accepted_len(self) -> int:

@@ -469,3 +469,26 @@ def _imports(root, module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
+
+
+def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
+    from dataclasses import replace
+
+    from rest_core.bench import write_report
+
+    evs = synthetic_events()
+    # Step 1 drafted a 4-node datastore chain and accepted 2; step 2 predicted nothing (fixed budget).
+    evs[1] = replace(evs[1], predicted=(0.95, 0.91, 0.35, 0.05))
+    mixed = chain([1, 2, 3], SOURCE_CONTEXT)
+    evs[2] = replace(evs[2], draft=mixed, predicted=(0.92, 0.5, 0.3), accepted=(0,))
+    run = run_from_events(evs, problem_id="p", turn=0, method="hybrid", prompt_tokens=5, wall_ms=80.0)
+    s = summarize_method("hybrid", [run])
+    rows = {k: [(r["lo"], r["n"], round(r["predicted"], 3), r["observed"]) for r in v] for k, v in s.reliability.items()}
+    assert rows["datastore"] == [(0.0, 1, 0.05, 0.0), (0.3, 1, 0.35, 0.0), (0.9, 2, 0.93, 1.0)]
+    assert rows["context"] == [(0.3, 1, 0.3, 0.0), (0.5, 1, 0.5, 0.0), (0.9, 1, 0.92, 1.0)]
+    assert rows["all"][-1] == (0.9, 3, round((0.95 + 0.91 + 0.92) / 3, 3), 1.0)
+    result = BenchResult([run], {"hybrid": [True]}, [])
+    write_report(tmp_path, title="t", summaries={"hybrid": s}, result=result, meta={})
+    md = (tmp_path / "results.md").read_text()
+    assert "| hybrid | context | 0.9-1.0 | 1 | 0.920 | 1.000 |" in md
+    assert "calibration of the auto budget" in (tmp_path / "chart.html").read_text()

@@ -12,7 +12,7 @@ import torch
 
 from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
 from rest_core.datastore import Datastore
-from rest_core.budget import AutoBudget, CostCurve, choose_budget
+from rest_core.budget import AutoBudget, CostCurve
 from rest_core.draft import build_draft
 from rest_core.engine import Engine, collect
 from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
@@ -410,24 +410,6 @@ def test_encode_chat_and_plain():
     assert lm.tokenizer.decode(engine.encode(conv)) == "<|user|>a\n<|assistant|>b\n<|user|>c\n<|assistant|>"
 
 
-def test_choose_budget_prefers_big_trees_only_when_they_pay():
-    from rest_core.trie import Trie
-
-    # A chain of 6 nodes every continuation follows (weight 10), plus 20 light leaves (weight 0.1).
-    parents = np.array([-1, 0, 1, 2, 3, 4] + [-1] * 20)
-    depths = np.array([1, 2, 3, 4, 5, 6] + [1] * 20)
-    weights = np.array([10.0] * 6 + [0.1] * 20)
-    weights[:1] = 12.0
-    trie = Trie(np.arange(26), parents, depths, weights, np.ones(26, np.uint8))
-    steep = CostCurve((1, 8, 64), (40.0, 65.0, 138.0))
-    flat = CostCurve((1, 64), (10.0, 10.5))
-    c_steep, _ = choose_budget(trie, 32, steep, 1.0, 1.0)
-    c_flat, _ = choose_budget(trie, 32, flat, 1.0, 1.0)
-    assert 1 <= c_steep <= c_flat
-    empty = Trie(*(np.empty(0, d) for d in (np.int64, np.int64, np.int64, np.float64, np.uint8)))
-    assert choose_budget(empty, 32, steep, 1.0, 1.0) == (0, 0.0)
-
-
 def _one_source(rows: list[list[int]]) -> Retrieved:
     return Retrieved(SOURCE_DATASTORE, 1, (0,), len(rows), np.array(rows, dtype=np.int64))
 
@@ -447,17 +429,24 @@ def test_auto_budget_learns_the_observed_forward_cost():
     assert list(fixed.ms) == sorted(fixed.ms)
 
 
-def test_auto_budget_calibrates_per_rank():
-    budget = AutoBudget(CostCurve((1, 64), (10.0, 10.0)))
-    # A star: 8 first tokens 0..7 seen 8, 7, ..., 1 times; the heaviest always accepted, the others never.
-    draft = build_draft([_one_source([[t] for t in range(8) for _ in range(8 - t)])], 8)
-    assert draft.nodes.tokens.tolist() == list(range(8)) and draft.nodes.parents.tolist() == [-1] * 8
-    for _ in range(50):
-        budget.learn(draft, (0,), overhead_ms=1.0, forward_ms=10.0)
-    cal = budget.calibration()
-    assert cal[0] == 1.5 and cal[1] < 0.1 and cal[2] < 0.1  # rank 1 under-, ranks 2-7 over-predicted
-    # The chooser acts on it: where each extra node costs 2 ms, the fresh prior drafts two nodes,
-    # the calibrated budget only the one that pays.
-    assert budget.choose(draft.trie, 8) == 8  # a flat curve: every node is free
-    budget.curve = CostCurve((1, 64), (10.0, 136.0))
-    assert AutoBudget(budget.curve).choose(draft.trie, 8) == 2 and budget.choose(draft.trie, 8) == 1
+def test_auto_budget_drafts_what_pays_and_learns_from_outcomes():
+    from rest_core.acceptance import FEATURE_NAMES, AcceptanceModel
+
+    # A star of 8 first tokens seen 8, 7, ..., 1 times; a model that believes each node's share.
+    w = np.zeros(len(FEATURE_NAMES))
+    w[FEATURE_NAMES.index("logit_share")] = 1.0
+    budget = AutoBudget(CostCurve((1, 64), (10.0, 136.0)), AcceptanceModel(w))
+    retrieved = [_one_source([[t] for t in range(8) for _ in range(8 - t)])]
+    draft = build_draft(retrieved, 8, plan=budget.plan)
+    # Each extra node costs 2 ms on a 10 ms step: only shares above ~1/6 pay (8/36, 7/36).
+    assert draft.nodes.tokens.tolist() == [0, 1] and draft.budget == 2
+    assert draft.predicted == pytest.approx([8 / 36, 7 / 36])
+    for _ in range(30):  # neither is ever accepted: the model learns that, and drafts nothing
+        budget.learn(draft, (), overhead_ms=1.0, forward_ms=12.0, retrieved=retrieved)
+    assert len(build_draft(retrieved, 8, plan=budget.plan)) == 0
+    # What the datastore alone taught leaves the prior of another set of sources untouched.
+    with_context = retrieved + [Retrieved(SOURCE_CONTEXT, 1, (0,), 1, np.array([[9]], dtype=np.int64))]
+    assert budget.model_for(with_context).recalibration.tolist() == [0.0, 0.0, 0.0, 1.0]
+    budget.curve = CostCurve((1, 64), (10.0, 10.0))  # a GPU: every node is free
+    budget._observed.clear()
+    assert build_draft(retrieved, 8, plan=budget.plan).budget == 8
