@@ -344,8 +344,8 @@ class Session:
         try:
             while True:
                 events, ended = run.drain(timeout=TEXT_EVERY_S)
-                if not self.active:  # Stop closed the turn: its view is final, show nothing older after it
-                    return
+                if not self.active:  # Stop closed the turn: send its final view, never a live one after it
+                    break
                 error = next((e for e in events if isinstance(e, Exception)), None)
                 for ev in events:
                     if not isinstance(ev, Exception):
