@@ -625,19 +625,15 @@ def test_cli_if_missing_refuses_a_broken_store(tmp_path, fake_model, capsys):
     assert "meta.json is missing" in capsys.readouterr().err
 
 
-def test_open_is_fast_and_lazy(tmp_path):
-    """Opening maps files: the cost does not grow with the corpus (no full read)."""
-    import time
-
+def test_open_maps_the_files(tmp_path):
+    """Opening memory-maps the arrays (it checks them in chunks, it does not load them into RAM).
+    How long opening takes is measured in datastores/README.md, not asserted here."""
     docs = [np.arange(1000) % 997 for _ in range(2000)]  # 2M tokens
     out = tmp_path / "s"
     build_from_token_ids(docs, 1000, out)
-    t0 = time.perf_counter()
     ds = Datastore.open(out)
-    elapsed = time.perf_counter() - t0
     assert ds.n_tokens == 2_002_000
-    assert elapsed < 0.2
-    assert isinstance(ds.shards[0].tokens, np.memmap)
+    assert isinstance(ds.shards[0].tokens, np.memmap) and isinstance(ds.shards[0].sa, np.memmap)
 
 
 def test_env_is_untouched_by_build(tmp_path):
