@@ -422,22 +422,18 @@ class TeachHandlers:
 
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
         """Next step: starts an answer to the message when none is under way."""
-        st = _stepper(st)
-
-        def act() -> None:
-            if _new_answer(st, message):
-                self._start(st, message, session, store, c, knobs)
-            st.next()
-
-        return self._guard(st, act)
+        return self._advance(Stepper.next, message, st, session, store, c, knobs)
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
+        return self._advance(Stepper.run_to_end, message, st, session, store, c, knobs)
+
+    def _advance(self, move: Any, message: str, st: Any, session: Any, store: Any, c: float, knobs: tuple) -> tuple:
         st = _stepper(st)
 
         def act() -> None:
             if _new_answer(st, message):
                 self._start(st, message, session, store, c, knobs)
-            st.run_to_end()
+            move(st)
 
         return self._guard(st, act)
 
