@@ -2,9 +2,18 @@
 problems (HumanEval 100-163, MT-Bench questions 101-160).
 
     python scripts/fit_acceptance.py collect --suite humaneval --datastore datastores/code \
-        --limit 8 --max-new-tokens 64 --c 24 --out /tmp/acc-humaneval.npz
-    python scripts/fit_acceptance.py collect --suite mtbench --datastore datastores/chat ...
-    python scripts/fit_acceptance.py fit /tmp/acc-*.npz --out rest_core/acceptance_prior.json
+        --limit 10 --max-new-tokens 64 --c 24 --out /tmp/acc-he.npz
+    python scripts/fit_acceptance.py collect --suite mtbench --datastore datastores/chat \
+        --limit 5 --max-new-tokens 64 --c 24 --out /tmp/acc-mt.npz
+    # datastore-only steps too, so REST without the context source is predicted from its own kind
+    python scripts/fit_acceptance.py collect --suite humaneval --datastore datastores/code \
+        --limit 6 --max-new-tokens 64 --c 24 --no-context --out /tmp/acc-he-ds.npz
+    python scripts/fit_acceptance.py collect --suite mtbench --datastore datastores/chat \
+        --limit 4 --max-new-tokens 64 --c 24 --no-context --out /tmp/acc-mt-ds.npz
+    python scripts/fit_acceptance.py fit /tmp/acc-he.npz /tmp/acc-mt.npz /tmp/acc-he-ds.npz \
+        /tmp/acc-mt-ds.npz --out rest_core/acceptance_prior.json
+
+(These four collections made the shipped prior.)
 
 `collect` runs the engine with a generous fixed budget (top-c by weight, both sources, greedy)
 and records, for every verified draft node whose parent was accepted (only those outcomes are
