@@ -81,6 +81,21 @@ def _limit(kind: type, what: str) -> Callable[[str], Any]:
     return parse
 
 
+# The server's limits: (Settings field, type, metavar, help with {d} for the default). Each is the
+# flag --field-name and the environment variable REST_FIELD_NAME; 0 = no limit.
+LIMITS: tuple[tuple[str, type, str, str], ...] = (
+    ("max_message_chars", int, "N", "refuse longer messages before tokenizing them; 0 = no limit (default {d})"),
+    ("max_seconds", float, "S", "stop a generation (or a comparison, both runs together) after S seconds on the model, "
+                                "keeping the answer so far; 0 = no limit (default {d:g})"),
+    ("max_jobs", int, "N", "generations one session may have queued or running at once; 0 = no limit (default {d})"),
+    ("session_ttl", float, "S", "forget a session's conversation S seconds after its last update (default {d:g})"),
+    ("max_upload_mb", float, "MB", "text one upload may bring (files, zip members, pasted text); 0 = no limit (default {d:g})"),
+    ("max_stores_per_session", int, "N", "corpora one session may build; 0 = no limit (default {d})"),
+    ("max_concurrent_builds", int, "N", "corpus builds running at once, all sessions together; 0 = no limit (default {d})"),
+    ("uploads_disk_mb", float, "MB", "disk all uploaded corpora may take together; 0 = no limit (default {d:g})"),
+)
+
+
 def _env_limit(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
     if name not in env:
         return default
@@ -101,15 +116,8 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> Settings:
         port=int(get("REST_PORT", get("GRADIO_SERVER_PORT", "7860"))),
         build=get("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
         zero_gpu=HAVE_SPACES and bool(get("SPACES_ZERO_GPU")),
-        max_message_chars=_env_limit(env, "REST_MAX_MESSAGE_CHARS", int, d.max_message_chars),
-        max_seconds=_env_limit(env, "REST_MAX_SECONDS", float, d.max_seconds),
-        max_jobs=_env_limit(env, "REST_MAX_JOBS", int, d.max_jobs),
-        session_ttl=_env_limit(env, "REST_SESSION_TTL", float, d.session_ttl),
         publish_uploads=get("REST_PUBLISH_UPLOADS", "0") not in ("0", "false", "no", ""),
-        max_upload_mb=_env_limit(env, "REST_MAX_UPLOAD_MB", float, d.max_upload_mb),
-        max_stores_per_session=_env_limit(env, "REST_MAX_STORES_PER_SESSION", int, d.max_stores_per_session),
-        max_concurrent_builds=_env_limit(env, "REST_MAX_CONCURRENT_BUILDS", int, d.max_concurrent_builds),
-        uploads_disk_mb=_env_limit(env, "REST_UPLOADS_DISK_MB", float, d.uploads_disk_mb),
+        **{name: _env_limit(env, f"REST_{name.upper()}", kind, getattr(d, name)) for name, kind, _, _ in LIMITS},
     )
 
 
@@ -123,29 +131,15 @@ def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.enviro
     p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
     p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
     p.add_argument("--no-build", dest="build", action="store_false", default=s.build, help="do not build missing default datastores [REST_BUILD_DATASTORES=0]")
-    p.add_argument("--max-message-chars", type=_limit(int, "--max-message-chars"), default=s.max_message_chars, metavar="N",
-                   help=f"refuse longer messages before tokenizing them; 0 = no limit (default {s.max_message_chars}) [REST_MAX_MESSAGE_CHARS]")
-    p.add_argument("--max-seconds", type=_limit(float, "--max-seconds"), default=s.max_seconds, metavar="S",
-                   help=f"stop a generation (or a comparison, both runs together) after S seconds on the model, keeping the answer so far; 0 = no limit (default {s.max_seconds:g}) [REST_MAX_SECONDS]")
-    p.add_argument("--max-jobs", type=_limit(int, "--max-jobs"), default=s.max_jobs, metavar="N",
-                   help=f"generations one session may have queued or running at once; 0 = no limit (default {s.max_jobs}) [REST_MAX_JOBS]")
-    p.add_argument("--session-ttl", type=_limit(float, "--session-ttl"), default=s.session_ttl, metavar="S",
-                   help=f"forget a session's conversation S seconds after its last update (default {s.session_ttl:g}) [REST_SESSION_TTL]")
     p.add_argument("--publish-uploads", action="store_true", default=s.publish_uploads,
                    help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]")
-    p.add_argument("--max-upload-mb", type=_limit(float, "--max-upload-mb"), default=s.max_upload_mb, metavar="MB",
-                   help=f"text one upload may bring (files, zip members, pasted text); 0 = no limit (default {s.max_upload_mb:g}) [REST_MAX_UPLOAD_MB]")
-    p.add_argument("--max-stores-per-session", type=_limit(int, "--max-stores-per-session"), default=s.max_stores_per_session, metavar="N",
-                   help=f"corpora one session may build; 0 = no limit (default {s.max_stores_per_session}) [REST_MAX_STORES_PER_SESSION]")
-    p.add_argument("--max-concurrent-builds", type=_limit(int, "--max-concurrent-builds"), default=s.max_concurrent_builds, metavar="N",
-                   help=f"corpus builds running at once, all sessions together; 0 = no limit (default {s.max_concurrent_builds}) [REST_MAX_CONCURRENT_BUILDS]")
-    p.add_argument("--uploads-disk-mb", type=_limit(float, "--uploads-disk-mb"), default=s.uploads_disk_mb, metavar="MB",
-                   help=f"disk all uploaded corpora may take together; 0 = no limit (default {s.uploads_disk_mb:g}) [REST_UPLOADS_DISK_MB]")
+    for name, kind, metavar, text in LIMITS:
+        flag, default = "--" + name.replace("_", "-"), getattr(s, name)
+        p.add_argument(flag, dest=name, type=_limit(kind, flag), default=default, metavar=metavar,
+                       help=text.format(d=default) + f" [REST_{name.upper()}]")
     a = p.parse_args(argv)
     return replace(s, model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build,
-                   max_message_chars=a.max_message_chars, max_seconds=a.max_seconds, max_jobs=a.max_jobs, session_ttl=a.session_ttl,
-                   publish_uploads=a.publish_uploads, max_upload_mb=a.max_upload_mb, max_stores_per_session=a.max_stores_per_session,
-                   max_concurrent_builds=a.max_concurrent_builds, uploads_disk_mb=a.uploads_disk_mb)
+                   publish_uploads=a.publish_uploads, **{name: getattr(a, name) for name, _, _, _ in LIMITS})
 
 
 # ----------------------------------------------------------------------------------------------
