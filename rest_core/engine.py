@@ -213,7 +213,6 @@ class Engine:
         # What the auto budget learned persists over generations, like the machine it measures.
         self.auto_budget = AutoBudget(cost_curve)
         self._mask_kind = _mask_kind(model)
-        self._sliding_window = _sliding_window(model.config)
         self._layout = _mask_layout(model.config)
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}

@@ -138,7 +138,7 @@ def test_sliding_window_model_equals_generate():
     prompts = _prompts(5, seed=4)
     refs = [_reference(lm.model, p, 30) for p in prompts]
     engine = Engine(lm.model, lm.tokenizer, Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], VOCAB_SIZE))
-    assert engine._sliding_window == 8
+    assert engine._layout is not None and engine._layout.window == 8  # the window the tree masks use
     for method in ("ar", "rest"):
         cfg = GenerationConfig(method=method, max_new_tokens=30, draft=DraftConfig(c=8, use_context=True))
         for prompt, ref in zip(prompts, refs):
