@@ -11,6 +11,7 @@ the cache, so the cache always holds the KV of every emitted token but the last.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import time
@@ -24,6 +25,7 @@ from rest_core.budget import AutoBudget, CostCurve
 from rest_core.config import GenerationConfig
 from rest_core.draft import Draft, Selector, build_draft, warm_up
 from rest_core.events import MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.heads import LazyLogits, OutputHead, likeliest_chains
 from rest_core.models import input_device
 from rest_core.processors import ModelProcessors, model_processors, resolve_sampling
 from rest_core.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
@@ -66,8 +68,13 @@ def collect(events: Iterable[StepEvent], tokenizer: Any = None) -> GenerationRes
 # --- the forward-cost curve (draft budget "auto") --------------------------------------------
 
 
-def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2) -> CostCurve:
+def measure_cost_curve(
+    model, max_q: int, context_len: int = 256, reps: int = 2, head: OutputHead | None = None
+) -> CostCurve:
     """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
+
+    With `head` (lazy logits), a forward is the body over q tokens and the head over one row,
+    as a verify step with lazy logits costs before its walk scores accepted rows.
 
     Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
     and makes the curve non-decreasing in q. Stays within the model's positions: the context
@@ -99,7 +106,9 @@ def measure_cost_curve(model, max_q: int, context_len: int = 256, reps: int = 2)
             times = []
             for rep in range(reps + 1):
                 t0 = time.perf_counter()
-                _forward(model, ids, cache, context_len, chain, offsets, mask_kind, layout)
+                out = _forward(head.body if head else model, ids, cache, context_len, chain, offsets, mask_kind, layout)
+                if head is not None:
+                    head(out.last_hidden_state[0, :1])
                 _sync(device)
                 if rep:  # the first run warms up
                     times.append(1000 * (time.perf_counter() - t0))
@@ -151,7 +160,8 @@ class _Tally:
 
 
 class _StepClock:
-    """The clock at the start of a step and at the end of each of its four timed phases."""
+    """The clock at the start of a step and at the end of each of its timed phases: retrieve,
+    draft, verify (forward), walk (acceptance), commit (KV rows kept, sources extended)."""
 
     def __init__(self) -> None:
         self._t = [time.perf_counter()]
@@ -159,14 +169,19 @@ class _StepClock:
     def mark(self) -> None:
         self._t.append(time.perf_counter())
 
-    def timings(self) -> StepTimings:
-        start, retrieved, drafted, verified, done = self._t
+    def timings(self, head_ms: float = 0.0, mask_ms: float = 0.0) -> StepTimings:
+        """head_ms: time the walk spent in the output head (lazy logits), which counts as the
+        forward's; mask_ms: the part of the forward spent building its mask and positions."""
+        start, retrieved, drafted, verified, walked, done = self._t
         return StepTimings(
             retrieve_ms=1000 * (retrieved - start),
             tree_ms=1000 * (drafted - retrieved),
-            forward_ms=1000 * (verified - drafted),
-            accept_ms=1000 * (done - verified),
+            forward_ms=1000 * (verified - drafted) + head_ms,
+            accept_ms=1000 * (done - verified) - head_ms,
             total_ms=1000 * (done - start),
+            mask_ms=mask_ms,
+            head_ms=head_ms,
+            commit_ms=1000 * (done - walked),
         )
 
 
@@ -182,6 +197,8 @@ class Engine:
     selector: picks the draft from the merged trie, `(trie, c) -> sorted node indices` forming
     a subtree; default the paper's top-c by weight (an ablation swaps in random continuations).
     With the default selector, budget "auto" chooses the nodes itself (`AutoBudget.plan`).
+    lazy_logits: run the output head only over the rows the acceptance walk visits
+    (`rest_core.heads`); models whose head cannot be split off keep the full forward.
     """
 
     def __init__(
@@ -194,6 +211,7 @@ class Engine:
         reuse_cache: bool = True,
         cost_curve: CostCurve | None = None,
         selector: Selector | None = None,
+        lazy_logits: bool = True,
     ) -> None:
         self.model = model
         self.selector = selector or select_top_c
@@ -214,6 +232,7 @@ class Engine:
         self.auto_budget = AutoBudget(cost_curve)
         self._mask_kind = _mask_kind(model)
         self._layout = _mask_layout(model.config)
+        self._lazy_logits = lazy_logits
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._warm = False
@@ -268,11 +287,17 @@ class Engine:
         processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
         return self._run(ids, config, max_new, processors)
 
+    @functools.cached_property
+    def head(self) -> OutputHead | None:
+        """The model's output head, split from its body for lazy logits (checked on first use,
+        which runs the model once on a few tokens); None: the full forward."""
+        return OutputHead.of(self.model) if self._lazy_logits else None
+
     def forward_cost(self, max_q: int = 64) -> CostCurve:
         """The measured forward-cost curve (measured once per engine, extended when needed)."""
         curve = self.auto_budget.curve
         if curve is None or curve.sizes[-1] < max_q:
-            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q)
+            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q, head=self.head)
         return curve
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
@@ -315,18 +340,19 @@ class Engine:
                 draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
                 clock.mark()
                 consistent = False
-                logits = self._verify(state, draft)  # one forward over [root] + draft nodes
+                logits, mask_ms = self._verify(state, draft)  # one forward over [root] + draft nodes
                 clock.mark()
                 tokens, rows = accept(  # the model's own tokens, along the draft while it agrees
                     logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
                     process=processors.after(state.ids) if processors else None,
                 )
+                clock.mark()
                 self._commit(state, tokens, rows)  # keep the accepted path's KV
                 consistent = True
                 for s in sources:
                     s.extend(tokens)
                 clock.mark()
-                timings = clock.timings()
+                timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
                 if auto:
                     overhead_ms = timings.total_ms - timings.forward_ms
@@ -420,21 +446,30 @@ class Engine:
         plan = self.auto_budget.plan if auto and retrieved and self.selector is select_top_c else None
         return build_draft(retrieved, config.draft.c, max_depth=max_depth, plan=plan, selector=self.selector)
 
-    def _verify(self, state: _DecodeState, draft: Draft) -> torch.Tensor:
+    def _verify(self, state: _DecodeState, draft: Draft) -> tuple[torch.Tensor | LazyLogits, float]:
         """(q, V) logits for the root (the last emitted token, not cached yet) and every draft
-        node, in one forward. An empty draft is the same call a plain decoding step makes."""
+        node, in one forward, and the milliseconds spent building its inputs (mask, positions).
+        An empty draft is the same call a plain decoding step makes. With lazy logits, a
+        draft's forward runs the model's body only: its rows are scored when the acceptance
+        walk reaches them, the likeliest chain at a time."""
         root, cache_len = state.ids[-1], len(state.ids) - 1
+        lazy = self.head is not None and len(draft) > 0
+        mask_ms = 0.0
         with torch.inference_mode():
             if len(draft) == 0 and not self._layout:
                 out = self.model(input_ids=torch.tensor([[root]], device=self.device), **_cache_kw(self.model, state.cache))
             else:  # (a full-length cache needs our own sliding-window / chunk mask even for the root alone)
-                tree = draft.tree
+                t0 = time.perf_counter()
+                tree, model = draft.tree, self.head.body if lazy else self.model
                 ids = torch.tensor([[root, *tree.tokens.tolist()]], device=self.device)
-                out = _forward(
-                    self.model, ids, state.cache, cache_len, tree.mask, tree.positions, self._mask_kind, self._layout
-                )
+                mask, positions = _tree_inputs(model, cache_len, tree.mask, tree.positions, self._mask_kind, self._layout)
+                mask_ms = 1000 * (time.perf_counter() - t0)
+                out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, state.cache))
         _sync(self.device)
-        return out.logits[0]
+        if not lazy:
+            return out.logits[0], mask_ms
+        chain = likeliest_chains(draft.tree.parents, _reach_score(draft))
+        return LazyLogits(out.last_hidden_state[0], self.head, chain), mask_ms
 
     def _commit(self, state: _DecodeState, tokens: list[int], rows: list[int]) -> None:
         """Emit `tokens`: keep the KV of the root and the accepted rows but the last token's
@@ -494,12 +529,20 @@ def _forward(
     mask_kind: str,
     layout: MaskLayout | None = None,
 ):
-    """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask:
-    4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models with sliding
-    windows or attention chunks (`layout`) get those limits in the mask too: one mask for all
-    layers, or one per layer type when the model reads its masks by layer type."""
-    device = ids.device
-    q = ids.shape[1]
+    """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask."""
+    mask, positions = _tree_inputs(model, cache_len, tree_mask, offsets, mask_kind, layout)
+    return model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, cache))
+
+
+def _tree_inputs(
+    model, cache_len: int, tree_mask: np.ndarray, offsets: np.ndarray, mask_kind: str, layout: MaskLayout | None
+) -> tuple[Any, torch.Tensor]:
+    """(attention mask, position ids) of a forward over q tree rows after `cache_len` cached
+    tokens: a 4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models with
+    sliding windows or attention chunks (`layout`) get those limits in the mask too: one mask
+    for all layers, or one per layer type when the model reads its masks by layer type."""
+    device = input_device(model)
+    q = tree_mask.shape[0]
     allowed = torch.ones((1, 1, q, cache_len + q), dtype=torch.bool, device=device)
     allowed[0, 0, :, cache_len:] = torch.from_numpy(tree_mask).to(device)
     positions = torch.from_numpy(offsets + cache_len).to(device).unsqueeze(0)  # (1, q)
@@ -510,7 +553,14 @@ def _forward(
         masks = {kind: _as_mask(model, allowed & layout.limit(kind, positions[0], key_pos), mask_kind)
                  for kind in layout.kinds}
         mask = masks if layout.by_layer_type else masks[layout.kinds[0]]
-    return model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, cache))
+    return mask, positions
+
+
+def _reach_score(draft: Draft) -> np.ndarray:
+    """(q,) how likely the acceptance walk is to reach each row (root first): the predicted
+    path probability where the auto budget gave one, else the trie weight."""
+    nodes = draft.predicted if len(draft.predicted) == len(draft) else draft.nodes.weights
+    return np.concatenate(([np.inf], np.asarray(nodes, dtype=np.float64)))
 
 
 def _as_mask(model, allowed: torch.Tensor, mask_kind: str) -> torch.Tensor:

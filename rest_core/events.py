@@ -41,11 +41,20 @@ class MatchInfo:
 
 @dataclass(frozen=True)
 class StepTimings:
+    """Milliseconds of one step's phases: total = retrieve + tree + forward + accept. The last
+    three break two of them down further (for `bench profile`): mask_ms and head_ms are parts
+    of forward_ms (building the tree's mask and positions; the output head when lazy logits
+    score rows during the walk), commit_ms is the part of accept_ms that keeps the accepted
+    KV rows and extends the sources."""
+
     retrieve_ms: float = 0.0
     tree_ms: float = 0.0
     forward_ms: float = 0.0
     accept_ms: float = 0.0
     total_ms: float = 0.0
+    mask_ms: float = 0.0
+    head_ms: float = 0.0
+    commit_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ uniforms for the same positions and emit the same tokens.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import torch
 
@@ -27,6 +27,14 @@ class Uniforms:
 
     def __call__(self) -> float:
         return float(torch.rand((), generator=self.generator, dtype=torch.float64))
+
+
+class Rows(Protocol):
+    """Logits of a verified tree's rows, computed when asked for (`rest_core.heads.LazyLogits`)."""
+
+    def __getitem__(self, row: int) -> torch.Tensor: ...
+
+    def argmax(self, row: int) -> int: ...
 
 
 def _work_dtype(device: torch.device) -> torch.dtype:
@@ -61,7 +69,7 @@ def sample_index(probs: torch.Tensor, u: float) -> int:
 
 
 def accept(
-    logits: torch.Tensor,
+    logits: torch.Tensor | Rows,
     children: Mapping[tuple[int, int], int],
     cfg: SamplingConfig,
     uniforms: Callable[[], float] | None,
@@ -72,7 +80,8 @@ def accept(
 ) -> tuple[list[int], list[int]]:
     """Walk the verified tree from the root and emit the model's own tokens.
 
-    logits: (R, V), row 0 = the root (last accepted token), row r = a draft node.
+    logits: (R, V), row 0 = the root (last accepted token), row r = a draft node; or `Rows`
+    that compute a row's logits when the walk first reaches it (only visited rows are scored).
     children: (row, token) -> child row. Emits at most `max_tokens` tokens and stops after a
     token in `stop_ids` (EOS). Returns (emitted tokens, rows of the accepted draft nodes):
     tokens[i] was drafted by rows[i] for i < len(rows); a token past them is the model's own.
@@ -92,9 +101,11 @@ def accept(
         scores = lambda row: process(tokens, logits[row])  # noqa: E731  (the row's own prefix)
     else:
         scores = lambda row: logits[row]  # noqa: E731
-    if cfg.greedy and process is None:
+    if cfg.greedy and process is None and isinstance(logits, torch.Tensor):
         choice = logits.argmax(dim=-1).tolist()  # one sync for all rows
         pick = lambda row: choice[row]  # noqa: E731
+    elif cfg.greedy and process is None:
+        pick = logits.argmax  # lazy rows: scored (a likely chain at a time) when first reached
     elif cfg.greedy:
         pick = lambda row: int(scores(row).argmax())  # noqa: E731
     else:
