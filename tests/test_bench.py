@@ -492,3 +492,23 @@ def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert "| hybrid | context | 0.9-1.0 | 1 | 0.920 | 1.000 |" in md
     assert "calibration of the auto budget" in (tmp_path / "chart.html").read_text()
+
+
+def test_profile_command_breaks_a_step_down_and_compares_lazy_with_full_logits(tiny_setup, tmp_path):
+    from rest_core.commands.bench import run_profile
+    from rest_core.profile import PHASES
+    from rest_core.suites import load_suite
+
+    args, setup = tiny_setup(["profile", "--method", "hybrid", "--limit", "2", "--max-new-tokens", "12", "--c", "8",
+                              "--max-q", "8", "--warmup", "0", "--no-progress"])
+    assert run_profile(setup, load_suite("humaneval", 2), tmp_path) == 0  # lazy and full outputs identical
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["identical"] is True
+    assert set(data["cost_curves"]) == {"full logits", "lazy logits"}
+    assert data["cost_curves"]["lazy logits"]["sizes"] == [1, 2, 4, 8]
+    lazy, full = data["breakdown"]["lazy logits"], data["breakdown"]["full logits"]
+    assert set(lazy["ms"]) == set(PHASES) and lazy["steps"] == full["steps"] > 0
+    assert lazy["ms"]["head"] > 0 and full["ms"]["head"] == 0  # the head runs apart only when lazy
+    assert lazy["mean_q"] > 1  # drafts were verified
+    assert sum(lazy["ms"].values()) == pytest.approx(lazy["step_ms"])
+    assert "| head |" in (tmp_path / "results.md").read_text()

@@ -5,6 +5,7 @@ prompt lookup's k on the training split.
     python -m rest_core bench ablation --kind c-sweep --suite humaneval --limit 8
     python -m rest_core bench pld-sweep --suite humaneval --limit 10 --out bench_results/pld-humaneval
     python -m rest_core bench --suite humaneval --pld-k bench_results/pld-humaneval/results.json
+    python -m rest_core bench profile --suite humaneval --method hybrid --limit 3 --max-new-tokens 64
 
 Knob flags left out (--c, --budget, --n-max, ...) take the device's preset (`config.PRESETS`:
 "cpu" or "gpu"), the same defaults as the app and `generate`.
@@ -27,7 +28,7 @@ DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/cha
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (bench.ENGINE_METHODS)
 FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
-ACTIONS = ("run", "ablation", "pld-sweep")
+ACTIONS = ("run", "ablation", "pld-sweep", "profile")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from rest_core.knobs import add_flags
 
     p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
-                   help="run (default), ablation, or pld-sweep (prompt lookup's k on the training split)")
+                   help="run (default), ablation, pld-sweep (prompt lookup's k on the training split), or "
+                   "profile (where a step's time goes, lazy against full logits)")
     p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
     p.add_argument("--methods", default="ar,pld,rest", help=f"comma-separated, from {','.join(ALL_METHODS)}")
     p.add_argument("--limit", type=int, default=10, help="number of problems (0 = the whole suite)")
@@ -68,7 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kind", choices=KINDS, default="c-sweep")
     g.add_argument("--values", default=None, help="comma-separated values of the swept parameter "
                    "(pld-sweep: k values, default 2..10)")
-    g.add_argument("--method", default="rest", help="engine method the ablation varies (rest, hybrid, context)")
+    g.add_argument("--method", default="rest", help="engine method the ablation (or profile) runs (rest, hybrid, context)")
+    g.add_argument("--max-q", type=int, default=64, help="profile: the forward-cost curve's largest size")
 
 
 
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, device.type)
     out = Path(args.out or f"bench_results/{args.suite}-{args.action}-{time.strftime('%Y%m%d-%H%M%S')}")
     setup = BenchSetup.open(args, settings, commit)
-    actions = {"run": run_methods, "ablation": run_ablation, "pld-sweep": run_pld_sweep}
+    actions = {"run": run_methods, "ablation": run_ablation, "pld-sweep": run_pld_sweep, "profile": run_profile}
     return actions[args.action](setup, problems, out)
 
 
@@ -246,6 +249,41 @@ def run_pld_sweep(setup: BenchSetup, problems: list, out: Path) -> int:
     print(f"pld-sweep winner: prompt_lookup_num_tokens={winner}; use it with --pld-k {out / 'results.json'}")
     print("wrote " + ", ".join(written))
     return 1 if outcome.result.differences else 0
+
+
+def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
+    """One method's steps phase by phase, with lazy logits and with the full head, interleaved
+    per problem (first turns), and both forward-cost curves; exit 1 if the outputs differ."""
+    import json
+
+    from rest_core import profile
+    from rest_core.bench import ENGINE_METHODS, engine_config
+    from rest_core.engine import Engine
+
+    args, f = setup.args, setup.factory
+    if args.method not in ENGINE_METHODS:
+        raise ValueError(f"--method must be an engine method ({', '.join(ENGINE_METHODS)}), got {args.method!r}")
+    config = replace(engine_config(args.method, retrieval=f.retrieval, draft=f.draft, sampling=f.sampling),
+                     max_new_tokens=args.max_new_tokens)
+    store = f.datastore if ENGINE_METHODS[args.method][0] else None
+    engines = {"lazy logits": Engine(f.model, f.tokenizer, store, reuse_cache=False),
+               "full logits": Engine(f.model, f.tokenizer, store, reuse_cache=False, lazy_logits=False)}
+    if engines["lazy logits"].head is None:
+        print("this model's head cannot be split off: both engines run the full forward", file=sys.stderr)
+    prompts = [f.encode([{"role": "user", "content": p.turns[0]}], True) if p.kind == "chat" else f.encode(p.turns[0], False)
+               for p in problems]
+    events, outputs = profile.run_engines(engines, prompts, config, warmup=args.warmup)
+    curves = profile.cost_curves(f.model, engines["lazy logits"].head, args.max_q)
+    parts = {name: profile.breakdown(evs) for name, evs in events.items()}
+    identical = outputs["lazy logits"] == outputs["full logits"]
+    title = f"profile: {args.method} on {args.suite}, {len(problems)} first turns x {args.max_new_tokens} tokens"
+    md, data = profile.report(title, curves, parts, identical, setup.meta(problems, {"kind": "profile", "method": args.method}))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(md)
+    (out / "results.json").write_text(json.dumps(data, indent=2, default=str))
+    print(md)
+    print(f"wrote {out / 'results.md'}, {out / 'results.json'}")
+    return 0 if identical else 1
 
 
 # --------------------------------------------------------------------------------------------
