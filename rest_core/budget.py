@@ -147,7 +147,7 @@ class AutoBudget:
         model = self.model_for(retrieved)
         explore = int(self._idle >= EXPLORE_EVERY)
         chosen, p = choose_draft(pool, matches, model, c_max, self.corrected_curve(), self.overhead_ms, explore)
-        self._idle = 0 if chosen.idx.size or not len(pool) else self._idle + 1
+        self._idle = 0 if chosen.idx.size else self._idle + 1
         return chosen.idx, p
 
     def learn(
