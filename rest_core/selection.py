@@ -43,13 +43,15 @@ def rank_order(p: np.ndarray) -> np.ndarray:
     return np.lexsort((np.arange(p.shape[0]), -p))
 
 
-def select(p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0) -> Selection:
+def select(p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0, at_least: int = 0) -> Selection:
     """The rate-maximising subtree of at most c nodes (`p`: path probabilities, BFS order,
-    p[child] <= p[parent])."""
+    p[child] <= p[parent]), and of at least `at_least` nodes where there are that many (the
+    auto budget's exploration step: the best draft of one node or more even if none pays)."""
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c}")
     p = np.asarray(p, dtype=np.float64)
     n_max = min(int(c), p.shape[0])
+    n_min = min(max(int(at_least), 0), n_max)
     if n_max == 0:
         return Selection(np.empty(0, np.int64), 0.0, 1.0 / float(overhead_ms + cost(np.array([1]))[0]))
     if n_max < p.shape[0]:
@@ -63,7 +65,7 @@ def select(p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0) -> Selec
     gain = np.concatenate(([0.0], np.cumsum(p[order])))  # expected accepted drafts, n = 0..n_max
     sizes = np.arange(n_max + 1)
     rate = (1.0 + gain) / (overhead_ms + cost(sizes + 1))
-    best = int(np.argmax(rate))  # the smallest n among equals: never pay for nothing
+    best = n_min + int(np.argmax(rate[n_min:]))  # the smallest n among equals: never pay for nothing
     return Selection(np.sort(order[:best]), float(gain[best]), float(rate[best]))
 
 
@@ -77,9 +79,11 @@ def choose_draft(
     c: int,
     cost: Cost,
     overhead_ms: float = 0.0,
+    at_least: int = 0,
 ) -> tuple[Selection, np.ndarray]:
-    """The cost-optimal draft of at most c nodes of `trie` under the acceptance model, and the
-    path probability of each chosen node (in the order of `Selection.idx`, indices into trie).
+    """The cost-optimal draft of at most c (and at least `at_least`, see `select`) nodes of
+    `trie` under the acceptance model, and the path probability of each chosen node (in the
+    order of `Selection.idx`, indices into trie).
 
     Tries reach tens of thousands of nodes; only a pool of the heaviest max(4c, POOL_MIN) nodes
     (a connected subtree, by `select_top_c`) is scored, which keeps a step's selection well
@@ -94,5 +98,5 @@ def choose_draft(
     pool = subtree(trie, pool_idx)
     feats = node_features(trie, matches, pool_idx)
     p = model.path_of(pool.parents, feats)
-    chosen = select(p, c, cost, overhead_ms)
+    chosen = select(p, c, cost, overhead_ms, at_least)
     return Selection(pool_idx[chosen.idx], chosen.expected_accepted, chosen.rate), p[chosen.idx]

@@ -100,3 +100,14 @@ def test_choose_draft_takes_a_certain_chain_and_skips_noise():
     model.weights[FEATURE_NAMES.index("cx_len")] = 0.0  # now nothing is likely: draft nothing
     sel, _ = choose_draft(trie, matches, model, 16, flat)
     assert sel.idx.size == 0
+
+
+def test_at_least_drafts_the_best_even_when_nothing_pays():
+    cost = _linear_cost(40.0, 20.0)  # each node costs half a step: weak nodes never pay
+    weak = np.array([0.05, 0.04, 0.03])
+    assert select(weak, 3, cost).idx.size == 0
+    got = select(weak, 3, cost, at_least=1)
+    assert got.idx.tolist() == [0]
+    assert got.rate == pytest.approx(1.05 / cost(2))
+    assert select(weak, 0, cost, at_least=1).idx.size == 0  # c = 0 still means nothing
+    assert select(np.ones(3), 3, _linear_cost(40.0, 0.0), at_least=1).idx.tolist() == [0, 1, 2]  # more if it pays
