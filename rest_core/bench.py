@@ -454,7 +454,13 @@ class RunnerFactory:
         return EngineRunner(self.engine(store, selector), config, name=name or method)
 
     def settings(self) -> dict[str, Any]:
-        return {"retrieval": asdict(self.retrieval), "draft": asdict(self.draft), "sampling": asdict(self.sampling)}
+        """The base settings, for reports. Each engine method sets its own draft sources, so the
+        draft's source switches are reported per method, not as the base's defaults."""
+        draft = {k: v for k, v in asdict(self.draft).items() if k not in ("use_datastore", "use_context")}
+        sources = {m: [name for name, on in zip(("datastore", "context"), flags) if on]
+                   for m, flags in ENGINE_METHODS.items()}
+        return {"retrieval": asdict(self.retrieval), "draft": draft, "sources_by_method": sources,
+                "sampling": asdict(self.sampling)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -622,14 +628,17 @@ class Timing:
     progress: bool = True
 
 
+def first_turn_ids(problem: Problem, encode: PromptEncoder) -> list[int]:
+    """The prompt ids of a problem's first turn (chat problems through the chat template)."""
+    if problem.kind == "chat":
+        return encode([{"role": "user", "content": problem.turns[0]}], True)
+    return encode(problem.turns[0], False)
+
+
 def warm_up(runner: Runner, problem: Problem, encode: PromptEncoder, tokens: int) -> None:
     """One untimed generation on the problem's first turn, so that the first timed run is not
     charged for loading kernels and filling allocator caches."""
-    if problem.kind == "chat":
-        ids = encode([{"role": "user", "content": problem.turns[0]}], True)
-    else:
-        ids = encode(problem.turns[0], False)
-    runner.run(ids, tokens, 0)
+    runner.run(first_turn_ids(problem, encode), tokens, 0)
 
 
 def measure(

@@ -335,6 +335,10 @@ def test_bench_run_records_the_preset_it_ran(tiny_setup, tmp_path):
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["preset"] == "cpu"
     assert data["settings"]["draft"]["c"] == PRESETS["cpu"].draft.c
+    # The sources are each method's own, not the base's defaults (which said context on for rest).
+    assert "use_context" not in data["settings"]["draft"]
+    assert data["settings"]["sources_by_method"] == {"rest": ["datastore"], "context": ["context"],
+                                                     "hybrid": ["datastore", "context"]}
 
 
 @pytest.mark.parametrize("suite,first_train", [("humaneval", 100), ("mtbench", 101)])

@@ -257,7 +257,7 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
     import json
 
     from rest_core import profile
-    from rest_core.bench import ENGINE_METHODS, engine_config
+    from rest_core.bench import ENGINE_METHODS, engine_config, first_turn_ids
     from rest_core.engine import Engine
 
     args, f = setup.args, setup.factory
@@ -270,8 +270,7 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
                "full logits": Engine(f.model, f.tokenizer, store, reuse_cache=False, lazy_logits=False)}
     if engines["lazy logits"].head is None:
         print("this model's head cannot be split off: both engines run the full forward", file=sys.stderr)
-    prompts = [f.encode([{"role": "user", "content": p.turns[0]}], True) if p.kind == "chat" else f.encode(p.turns[0], False)
-               for p in problems]
+    prompts = [first_turn_ids(p, f.encode) for p in problems]
     events, outputs = profile.run_engines(engines, prompts, config, warmup=args.warmup)
     curves = profile.cost_curves(f.model, engines["lazy logits"].head, args.max_q)
     parts = {name: profile.breakdown(evs) for name, evs in events.items()}
