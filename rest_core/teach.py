@@ -325,7 +325,8 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     return (
         f"One forward pass reads all {n + 1} rows at once (the root at position {root_pos}, each node at the root's "
         f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "
-        f"gets exactly the logits plain decoding would give there. {agree} drafted token{'s' if agree != 1 else ''} "
+        f"computes what plain decoding would compute there. The output head then scores only the rows the walk reaches "
+        f"(lazy logits). {agree} drafted token{'s' if agree != 1 else ''} "
         f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached."
     )
 
