@@ -62,6 +62,12 @@ def test_a_model_with_its_own_logit_processing_keeps_the_full_forward():
     model.forward = scaled_forward
     assert OutputHead.of(model) is None
     lm = tiny_loaded("llama")
+    engine = Engine(model, lm.tokenizer, None)
+    assert engine.head is None
+    prompt = list(b"abcabcabcabc")
+    ref = model.generate(torch.tensor([prompt]), max_new_tokens=16, do_sample=False)[0, len(prompt):].tolist()
+    cfg = GenerationConfig(max_new_tokens=16, draft=DraftConfig(c=4, use_datastore=False, use_context=True))
+    assert collect(engine.generate(prompt, cfg)).token_ids == ref
     assert Engine(lm.model, lm.tokenizer, None, lazy_logits=False).head is None
 
 
