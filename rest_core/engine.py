@@ -321,6 +321,8 @@ class Engine:
         self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
     ) -> Iterator[StepEvent]:
         sources = self._sources(config)
+        if sources:
+            self.head  # noqa: B018  (split and check the output head once, before any step is timed)
         auto = config.draft.budget == "auto" and config.method == "rest"
         if auto and sources:
             self.forward_cost(config.draft.c + 1)
