@@ -9,7 +9,6 @@ the full head against lazy logits (the body over q rows plus the head over one).
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
@@ -148,8 +147,7 @@ def report(title: str, curves: Mapping[str, CostCurve], parts: Mapping[str, Brea
         f"Outputs identical between the engines: {'yes' if identical else '**NO**'}.",
     ]) + "\n"
     data = {
-        **meta,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        **meta,  # (the bench's run metadata, its date included)
         "cost_curves": {n: asdict(c) for n, c in curves.items()},
         "breakdown": {n: {**asdict(b), "M": b.M, "step_ms": b.step_ms, "overhead_share": b.overhead_share}
                       for n, b in parts.items()},
