@@ -1,8 +1,8 @@
 """REST speculative decoding, live: a Gradio app over `rest_core`.
 
 Layout and event wiring only. What the app shares between users (model, engines, datastore
-builds) is rest_core/runtime.py; one user's chat, streaming and comparison is
-rest_core/session.py; the HTML and figures come from rest_core/render.py; the knobs' widgets
+builds) is rest_core/ui/runtime.py; one user's chat, streaming and comparison is
+rest_core/ui/session.py; the HTML and figures come from rest_core/ui/render.py; the knobs' widgets
 from rest_core/knobs.py. `create_app(settings)` builds the page; `demo` (for Hugging Face Spaces)
 is built from the environment at import, without importing torch or loading a model: the model
 loads on the first request.
@@ -14,7 +14,7 @@ GRADIO_SERVER_NAME, REST_PORT or GRADIO_SERVER_PORT, REST_BUILD_DATASTORES=0 to 
 
 What one user may take of a shared server is bounded by --max-message-chars, --max-seconds,
 --max-jobs and --session-ttl (REST_MAX_MESSAGE_CHARS, REST_MAX_SECONDS, REST_MAX_JOBS,
-REST_SESSION_TTL); see Settings in rest_core/runtime.py for the defaults.
+REST_SESSION_TTL); see Settings in rest_core/ui/runtime.py for the defaults.
 
 The "Your corpus" panel builds a datastore from uploaded files or pasted text, private to the
 session (deleted on Clear, expiry or when the page closes) unless --publish-uploads; bounded by
@@ -38,13 +38,15 @@ from typing import Any, Callable, Iterator, Mapping
 
 import gradio as gr
 
-from rest_core import render, teach
+from rest_core.ui import render
+
+from rest_core.ui import teach
 from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
-from rest_core.session import Session, Update, blank_view, status_html
-from rest_core.stepper import STEP_C_MAX, Stepper
-from rest_core.upload_jobs import UploadJob
+from rest_core.ui.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
+from rest_core.ui.session import Session, Update, blank_view, status_html
+from rest_core.ui.stepper import STEP_C_MAX, Stepper
+from rest_core.ui.upload_jobs import UploadJob
 
 ASSETS = ROOT / "assets"
 
@@ -332,8 +334,8 @@ def progress_html(job: UploadJob) -> str:
 
 # ----------------------------------------------------------------------------------------------
 # Teaching: "How REST works", guided examples and "Step through" (one REST step per click, each
-# shown as its phases, and "Why this c?"). The state is a rest_core.stepper.Stepper; the
-# captions and figures come from rest_core.teach.
+# shown as its phases, and "Why this c?"). The state is a rest_core.ui.stepper.Stepper; the
+# captions and figures come from rest_core.ui.teach.
 
 log = logging.getLogger("rest.app")
 

@@ -11,6 +11,8 @@ import numbers
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from rest_core.sources import MAX_STORES
+
 
 class ConfigError(ValueError):
     """A setting is out of range or inconsistent with another; the message says which."""
@@ -84,8 +86,6 @@ class DraftConfig:
 def _store_shares(stores: object) -> tuple[tuple[str, float], ...]:
     """DraftConfig.stores as ((name, share), ...): names unique and non-empty, shares finite and
     >= 0, at most MAX_STORES of them (a bare name is share 1; lists become tuples)."""
-    from rest_core.sources import MAX_STORES
-
     if isinstance(stores, (str, bytes)) or not isinstance(stores, (tuple, list)):
         raise ConfigError(f"stores must be a list of store names or (name, weight) pairs, got {stores!r}")
     out: list[tuple[str, float]] = []

@@ -11,14 +11,14 @@ problems (HumanEval 100-163, MT-Bench questions 101-160).
     python scripts/fit_acceptance.py collect --suite mtbench --datastore datastores/chat \
         --limit 4 --max-new-tokens 64 --c 24 --no-context --out /tmp/acc-mt-ds.npz
     python scripts/fit_acceptance.py fit /tmp/acc-he.npz /tmp/acc-mt.npz /tmp/acc-he-ds.npz \
-        /tmp/acc-mt-ds.npz --out rest_core/acceptance_prior.json
+        /tmp/acc-mt-ds.npz --out rest_core/budget/acceptance_prior.json
 
 (These four collections made the shipped prior.)
 
 `collect` runs the engine with a generous fixed budget (top-c by weight, both sources, greedy)
 and records, for every verified draft node whose parent was accepted (only those outcomes are
 observable), its features and whether the model's own path ran through it. `fit` fits the
-logistic model of `rest_core.acceptance` to those records and writes its weights as JSON.
+logistic model of `rest_core.budget.acceptance` to those records and writes its weights as JSON.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rest_core.acceptance import (  # noqa: E402
+from rest_core.budget.acceptance import (  # noqa: E402
     FEATURE_NAMES,
     AcceptanceModel,
     NodeFeatures,
@@ -60,9 +60,9 @@ def collect(args: argparse.Namespace) -> int:
     import torch
 
     from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
-    from rest_core.engine import Engine
-    from rest_core.models import load_model
-    from rest_core.suites import load_suite
+    from rest_core.decode.engine import Engine
+    from rest_core.decode.models import load_model
+    from rest_core.bench.suites import load_suite
 
     torch.set_num_threads(args.threads)
     loaded = load_model("embedded", device="cpu")
@@ -124,7 +124,7 @@ def fit(args: argparse.Namespace) -> int:
         print(f"  p in [{row['lo']:.1f}, {row['hi']:.1f}): n={row['n']:5d} predicted {row['predicted']:.3f} observed {row['observed']:.3f}")
     w = fit_logistic(x, y, l2=args.l2)  # the shipped weights use every record
     out = {
-        "about": "Acceptance model prior (rest_core.acceptance): logistic weights over FEATURE_NAMES, "
+        "about": "Acceptance model prior (rest_core.budget.acceptance): logistic weights over FEATURE_NAMES, "
                  "fitted by scripts/fit_acceptance.py on the training split (HumanEval 100-163, "
                  "MT-Bench 101-160), SmolLM2-135M-Instruct, greedy.",
         "records": [str(Path(p).name) for p in args.records],
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fit", help="fit the logistic model to recorded nodes and write its JSON")
     f.add_argument("records", nargs="+")
     f.add_argument("--l2", type=float, default=1.0)
-    f.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "rest_core" / "acceptance_prior.json"))
+    f.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "rest_core" / "budget" / "acceptance_prior.json"))
     args = parser.parse_args(argv)
     return collect(args) if args.command == "collect" else fit(args)
 

@@ -35,12 +35,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig  # noqa: E402
-from rest_core.suites import load_suite  # noqa: E402
+from rest_core.bench.suites import load_suite  # noqa: E402
 
 
 def open_store(path: Path, tokenizer, tries: int = 5):
     """Open a store, waiting a minute between tries (it may be being rebuilt)."""
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     for attempt in range(tries):
         try:
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from rest_core.engine import Engine, collect
-    from rest_core.models import load_model
+    from rest_core.decode.engine import Engine, collect
+    from rest_core.decode.models import load_model
 
     torch.set_num_threads(args.threads)
     lm = load_model(args.model, device=args.device)

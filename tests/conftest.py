@@ -20,8 +20,8 @@ def scripted():
 @pytest.fixture
 def tiny_runtime():
     """A Runtime on a tiny random Llama (real engine, no download)."""
-    pytest.importorskip("rest_core.engine")
-    from rest_core.runtime import Runtime, Settings
+    pytest.importorskip("rest_core.decode.engine")
+    from rest_core.ui.runtime import Runtime, Settings
     from tests.tiny_models import tiny_loaded
 
     return Runtime(Settings(), loader=lambda: tiny_loaded("llama"))

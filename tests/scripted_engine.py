@@ -1,4 +1,4 @@
-"""A stand-in for `rest_core.engine.Engine` that replays a fixed answer as REST-like step events.
+"""A stand-in for `rest_core.decode.engine.Engine` that replays a fixed answer as REST-like step events.
 
 Real retrieval code builds the tries (continuations are taken from the answer itself, plus some
 noise), so the app and the renderer see realistic events without a model. Used by the app's
@@ -14,9 +14,9 @@ from typing import Iterator
 import numpy as np
 
 from rest_core.config import GenerationConfig
-from rest_core.draft import build_draft
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
-from rest_core.retrieval import Retrieved
+from rest_core.drafting.draft import build_draft
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.drafting.retrieval import Retrieved
 
 
 @dataclass
@@ -131,8 +131,8 @@ def _match_info(r: Retrieved) -> MatchInfo:
 
 
 def scripted_runtime(tokenizer, answer: str):
-    """A `rest_core.runtime.Runtime` whose every engine is one ScriptedEngine replaying `answer`."""
-    from rest_core.runtime import Runtime, Settings
+    """A `rest_core.ui.runtime.Runtime` whose every engine is one ScriptedEngine replaying `answer`."""
+    from rest_core.ui.runtime import Runtime, Settings
 
     engine = ScriptedEngine(tokenizer, answer)
     rt = Runtime(Settings(), loader=lambda: FakeLoaded(_Model(), tokenizer))

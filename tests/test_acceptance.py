@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rest_core.acceptance import (
+from rest_core.budget.acceptance import (
     FEATURE_NAMES,
     PRIOR_PATH,
     AcceptanceModel,
@@ -19,8 +19,8 @@ from rest_core.acceptance import (
     path_probabilities,
     reliability,
 )
-from rest_core.retrieval import Retrieved
-from rest_core.trie import build_trie
+from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.trie import build_trie
 
 DS, CX = 1, 2
 

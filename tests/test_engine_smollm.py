@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.engine import Engine, collect
+from rest_core.decode.engine import Engine, collect
 from tests.tiny_models import torch_threads
 
 pytestmark = pytest.mark.skipif(
@@ -31,8 +31,8 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def smollm(tmp_path_factory):
-    from rest_core.datastore import build_datastore
-    from rest_core.models import load_model
+    from rest_core.store.datastore import build_datastore
+    from rest_core.decode.models import load_model
 
     with torch_threads(1):
         lm = load_model("embedded", device="cpu")

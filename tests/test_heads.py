@@ -1,4 +1,4 @@
-"""Lazy logits (`rest_core.heads`): the output head runs only over the rows the acceptance walk
+"""Lazy logits (`rest_core.decode.heads`): the output head runs only over the rows the acceptance walk
 visits, gives the model's own logits there, and is refused for models it cannot reproduce."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig, SamplingConfig
-from rest_core.datastore import Datastore
-from rest_core.engine import Engine, collect
-from rest_core.heads import LazyLogits, OutputHead, likeliest_chains
-from rest_core.sampling import Uniforms, accept
+from rest_core.store.datastore import Datastore
+from rest_core.decode.engine import Engine, collect
+from rest_core.decode.heads import LazyLogits, OutputHead, likeliest_chains
+from rest_core.decode.sampling import Uniforms, accept
 from tests.tiny_models import ARCHITECTURES, VOCAB_SIZE, tiny_loaded, tiny_model, torch_threads
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import app
-from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds
-from rest_core.session import Session
+from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.ui.session import Session
 from tests.app_fixtures import knob_args
 
 
@@ -82,7 +82,7 @@ def test_one_job_queued_or_running_per_session(scripted):
 
 
 def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
-    pytest.importorskip("rest_core.engine")
+    pytest.importorskip("rest_core.decode.engine")
     from tests.tiny_models import tiny_loaded
 
     rt = Runtime(Settings(max_seconds=0.3), loader=lambda: tiny_loaded("llama", max_positions=4096))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rest_core.models import ModelLoadError, load_model, resolve_device, resolve_dtype
+from rest_core.decode.models import ModelLoadError, load_model, resolve_device, resolve_dtype
 from tests.tiny_models import ARCHITECTURES, EOS_ID, tiny_loaded, tiny_tokenizer, torch_threads
 
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig
-from rest_core.datastore import Datastore, build_datastore
-from rest_core.draft import build_draft
-from rest_core.engine import Engine, collect
-from rest_core.retrieval import ContextSource, DatastoreSource
+from rest_core.store.datastore import Datastore, build_datastore
+from rest_core.drafting.draft import build_draft
+from rest_core.decode.engine import Engine, collect
+from rest_core.drafting.retrieval import ContextSource, DatastoreSource
 from rest_core.sources import (
     MAX_STORES, SOURCE_CONTEXT, SOURCE_DATASTORE, STYLES, SourceTable, count_origins, origin,
 )

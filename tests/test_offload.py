@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.datastore import Datastore
-from rest_core.engine import Engine, collect
-from rest_core.models import load_model
+from rest_core.store.datastore import Datastore
+from rest_core.decode.engine import Engine, collect
+from rest_core.decode.models import load_model
 from tests.tiny_models import VOCAB_SIZE, tiny_model, tiny_tokenizer, torch_threads
 
 pytest.importorskip("accelerate")
@@ -66,7 +66,7 @@ def test_offload_options_need_device_map_auto():
 def test_auto_device_spreads_over_several_gpus(monkeypatch):
     """`--device auto` on a machine with several GPUs loads with device_map="auto" (the same
     command runs a 7B+ model across them); one GPU, a named device or the CPU load as before."""
-    from rest_core.models import placement
+    from rest_core.decode.models import placement
 
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)

@@ -1,12 +1,12 @@
-"""The step profile (`rest_core.profile`): phases that add up, read from real engine steps."""
+"""The step profile (`rest_core.bench.profile`): phases that add up, read from real engine steps."""
 
 from __future__ import annotations
 
 import pytest
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.engine import Engine, collect
-from rest_core.profile import PHASES, breakdown, phases
+from rest_core.decode.engine import Engine, collect
+from rest_core.bench.profile import PHASES, breakdown, phases
 from tests.tiny_models import tiny_loaded, torch_threads
 
 

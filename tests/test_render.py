@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from rest_core import render
-from rest_core.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
-from rest_core.trie import Trie
+from rest_core.ui import render
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.drafting.trie import Trie
 
 EOS = 256
 
@@ -364,9 +364,9 @@ def test_trie_labels_are_escaped_for_plotly():
 def big_trie_run():
     """(engine, tokenizer, prompt): the tiny model over a store of random bytes, where a one-token
     suffix has ~1,500 occurrences, so K up to 5000 retrieves tries of tens of thousands of nodes."""
-    pytest.importorskip("rest_core.engine")
-    from rest_core.datastore import Datastore
-    from rest_core.engine import Engine
+    pytest.importorskip("rest_core.decode.engine")
+    from rest_core.store.datastore import Datastore
+    from rest_core.decode.engine import Engine
     from tests.tiny_models import tiny_loaded
 
     lm = tiny_loaded("llama")

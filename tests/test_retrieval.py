@@ -11,7 +11,7 @@ import pytest
 
 from rest_core.config import RetrievalConfig
 from rest_core.sources import SOURCE_DATASTORE
-from rest_core.retrieval import DatastoreSource, Retrieved, even_sample, search_shards
+from rest_core.drafting.retrieval import DatastoreSource, Retrieved, even_sample, search_shards
 
 
 def make_store(tokens, separator: int, dtype=np.uint16) -> SimpleNamespace:
@@ -91,7 +91,7 @@ def test_matches_brute_force_on_random_corpora(seed):
 
 def test_real_text_matches_brute_force():
     # Real text, one byte per token: this repository's own retrieval module.
-    text = Path(__file__).resolve().parents[1].joinpath("rest_core", "retrieval.py").read_bytes()[:6000]
+    text = Path(__file__).resolve().parents[1].joinpath("rest_core", "drafting", "retrieval.py").read_bytes()[:6000]
     sep = 256
     tokens = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
     tokens = np.concatenate([tokens[:3000], [sep], tokens[3000:], [sep]])
@@ -178,7 +178,7 @@ def test_cap_sampling_is_fair_and_deterministic():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_sharded_store_is_searched_as_one(seed):
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     rng = np.random.default_rng(100 + seed)
     vocab = int(rng.integers(2, 5))
@@ -199,7 +199,7 @@ def test_sharded_store_is_searched_as_one(seed):
 
 
 def test_sharded_sampling_covers_every_shard():
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     docs = [[0, i % 7 + 1] for i in range(400)]
     store = Datastore.from_token_ids(docs, vocab_size=8, shard_tokens=100)
@@ -227,8 +227,8 @@ def test_search_shards_on_plain_arrays():
 
 def test_bench_replay_on_a_small_store():
     from rest_core.commands.bench_retrieval import replay
-    from rest_core.datastore import Datastore
-    from rest_core.retrieval import ContextSource
+    from rest_core.store.datastore import Datastore
+    from rest_core.drafting.retrieval import ContextSource
 
     rng = np.random.default_rng(7)
     docs = [rng.integers(0, 20, 300).tolist() for _ in range(20)]
@@ -262,8 +262,8 @@ def test_bench_replay_weighs_sources_like_the_engine():
     """bench-retrieval drafts through the engine's `build_draft`: each source's weight is spread
     over its continuations, so 10 stored continuations do not outvote a twice-as-weighty context."""
     from rest_core.commands.bench_retrieval import replay
-    from rest_core.datastore import Datastore
-    from rest_core.retrieval import ContextSource
+    from rest_core.store.datastore import Datastore
+    from rest_core.drafting.retrieval import ContextSource
 
     store = Datastore.from_token_ids([[1, 2]] * 10, vocab_size=4)  # after 1 the store says 2 ...
     text = np.array([1, 3] * 4, dtype=np.int64)  # ... but this text always says 3
@@ -277,13 +277,13 @@ def test_bench_replay_weighs_sources_like_the_engine():
 WARM_UP_CHECK = """
 import numpy as np
 from numba.core.registry import CPUDispatcher
-import rest_core.retrieval, rest_core.trie, rest_core.tree
+import rest_core.drafting.retrieval, rest_core.drafting.trie, rest_core.drafting.tree
 from rest_core.config import RetrievalConfig
-from rest_core.datastore import Datastore
-from rest_core.draft import build_draft, warm_up
-from rest_core.retrieval import ContextSource, DatastoreSource
+from rest_core.store.datastore import Datastore
+from rest_core.drafting.draft import build_draft, warm_up
+from rest_core.drafting.retrieval import ContextSource, DatastoreSource
 
-kernels = [f for m in (rest_core.retrieval, rest_core.trie, rest_core.tree) for f in vars(m).values() if isinstance(f, CPUDispatcher)]
+kernels = [f for m in (rest_core.drafting.retrieval, rest_core.drafting.trie, rest_core.drafting.tree) for f in vars(m).values() if isinstance(f, CPUDispatcher)]
 draft = warm_up()
 print(len(draft), draft.nodes.tokens.tolist())
 compiled = {f: len(f.signatures) for f in kernels}

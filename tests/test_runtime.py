@@ -7,8 +7,8 @@ import logging
 import subprocess
 import sys
 
-from rest_core import runtime
-from rest_core.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store, model_spec
+from rest_core.ui import runtime
+from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store, model_spec
 
 
 def _store(folder, name):
@@ -71,7 +71,7 @@ def test_warm_up_runs_in_the_background(caplog):
 
 def test_default_preset_follows_the_device():
     from rest_core.config import PRESETS
-    from rest_core.runtime import default_preset
+    from rest_core.ui.runtime import default_preset
 
     assert default_preset("cpu") == PRESETS["cpu"]
     assert default_preset("cpu", zero_gpu=True) == PRESETS["gpu"]  # ZeroGPU attaches CUDA per request
@@ -82,7 +82,7 @@ def test_default_preset_follows_the_device():
 
 def test_device_type_never_imports_torch():
     code = (
-        "import sys; from rest_core.runtime import device_type; "
+        "import sys; from rest_core.ui.runtime import device_type; "
         "kinds = [device_type(d) for d in ('cpu', 'cuda', 'cuda:1', 'mps', 'auto')]; "
         "assert kinds[:4] == ['cpu', 'cuda', 'cuda', 'mps'] and kinds[4] in ('cpu', 'cuda'), kinds; "
         "sys.exit('torch' in sys.modules)"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rest_core.config import SamplingConfig
-from rest_core.sampling import Uniforms, accept, process_logits, sample_index
+from rest_core.decode.sampling import Uniforms, accept, process_logits, sample_index
 from tests.tiny_models import torch_threads
 
 

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rest_core.selection import choose_draft, select
+from rest_core.budget.selection import choose_draft, select
 
 
 def _random_tree(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -77,9 +77,9 @@ def test_cap_and_bad_c():
 
 
 def test_choose_draft_takes_a_certain_chain_and_skips_noise():
-    from rest_core.acceptance import FEATURE_NAMES, AcceptanceModel, SourceMatch
-    from rest_core.retrieval import Retrieved
-    from rest_core.trie import build_trie
+    from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel, SourceMatch
+    from rest_core.drafting.retrieval import Retrieved
+    from rest_core.drafting.trie import build_trie
 
     # Context: one earlier occurrence continuing 8 tokens; datastore: 50 scattered continuations.
     chain = np.arange(100, 108)

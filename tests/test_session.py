@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from rest_core import render
+from rest_core.ui import render
 from rest_core.config import PRESETS, ConfigError, GenerationConfig
-from rest_core.runtime import NO_STORE
-from rest_core.session import Session, fit_context, request_config
+from rest_core.ui.runtime import NO_STORE
+from rest_core.ui.session import Session, fit_context, request_config
 from tests.app_fixtures import ANSWER, knob_values as knobs
 from tests.tiny_models import tiny_tokenizer
 
@@ -20,7 +20,7 @@ BASE = PRESETS["cpu"]
 
 
 def test_session_and_runtime_never_import_gradio():
-    code = "import sys, rest_core.session, rest_core.runtime; sys.exit('gradio' in sys.modules or 'torch' in sys.modules)"
+    code = "import sys, rest_core.ui.session, rest_core.ui.runtime; sys.exit('gradio' in sys.modules or 'torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

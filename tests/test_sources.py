@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rest_core import bench, render
+from rest_core.bench import loop as bench
+
+from rest_core.ui import render
 from rest_core.commands.generate import summary
 from rest_core.config import GenerationConfig
-from rest_core.engine import collect
-from rest_core.events import MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.decode.engine import collect
+from rest_core.decode.events import MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, count_origins, origin
 
 BOTH = SOURCE_DATASTORE | SOURCE_CONTEXT

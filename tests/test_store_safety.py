@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.datastore import Datastore, DatastoreError, Shard, build_datastore
-from rest_core.engine import Engine, collect
+from rest_core.store.datastore import Datastore, DatastoreError, Shard, build_datastore
+from rest_core.decode.engine import Engine, collect
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 

@@ -1,5 +1,5 @@
 """Teaching mode on real step events of a tiny model: the phase captions and figures
-(rest_core.teach), the step-through state (rest_core.stepper) and its page handlers (app.py)."""
+(rest_core.ui.teach), the step-through state (rest_core.ui.stepper) and its page handlers (app.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,19 @@ import numpy as np
 import pytest
 import torch
 
-from rest_core import render, teach
+from rest_core.ui import render
+
+from rest_core.ui import teach
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
-from rest_core.datastore import Datastore
-from rest_core.engine import Engine, collect
+from rest_core.store.datastore import Datastore
+from rest_core.decode.engine import Engine, collect
 from rest_core.knobs import make_config
-from rest_core.prompt_lookup import run_prompt_lookup
-from rest_core.retrieval import ContextSource, DatastoreSource
-from rest_core.session import Session
-from rest_core.runtime import Runtime, Settings
-from rest_core.stepper import Stepper
-from rest_core.tree import tree_attention_mask
+from rest_core.bench.prompt_lookup import run_prompt_lookup
+from rest_core.drafting.retrieval import ContextSource, DatastoreSource
+from rest_core.ui.session import Session
+from rest_core.ui.runtime import Runtime, Settings
+from rest_core.ui.stepper import Stepper
+from rest_core.drafting.tree import tree_attention_mask
 from tests.app_fixtures import knob_args, knob_values
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 

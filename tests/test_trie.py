@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rest_core.retrieval import Retrieved
-from rest_core.trie import Trie, build_trie, node_path, select_top_c, subtree
+from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.trie import Trie, build_trie, node_path, select_top_c, subtree
 
 
 def retrieved(rows, bit=1, weight=1.0) -> Retrieved:

@@ -1,5 +1,5 @@
-"""What a user brings: files, folders and zips read in memory under limits (rest_core.corpora.read_files),
-and the upload build with progress, cancellation and a summary (rest_core.uploads)."""
+"""What a user brings: files, folders and zips read in memory under limits (rest_core.store.corpora.read_files),
+and the upload build with progress, cancellation and a summary (rest_core.store.uploads)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rest_core.corpora import CorpusError, ReadLimits, read_files
-from rest_core.datastore import BuildCancelled, Datastore, DatastoreError
-from rest_core.uploads import BuildSummary, build_from_files
+from rest_core.store.corpora import CorpusError, ReadLimits, read_files
+from rest_core.store.datastore import BuildCancelled, Datastore, DatastoreError
+from rest_core.store.uploads import BuildSummary, build_from_files
 from tests.test_datastore import CharTokenizer
 
 
@@ -210,10 +210,10 @@ def test_build_from_files_refusals_are_one_line(tmp_path):
 
 
 def test_cli_builds_from_a_zip(tmp_path, monkeypatch, capsys):
-    import rest_core.models
+    import rest_core.decode.models
     from rest_core.cli import main
 
-    monkeypatch.setattr(rest_core.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name="fake"))
+    monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name="fake"))
     z = make_zip(tmp_path / "notes.zip", {"notes/a.md": b"first note", "notes/b.md": b"second", "../x.md": b"bad"})
     out = tmp_path / "ds"
     assert main(["datastore", "build", "--source", str(z), "--out", str(out), "--model", "fake", "--quiet"]) == 0

@@ -3,7 +3,7 @@
 Use them anywhere a test needs a real transformers model without the cost of SmolLM2:
 
     from tests.tiny_models import tiny_loaded
-    lm = tiny_loaded("llama")          # a rest_core.models.LoadedModel
+    lm = tiny_loaded("llama")          # a rest_core.decode.models.LoadedModel
     engine = Engine(lm.model, lm.tokenizer)
 
 The models default to float64 so that greedy argmax never flips on a near-tie between two
@@ -20,7 +20,7 @@ import contextlib
 
 import torch
 
-from rest_core.models import LoadedModel
+from rest_core.decode.models import LoadedModel
 
 # Attention limited to WINDOW tokens, declared each way transformers reads it: gemma3 through
 # `layer_types` (alternating sliding and full layers); mistral, phi3 and starcoder2 through
@@ -169,7 +169,7 @@ def tiny_model(
 
 
 def tiny_loaded(arch: str = "llama", **kwargs) -> LoadedModel:
-    """`tiny_model` + `tiny_tokenizer` wrapped like `rest_core.models.load_model` returns them."""
+    """`tiny_model` + `tiny_tokenizer` wrapped like `rest_core.decode.models.load_model` returns them."""
     model = tiny_model(arch, **kwargs)
     return LoadedModel(
         model=model,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rest_core.knobs import flag_values, make_config
-from rest_core.suites import SPLITS
+from rest_core.bench.suites import SPLITS
 
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (bench.ENGINE_METHODS)
@@ -32,8 +32,8 @@ ACTIONS = ("run", "ablation", "pld-sweep", "profile")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rest_core.ablations import KINDS
-    from rest_core.bench import ALL_METHODS
+    from rest_core.bench.ablations import KINDS
+    from rest_core.bench.loop import ALL_METHODS
     from rest_core.knobs import add_flags
 
     p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
@@ -77,8 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rest_core.bench import git_commit
-    from rest_core.models import resolve_device
+    from rest_core.bench.loop import git_commit
+    from rest_core.decode.models import resolve_device
 
     commit = git_commit()  # the code that runs, read before it runs
     problems = select_problems(args)
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
 def select_problems(args: argparse.Namespace) -> list:
     """The problems of this call. pld-sweep tunes, so it runs on the training split only."""
-    from rest_core.suites import load_suite
+    from rest_core.bench.suites import load_suite
 
     split = args.split or ("train" if args.action == "pld-sweep" else "all")
     if args.action == "pld-sweep" and split != "train":
@@ -128,7 +128,7 @@ class BenchSetup:
     def open(cls, args: argparse.Namespace, settings: tuple[Any, Any, Any], commit: str | None) -> "BenchSetup":
         import torch
 
-        from rest_core.models import load_model
+        from rest_core.decode.models import load_model
 
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -138,7 +138,7 @@ class BenchSetup:
     def build(cls, args: argparse.Namespace, loaded: Any, settings: tuple[Any, Any, Any] | None = None, *,
               open_datastore: Any = None, commit: str | None = None) -> "BenchSetup":
         """From a loaded model; `settings` default to the flags over the model's device preset."""
-        from rest_core.bench import RunnerFactory
+        from rest_core.bench.loop import RunnerFactory
 
         retrieval, draft, sampling = settings or settings_from_args(args, loaded.device.type)
         factory = RunnerFactory(loaded.model, loaded.tokenizer, retrieval, draft, sampling,
@@ -148,14 +148,14 @@ class BenchSetup:
 
     @property
     def timing(self) -> Any:
-        from rest_core.bench import Timing
+        from rest_core.bench.loop import Timing
 
         a = self.args
         return Timing(max_new_tokens=a.max_new_tokens, warmup=a.warmup, repeats=a.repeats, seed=a.seed,
                       progress=not a.no_progress)
 
     def meta(self, problems: list, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        from rest_core.bench import now_utc
+        from rest_core.bench.loop import now_utc
 
         a, store = self.args, self.factory.opened_datastore
         if store is not None:
@@ -176,7 +176,7 @@ class BenchSetup:
 
 
 def open_datastore_for(args: argparse.Namespace, tokenizer: Any) -> Any:
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     path = args.datastore or DEFAULT_DATASTORES[args.suite]
     if not Path(path).is_dir():
@@ -189,7 +189,7 @@ def open_datastore_for(args: argparse.Namespace, tokenizer: Any) -> Any:
 
 
 def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
-    from rest_core.bench import ALL_METHODS, markdown_table, measure, print_differences, summarize, write_report
+    from rest_core.bench.loop import ALL_METHODS, markdown_table, measure, print_differences, summarize, write_report
 
     args, factory = setup.args, setup.factory
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -219,7 +219,7 @@ def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
 
 
 def run_ablation(setup: BenchSetup, problems: list, out: Path) -> int:
-    from rest_core import ablations
+    from rest_core.bench import ablations
 
     args = setup.args
     values = _values(args.values, ablations.DEFAULT_VALUES[args.kind])
@@ -236,7 +236,7 @@ def run_ablation(setup: BenchSetup, problems: list, out: Path) -> int:
 def run_pld_sweep(setup: BenchSetup, problems: list, out: Path) -> int:
     """prompt_lookup_num_tokens = each of --values (default 2..10) against `ar` on training
     problems; writes the sweep and its winner, which `--pld-k <out>/results.json` then uses."""
-    from rest_core import ablations
+    from rest_core.bench import ablations
 
     args = setup.args
     ks = [int(v) for v in _values(args.values, ablations.PLD_SWEEP_KS)]
@@ -256,9 +256,9 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
     per problem (first turns), and both forward-cost curves; exit 1 if the outputs differ."""
     import json
 
-    from rest_core import profile
-    from rest_core.bench import ENGINE_METHODS, engine_config, first_turn_ids
-    from rest_core.engine import Engine
+    from rest_core.bench import profile
+    from rest_core.bench.loop import ENGINE_METHODS, engine_config, first_turn_ids
+    from rest_core.decode.engine import Engine
 
     args, f = setup.args, setup.factory
     if args.method not in ENGINE_METHODS:
@@ -329,9 +329,9 @@ def pld_k_from_sweep(path: Path, suite: str) -> tuple[int, str]:
 def tune_pld(setup: BenchSetup) -> tuple[int, dict[str, Any]]:
     """Fastest of PLD_CANDIDATES on the first --pld-tune-limit training problems (first turns
     only, --pld-tune-tokens each): a quick stand-in for a full `bench pld-sweep`."""
-    from rest_core import ablations
-    from rest_core.bench import Timing
-    from rest_core.suites import load_suite
+    from rest_core.bench import ablations
+    from rest_core.bench.loop import Timing
+    from rest_core.bench.suites import load_suite
 
     args = setup.args
     train = load_suite(args.suite, args.pld_tune_limit or None, 0, "train")

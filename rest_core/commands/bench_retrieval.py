@@ -61,17 +61,17 @@ def load_texts(corpus: str) -> list[str]:
         with open(path, encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
         return ["\n\n".join(r["turns"]) for r in rows]
-    from rest_core.corpora import open_source
+    from rest_core.store.corpora import open_source
 
     return list(open_source(corpus))
 
 
 def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
     """Time `steps` drafting steps over the token lists; returns per-step stats. The sources
-    (`rest_core.retrieval.DraftSource`s) draft exactly as in the engine, through `build_draft`."""
+    (`rest_core.drafting.retrieval.DraftSource`s) draft exactly as in the engine, through `build_draft`."""
     import numpy as np
 
-    from rest_core.draft import build_draft
+    from rest_core.drafting.draft import build_draft
 
     times = np.empty(steps, dtype=np.float64)
     cpu_times = np.empty(steps, dtype=np.float64)
@@ -147,9 +147,9 @@ def run(args: argparse.Namespace) -> int:
 
     from rest_core._jit import HAVE_NUMBA
     from rest_core.config import RetrievalConfig
-    from rest_core.datastore import Datastore
-    from rest_core.models import load_tokenizer
-    from rest_core.retrieval import ContextSource, DatastoreSource
+    from rest_core.store.datastore import Datastore
+    from rest_core.decode.models import load_tokenizer
+    from rest_core.drafting.retrieval import ContextSource, DatastoreSource
     from rest_core.sources import source_name
 
     if args.steps < 1:

@@ -62,9 +62,9 @@ def _build(args: argparse.Namespace) -> int:
     import itertools
     import time
 
-    from rest_core.corpora import open_source
-    from rest_core.datastore import Datastore, DatastoreError, build_datastore, check_target, check_tokenizer
-    from rest_core.models import load_tokenizer, resolve_model
+    from rest_core.store.corpora import open_source
+    from rest_core.store.datastore import Datastore, DatastoreError, build_datastore, check_target, check_tokenizer
+    from rest_core.decode.models import load_tokenizer, resolve_model
 
     out = Path(args.out)
     if args.limit_docs is not None and args.limit_docs < 1:
@@ -159,14 +159,14 @@ def _skipped_text(by_reason: dict) -> str:
 def _info(args: argparse.Namespace) -> int:
     import time
 
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     t0 = time.perf_counter()
     ds = Datastore.open(args.dir)
     open_ms = (time.perf_counter() - t0) * 1000
     if args.model:
-        from rest_core.datastore import check_tokenizer
-        from rest_core.models import load_tokenizer
+        from rest_core.store.datastore import check_tokenizer
+        from rest_core.decode.models import load_tokenizer
 
         check_tokenizer(ds.meta, load_tokenizer(args.model), where=args.dir)
     if args.verify:

@@ -115,7 +115,7 @@ def build_config(args: argparse.Namespace, device_type: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rest_core.models import resolve_device
+    from rest_core.decode.models import resolve_device
 
     device = resolve_device(args.device)  # bad device: error before loading anything
     config = build_config(args, device.type)  # bad settings: error before loading anything
@@ -139,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from rest_core.engine import Engine, collect
-    from rest_core.models import load_model
+    from rest_core.decode.engine import Engine, collect
+    from rest_core.decode.models import load_model
 
     if args.threads is not None:
         if args.threads < 1:
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
-    from rest_core.datastore import Datastore
+    from rest_core.store.datastore import Datastore
 
     # Each store is opened against the model's tokenizer: a store built with another one is refused.
     engine = Engine(lm.model, lm.tokenizer, datastores={s.name: Datastore.open(s.path, lm.tokenizer) for s in specs})
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary(result, lm, config, specs, engine.source_table), ensure_ascii=False))
         return 0
 
-    from rest_core.render import IncrementalDecoder
+    from rest_core.ui.render import IncrementalDecoder
 
     # Token by token, but never splitting a multi-byte character across writes.
     out = sys.stdout

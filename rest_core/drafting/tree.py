@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rest_core._jit import jit
-from rest_core.trie import Trie
+from rest_core.drafting.trie import Trie
 
 
 @jit

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from rest_core import render, teach
+from rest_core.ui import render
+
+from rest_core.ui import teach
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
-from rest_core.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
-from rest_core.runtime import Runtime, selected_names, trim_memory
-from rest_core.upload_jobs import UploadJob, UploadRefused, store_name
+from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
+from rest_core.ui.runtime import Runtime, selected_names, trim_memory
+from rest_core.ui.upload_jobs import UploadJob, UploadRefused, store_name
 
 FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
 TEXT_EVERY_S = 0.08  # live text refresh

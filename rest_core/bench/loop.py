@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
-from rest_core.events import StepEvent
+from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins, kind_of, origin
-from rest_core.suites import Problem
+from rest_core.bench.suites import Problem
 
 # Engine methods: name -> which draft sources are on. "rest" is the paper's method (datastore only).
 ENGINE_METHODS: dict[str, tuple[bool, bool]] = {
@@ -315,7 +315,7 @@ class HFRunner:
 
 
 class EngineRunner:
-    """Our engine (`rest_core.engine.Engine`) with one GenerationConfig."""
+    """Our engine (`rest_core.decode.engine.Engine`) with one GenerationConfig."""
 
     def __init__(self, engine: Any, config: GenerationConfig, *, name: str) -> None:
         self.engine = engine
@@ -410,7 +410,7 @@ class RunnerFactory:
 
     def engine(self, datastore: Any = None, selector: Callable[[Any, int], Any] | None = None) -> Any:
         """An engine over `datastore` (None: no datastore); a custom `selector` gets its own engine."""
-        from rest_core.engine import Engine
+        from rest_core.decode.engine import Engine
 
         if selector is not None:
             return Engine(self.model, self.tokenizer, datastore, reuse_cache=False, selector=selector)
@@ -753,7 +753,7 @@ def git_commit() -> str | None:
     """The repository's HEAD commit (and '+dirty' with uncommitted changes), if in a git checkout."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=5).stdout.strip()

@@ -15,9 +15,9 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from rest_core.events import SOURCE_DATASTORE, StepEvent, Totals
+from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import MODEL, STYLES, SourceTable, count_origins, origin
-from rest_core.trie import Trie
+from rest_core.drafting.trie import Trie
 
 # One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
 # a token of several sources takes `origin(mask).color`.

@@ -263,7 +263,7 @@ class DatastoreSource:
     """The paper's draft source: continuations of the longest context suffix in a datastore.
 
     `datastore` is anything with `.shards` (each with `.tokens` and `.sa`) and `.separator`,
-    e.g. `rest_core.datastore.Datastore`. Only the last n_max context tokens can match, so only
+    e.g. `rest_core.store.datastore.Datastore`. Only the last n_max context tokens can match, so only
     they are kept. Several stores draft together as several sources, each with its own bit and
     name (rest_core.sources.SourceTable); one store alone is bit 1, "datastore".
     """

@@ -14,12 +14,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rest_core.budget import CostCurve
+from rest_core.budget.auto import CostCurve
 from rest_core.config import RetrievalConfig
-from rest_core.events import MatchInfo, StepEvent
-from rest_core.render import ACCEPTED_COLOR, MODEL_COLOR, Tokenizer, esc, source_class, token_text, visible
+from rest_core.decode.events import MatchInfo, StepEvent
+from rest_core.ui.render import ACCEPTED_COLOR, MODEL_COLOR, Tokenizer, esc, source_class, token_text, visible
 from rest_core.sources import SOURCE_CONTEXT, origin
-from rest_core.tree import layout
+from rest_core.drafting.tree import layout
 
 N_CONTEXT_SHOWN = 4  # cached context columns drawn left of the tree in the mask figure
 MAX_MASK_NODES = 64  # the mask figure draws at most this many draft nodes (c is at most 64 here)
@@ -206,7 +206,7 @@ class MaskView:
 
 def mask_view(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, n_context: int = N_CONTEXT_SHOWN,
               max_nodes: int = MAX_MASK_NODES) -> MaskView:
-    """The mask of the step's verification forward, built by the same `rest_core.tree.layout`
+    """The mask of the step's verification forward, built by the same `rest_core.drafting.tree.layout`
     the engine uses, with the last `n_context` cached tokens in front."""
     draft = event.draft
     if draft is not None and len(draft):
@@ -417,7 +417,7 @@ class StepPanels:
 def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None,
                 n_steps: int | None = None, max_trie_nodes: int = 80, stores: Mapping[str, Any] | None = None) -> StepPanels:
     """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
-    from rest_core.render import trie_figure
+    from rest_core.ui.render import trie_figure
 
     of = f" of {n_steps}" if n_steps else ""
     header = (
@@ -547,7 +547,7 @@ def event_blocks(events: Sequence[StepEvent]) -> list[Block]:
 
 
 def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequence[float]) -> list[Block]:
-    """Prompt lookup's forwards as blocks (rest_core.prompt_lookup.LookupRun's fields): forward i
+    """Prompt lookup's forwards as blocks (rest_core.bench.prompt_lookup.LookupRun's fields): forward i
     added counts[i] tokens and ended at ends_ms[i]; the prefill's tokens come first, off the clock."""
     out, start, at = [], 0.0, len(token_ids) - sum(counts)
     for n, end in zip(counts, ends_ms):

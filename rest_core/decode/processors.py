@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from rest_core.config import SamplingConfig
-from rest_core.models import input_device
+from rest_core.decode.models import input_device
 
 # Processors that are a pure function of (emitted ids, scores) and so can run per tree node.
 _PER_ROW = {

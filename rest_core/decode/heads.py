@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from rest_core.models import input_device
+from rest_core.decode.models import input_device
 
 
 class OutputHead:

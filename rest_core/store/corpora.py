@@ -706,7 +706,7 @@ def benchmark_files() -> set[str]:
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def code_files(pattern: str = "*.py") -> list[Path]:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from rest_core.trie import Trie, select_top_c, subtree
+from rest_core.drafting.trie import Trie, select_top_c, subtree
 
 if TYPE_CHECKING:
-    from rest_core.acceptance import AcceptanceModel, SourceMatch
+    from rest_core.budget.acceptance import AcceptanceModel, SourceMatch
 
 Cost = Callable[[np.ndarray], np.ndarray]  # tokens in the forward (q,) -> milliseconds (q,)
 
@@ -90,7 +90,7 @@ def choose_draft(
     under a millisecond. A likely node outside the pool would need a lighter weight than
     4c others, which the model rarely rates above them.
     """
-    from rest_core.acceptance import node_features
+    from rest_core.budget.acceptance import node_features
 
     if len(trie) == 0 or c <= 0:
         return select(np.empty(0), 0, cost, overhead_ms), np.empty(0)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from rest_core.budget import CostCurve
-from rest_core.events import StepEvent, StepTimings
+from rest_core.budget.auto import CostCurve
+from rest_core.decode.events import StepEvent, StepTimings
 
 PHASES = ("retrieve", "draft", "mask", "model", "head", "walk", "commit")
 PHASE_HELP = {
@@ -99,7 +99,7 @@ def run_engines(
 
 def cost_curves(model: Any, head: Any, max_q: int = 64) -> dict[str, CostCurve]:
     """The forward-cost curve with the full head and with lazy logits (body + one head row)."""
-    from rest_core.engine import measure_cost_curve
+    from rest_core.decode.engine import measure_cost_curve
 
     curves = {"full logits": measure_cost_curve(model, max_q)}
     if head is not None:

@@ -1,8 +1,8 @@
 """The draft budget "auto": per step, the draft subtree that maximises expected tokens per
-millisecond, from each node's predicted acceptance (`rest_core.acceptance`), a forward-cost
-curve and what earlier steps taught (`rest_core.selection` finds the subtree).
+millisecond, from each node's predicted acceptance (`rest_core.budget.acceptance`), a forward-cost
+curve and what earlier steps taught (`rest_core.budget.selection` finds the subtree).
 
-Pure numpy; the engine measures the curve (`rest_core.engine.measure_cost_curve`) and feeds
+Pure numpy; the engine measures the curve (`rest_core.decode.engine.measure_cost_curve`) and feeds
 every step's outcome back through `AutoBudget.learn`.
 
 What it learns must not lock it out of drafting. A load spike can inflate the observed cost of
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from rest_core.acceptance import AcceptanceModel, SourceMatch, node_features, observable
-from rest_core.selection import choose_draft
-from rest_core.trie import Trie
+from rest_core.budget.acceptance import AcceptanceModel, SourceMatch, node_features, observable
+from rest_core.budget.selection import choose_draft
+from rest_core.drafting.trie import Trie
 
 if TYPE_CHECKING:
-    from rest_core.draft import Draft
-    from rest_core.retrieval import Retrieved
+    from rest_core.drafting.draft import Draft
+    from rest_core.drafting.retrieval import Retrieved
 
 
 HALF_LIFE = 16  # steps: an observed cost not seen again for this long is trusted half as much

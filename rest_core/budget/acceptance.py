@@ -5,7 +5,7 @@ A node is accepted only if its parent is, so the model predicts the conditional
 q(node) = P(node accepted | parent accepted) (the root's children: parent = the root, always
 "accepted"), and a node's path probability is the product of q along its path,
 p(node) = q(node) * p(parent). Path probabilities never grow from parent to child, which is
-what `rest_core.selection` relies on.
+what `rest_core.budget.selection` relies on.
 
 q is a logistic regression over a handful of features of the node and of the step's matches
 (`FEATURE_NAMES`): which sources proposed it, its share of its parent's weight and how many
@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rest_core.trie import Trie
+from rest_core.drafting.trie import Trie
 
 PRIOR_PATH = Path(__file__).with_name("acceptance_prior.json")
 _CX = 2  # the context's bit (rest_core.sources.SOURCE_CONTEXT); every other bit is a datastore's
@@ -64,7 +64,7 @@ class SourceMatch:
 
     @classmethod
     def of(cls, retrieved: Any) -> "SourceMatch":
-        """From a source's `rest_core.retrieval.Retrieved` (before the weights are spread over rows)."""
+        """From a source's `rest_core.drafting.retrieval.Retrieved` (before the weights are spread over rows)."""
         r = retrieved
         return cls(int(r.source_bit), int(r.suffix_len), int(r.occurrences), int(r.continuations.shape[0]), float(r.weight))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, source_name
-from rest_core.trie import Trie
+from rest_core.drafting.trie import Trie
 
 # The bits that name a draft token's sources (a node proposed by several ORs them) are part of
 # this contract; they and their names live in rest_core.sources.
@@ -28,7 +28,7 @@ class MatchInfo:
     sample: tuple[tuple[int, ...], ...]  # a few retrieved continuations (cut at separators)
     name: str = ""  # the source's name ("context", a store's name); "" = the bit's default name
     # Where the first sampled occurrences start (row i of `sample` follows positions[i] +
-    # suffix_len): a datastore's token-stream position (rest_core.datastore.Datastore.document_at
+    # suffix_len): a datastore's token-stream position (rest_core.store.datastore.Datastore.document_at
     # finds its document), or the context's token index for the context source.
     positions: tuple[int, ...] = ()
 
@@ -109,7 +109,7 @@ class StepEvent:
     totals: Totals
     finished: bool
     finish_reason: Literal["eos", "length"] | None = None
-    # Set when `trie` holds only the part a page draws (rest_core.render.compact_event): the
+    # Set when `trie` holds only the part a page draws (rest_core.ui.render.compact_event): the
     # whole retrieved trie's node count. None: `trie` is the whole retrieved trie.
     trie_nodes: int | None = None
     # per draft node, the auto budget's predicted chance that the model's path runs through it

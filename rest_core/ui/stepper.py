@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from rest_core.config import GenerationConfig
-from rest_core.events import StepEvent
-from rest_core.runtime import Runtime
-from rest_core.session import request_config
+from rest_core.decode.events import StepEvent
+from rest_core.ui.runtime import Runtime
+from rest_core.ui.session import request_config
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
 

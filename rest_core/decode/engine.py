@@ -21,17 +21,17 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 import torch
 
-from rest_core.budget import AutoBudget, CostCurve
+from rest_core.budget.auto import AutoBudget, CostCurve
 from rest_core.config import GenerationConfig
-from rest_core.draft import Draft, Selector, build_draft, warm_up
-from rest_core.events import MatchInfo, StepEvent, StepTimings, Totals
-from rest_core.heads import LazyLogits, OutputHead, likeliest_chains
-from rest_core.models import input_device
-from rest_core.processors import ModelProcessors, model_processors, resolve_sampling
-from rest_core.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
-from rest_core.sampling import Uniforms, accept
+from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
+from rest_core.decode.events import MatchInfo, StepEvent, StepTimings, Totals
+from rest_core.decode.heads import LazyLogits, OutputHead, likeliest_chains
+from rest_core.decode.models import input_device
+from rest_core.decode.processors import ModelProcessors, model_processors, resolve_sampling
+from rest_core.drafting.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
+from rest_core.decode.sampling import Uniforms, accept
 from rest_core.sources import SourceTable
-from rest_core.trie import select_top_c
+from rest_core.drafting.trie import select_top_c
 
 MATCH_SAMPLE_ROWS = 8  # continuations kept per source in an event (for display)
 
@@ -188,7 +188,7 @@ class _StepClock:
 class Engine:
     """Generate with REST (or plain decoding) from an unmodified Hugging Face causal LM.
 
-    datastore: a `rest_core.datastore.Datastore`, a path to one, or None (context source only,
+    datastore: a `rest_core.store.datastore.Datastore`, a path to one, or None (context source only,
     or plain decoding). datastores: instead, several named stores (or paths), {"code": a,
     "chat": b}: each is a draft source of its own (bits and colours in `source_table`, the
     first store blue), merged into one trie; `DraftConfig.stores` picks them per generation. reuse_cache: keep the KV cache of the last generation, so the next
@@ -198,7 +198,7 @@ class Engine:
     a subtree; default the paper's top-c by weight (an ablation swaps in random continuations).
     With the default selector, budget "auto" chooses the nodes itself (`AutoBudget.plan`).
     lazy_logits: run the output head only over the rows the acceptance walk visits
-    (`rest_core.heads`); models whose head cannot be split off keep the full forward.
+    (`rest_core.decode.heads`); models whose head cannot be split off keep the full forward.
     """
 
     def __init__(
@@ -667,7 +667,7 @@ def _truncate(cache, length: int) -> None:
 def _open_store(store: Any, tokenizer: Any) -> Any:
     """A datastore, opened (and checked against the tokenizer) when given as a path."""
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
-        from rest_core.datastore import Datastore
+        from rest_core.store.datastore import Datastore
 
         return Datastore.open(store, tokenizer)
     return store

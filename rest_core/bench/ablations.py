@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from rest_core.bench import (
+from rest_core.bench.loop import (
     ENGINE_METHODS,
     BenchResult,
     MethodSummary,
@@ -42,8 +42,8 @@ from rest_core.bench import (
     print_differences,
     summarize,
 )
-from rest_core.suites import Problem
-from rest_core.trie import Trie
+from rest_core.bench.suites import Problem
+from rest_core.drafting.trie import Trie
 
 KINDS = ("c-sweep", "n-max-sweep", "datastore-size", "selection", "suffix-hist")
 DEFAULT_VALUES: dict[str, list[float]] = {
@@ -116,7 +116,7 @@ def document_subset(datastore: Any, fraction: float, seed: int = 0) -> Any:
     come from one random permutation, so the 1/8 subset contains the 1/16 subset, and so on.
     Costs a few seconds and n_tokens * 8 bytes of memory per shard, instead of a rebuild.
     """
-    from rest_core.datastore import Datastore, Shard
+    from rest_core.store.datastore import Datastore, Shard
 
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")

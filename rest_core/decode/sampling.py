@@ -30,7 +30,7 @@ class Uniforms:
 
 
 class Rows(Protocol):
-    """Logits of a verified tree's rows, computed when asked for (`rest_core.heads.LazyLogits`)."""
+    """Logits of a verified tree's rows, computed when asked for (`rest_core.decode.heads.LazyLogits`)."""
 
     def __getitem__(self, row: int) -> torch.Tensor: ...
 
