@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from rest_core.ui import render
+from rest_core.ui import answer_view, style
 
 from rest_core.ui import teach
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
@@ -122,13 +122,13 @@ def test_captions_name_the_matched_suffix_and_the_k_cap(run, lm):
         cap = teach.retrieve_caption(e, ctx, lm.tokenizer, config.retrieval)
         for m in e.matches:
             if m.suffix_len:
-                assert render.visible(lm.tokenizer.decode(list(m.suffix_tokens)), 60) in cap
+                assert style.visible(lm.tokenizer.decode(list(m.suffix_tokens)), 60) in cap
                 assert f"{m.occurrences:,} occurrence" in cap
                 assert tuple(ctx[-m.suffix_len:]) == m.suffix_tokens  # the suffix is the end of the context
                 capped |= m.occurrences > config.retrieval.max_matches
         html = teach.retrieve_html(e, ctx, lm.tokenizer, config.retrieval)
         for m in e.matches:  # the underlined tokens are the matched suffix
-            assert html.count(f"m-{render.source_class(m.source_bit)}") == m.suffix_len
+            assert html.count(f"m-{style.source_class(m.source_bit)}") == m.suffix_len
     assert capped, "no step hit K: the cap is untested"
     assert any("caps them" in teach.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts))
 
@@ -220,7 +220,7 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     out = h.run_to_end(MESSAGE, st, None, STORE, 16, *knobs)
     assert st.finished and "complete" in out[8]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
-    assert render.highlight_html(st.events, lm.tokenizer) in out[1] and text
+    assert answer_view.highlight_html(st.events, lm.tokenizer) in out[1] and text
     out = h.next("", Stepper(), None, STORE, 16, *knobs)  # no message: a message, no traceback
     assert "Type a message" in out[8] and 'class="status err' in out[8]
     out = h.restart(st)

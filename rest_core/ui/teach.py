@@ -17,7 +17,7 @@ import numpy as np
 from rest_core.budget.auto import CostCurve
 from rest_core.config import RetrievalConfig
 from rest_core.decode.events import MatchInfo, StepEvent
-from rest_core.ui.render import ACCEPTED_COLOR, MODEL_COLOR, Tokenizer, esc, source_class, token_text, visible
+from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR, Tokenizer, esc, source_class, token_text, visible
 from rest_core.sources import SOURCE_CONTEXT, origin
 from rest_core.drafting.tree import layout
 
@@ -417,7 +417,7 @@ class StepPanels:
 def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None,
                 n_steps: int | None = None, max_trie_nodes: int = 80, stores: Mapping[str, Any] | None = None) -> StepPanels:
     """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
-    from rest_core.ui.render import trie_figure
+    from rest_core.ui.trie_view import trie_figure
 
     of = f" of {n_steps}" if n_steps else ""
     header = (
