@@ -40,7 +40,7 @@ import gradio as gr
 
 from rest_core.ui import answer_view, inspector, stats, style, trie_view
 
-from rest_core.ui import teach
+from rest_core.ui import guided, phases, why_c_view
 from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
 from rest_core.ui.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
@@ -395,7 +395,7 @@ class TeachHandlers:
         if ev is None:
             empty = trie_view.empty_figure("Press Next step.", height=260)
             return ("", "", "", "", empty, "", empty, "", status, st)
-        p = teach.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
+        p = phases.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
         answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
         return (p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status, st)
 
@@ -457,18 +457,18 @@ class TeachHandlers:
             log.error("cost curve failed:\n%s", traceback.format_exc())
             return gr.skip(), status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
         chosen = events[-1].budget if events else int(c)
-        fig = teach.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{style.esc(teach.why_c_caption(curve, events, chosen))}</p>'
+        fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
+        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{style.esc(why_c_view.why_c_caption(curve, events, chosen))}</p>'
 
 
     def example(self, title: str, *knobs: Any) -> tuple:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
         step-through opened for step mode. Returns (box, step box, step c, store, step accordion,
         note, *knob values)."""
-        ex = next((e for e in teach.GUIDED_EXAMPLES if e.title == title), None)
+        ex = next((e for e in guided.GUIDED_EXAMPLES if e.title == title), None)
         if ex is None:
             return (gr.skip(),) * (6 + len(knobs))
-        values = teach.example_settings(ex, values_in_order(knobs))
+        values = guided.example_settings(ex, values_in_order(knobs))
         names = self.runtime.store_names()
         store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
         missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
@@ -537,7 +537,7 @@ def build_teaching(runtime: Runtime, store: gr.Dropdown, knobs: list, session: g
     datastore and knobs."""
     h = TeachHandlers(runtime)
     with gr.Accordion("Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"):
-        pick = gr.Radio([e.title for e in teach.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
+        pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
         note = gr.HTML("", elem_id="guided-note")
     _how_rest_works()
     with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as acc:

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from rest_core.ui import teach
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
-from rest_core.ui.compare_view import compare, comparison_html, speed_figure
+from rest_core.ui.compare_view import compare, comparison_html, event_blocks, lookup_blocks, speed_figure, speedup_explained, timeline_figure
 from rest_core.ui.inspector import inspector_html
 from rest_core.ui.stats import stats_html
 from rest_core.ui.style import esc
@@ -459,12 +458,12 @@ class Session:
             if cut:
                 done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {runtime.settings.max_seconds:g} s limit."
             speed = speed_figure(results["rest"], results["ar"])
-            lanes = [("plain", teach.event_blocks(results["ar"]))]
+            lanes = [("plain", event_blocks(results["ar"]))]
             if lookup is not None:
-                lanes.append((f"prompt lookup k={lookup.k}", teach.lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
-            lanes.append(("REST", teach.event_blocks(results["rest"])))
-            timeline = teach.timeline_figure(lanes, runtime.loaded().tokenizer)
-            why = teach.speedup_explained(results["rest"], results["ar"])
+                lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
+            lanes.append(("REST", event_blocks(results["rest"])))
+            timeline = timeline_figure(lanes, runtime.loaded().tokenizer)
+            why = speedup_explained(results["rest"], results["ar"])
             table = comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
             table += f'<p class="why-m">{esc(why)}</p>' if why else ""
             del results  # only the figures and the table stay

@@ -61,3 +61,10 @@ def visible(text: str, limit: int = 10) -> str:
         shown = "∅"
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
+
+def token_label(tokenizer: Tokenizer, token: int, limit: int = 10) -> str:
+    return visible(token_text(tokenizer, int(token)), limit)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
