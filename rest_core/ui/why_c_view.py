@@ -18,9 +18,12 @@ from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR
 def expected_accepted(events: Sequence[StepEvent], cs: Sequence[int]) -> np.ndarray:
     """(len(cs),) expected draft tokens accepted per step with budget c, from the session's tries.
 
-    A node's share of the root's weight estimates the chance the model's path runs through it;
-    summed over the top-c nodes it predicts the accepted count (as the auto budget does). The
-    prediction is scaled so that at the budgets actually used it matches what was accepted.
+    From the trie weights alone: a node's weight over the root's (the depth-1 weights summed)
+    stands for the chance the model's path runs through it, and the shares of the c heaviest
+    nodes, summed, are the predicted accepted count. This is not the auto budget's acceptance
+    model (rest_core.budget.acceptance, per node from its sources, share, support, match lengths
+    and depth). The prediction is scaled so that at each step's actual draft size it matches, over
+    the session, what was accepted; a REST step without a trie counts as a step predicting none.
     """
     cs = np.asarray(cs, np.int64)
     predicted = np.zeros(cs.shape[0])
