@@ -16,7 +16,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
 from rest_core.ui.compare_view import compare, comparison_html, event_blocks, lookup_blocks, speed_figure, speedup_explained, timeline_figure
@@ -411,65 +411,53 @@ class Session:
         except ConfigError as exc:
             yield Update(status=status_html(f"Settings: {esc(str(exc))}", "err"))
             return
-        if self.active:
-            yield Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
-            return
-        refused = message_too_long(message or "", runtime.settings.max_message_chars)
-        if refused:
-            yield Update(status=status_html(esc(refused), "warn"), box="")
+        refused = self._compare_refused(runtime, message)
+        if refused is not None:
+            yield refused
             return
         try:
             if not runtime.ready:
                 yield Update(status=status_html("Loading the model (first request only)…"))
             stores = runtime.resolve(store, self.uploads, self.key)
             engine = runtime.engine(stores)
-            typed = (message or "").strip()
-            if self.prompt_ids is not None and not typed:
-                prompt_ids, what = self.prompt_ids, "the last prompt"
-            elif typed:
-                prompt_ids, what = list(engine.encode([{"role": "user", "content": typed}], chat=True)), "the message in the box"
-            else:
+            prompt = self._compare_prompt(engine, message)
+            if prompt is None:
                 yield Update(status=status_html("Send a message first, or type one to compare on.", "warn"))
                 return
+            prompt_ids, what = prompt
             config, note = fit_context(len(prompt_ids), config, engine.max_positions)
-            results = {}
-            cut = []
             # The three runs together keep to the request's time limit: a third each.
             limit = runtime.settings.max_seconds / 3
             runtime.claim_cache(stores, self.key)
-            for method, label in (("rest", "REST"), ("ar", "plain decoding")):
-                run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=compact_event, max_seconds=limit)
-                try:
-                    results[method] = run.collect()
-                finally:
-                    run.cancel()
-                if run.timed_out:
-                    cut.append(label)
-                yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
+            results, cut = yield from _compared_runs(runtime, engine, prompt_ids, config, limit, what)
             lookup = run_lookup(runtime, engine, prompt_ids, config, limit)
             if lookup is not None and lookup.timed_out:
                 cut.append("prompt lookup")
-            cmp = compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
-            if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
-                rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
-                n = min(len(rest_ids), len(ar_ids))
-                cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
-            done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
-            if cut:
-                done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {runtime.settings.max_seconds:g} s limit."
-            speed = speed_figure(results["rest"], results["ar"])
-            lanes = [("plain", event_blocks(results["ar"]))]
-            if lookup is not None:
-                lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
-            lanes.append(("REST", event_blocks(results["rest"])))
-            timeline = timeline_figure(lanes, runtime.loaded().tokenizer)
-            why = speedup_explained(results["rest"], results["ar"])
-            table = comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
-            table += f'<p class="why-m">{esc(why)}</p>' if why else ""
+            table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut)
+            done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
             del results  # only the figures and the table stay
             yield Update(status=status_html(esc(done)), comparison=table, speed=speed, timeline=timeline)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
             yield Update(status=status_html(esc(_failure(exc, "compare")), "err"))
+
+    def _compare_refused(self, runtime: Runtime, message: str) -> Update | None:
+        """Why Compare cannot start now (an answer is streaming, the message is too long), or None."""
+        if self.active:
+            return Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
+        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        if refused:
+            return Update(status=status_html(esc(refused), "warn"), box="")
+        return None
+
+    def _compare_prompt(self, engine: Any, message: str) -> tuple[list[int], str] | None:
+        """The prompt to compare on and how the status line names it: the message in the box, else
+        the last answer's prompt; None when there is neither."""
+        typed = (message or "").strip()
+        if self.prompt_ids is not None and not typed:
+            return self.prompt_ids, "the last prompt"
+        if typed:
+            return list(engine.encode([{"role": "user", "content": typed}], chat=True)), "the message in the box"
+        return None
 
 
     # -------------------------------------------------------------------------------- uploads
@@ -541,6 +529,53 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
         f'<p class="pld-line">Prompt lookup (transformers, k = {lookup.k} draft tokens copied from earlier in the conversation): '
         f"{lookup.tokens_per_s:.1f} tokens/s{speedup}, M = {lookup.mean_generated_length:.2f} tokens per forward{same}.</p>"
     )
+
+
+def _compared_runs(runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, limit: float,
+                   what: str) -> Generator[Update, None, tuple[dict[str, list], list[str]]]:
+    """REST, then plain decoding, each for at most `limit` seconds, with a status line after each;
+    returns (each method's events, the labels of the runs the limit cut short)."""
+    results = {}
+    cut = []
+    for method, label in (("rest", "REST"), ("ar", "plain decoding")):
+        run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=compact_event, max_seconds=limit)
+        try:
+            results[method] = run.collect()
+        finally:
+            run.cancel()
+        if run.timed_out:
+            cut.append(label)
+        yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
+    return results, cut
+
+
+def _comparison_views(runtime: Runtime, results: dict[str, list], lookup: LookupRun | None, config: GenerationConfig,
+                      cut: list[str]) -> tuple[str, Any, Any]:
+    """Compare's table (with the prompt lookup line and why the speedup is not M), speed figure
+    and timeline. When a run was cut short, "same output" compares the text both wrote."""
+    cmp = compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
+    if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
+        rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
+        n = min(len(rest_ids), len(ar_ids))
+        cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
+    speed = speed_figure(results["rest"], results["ar"])
+    lanes = [("plain", event_blocks(results["ar"]))]
+    if lookup is not None:
+        lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
+    lanes.append(("REST", event_blocks(results["rest"])))
+    timeline = timeline_figure(lanes, runtime.loaded().tokenizer)
+    why = speedup_explained(results["rest"], results["ar"])
+    table = comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
+    table += f'<p class="why-m">{esc(why)}</p>' if why else ""
+    return table, speed, timeline
+
+
+def _compared_note(what: str, config: GenerationConfig, note: str, cut: list[str], limit: float, max_seconds: float) -> str:
+    """The status line once Compare is done: what it compared on, and which runs the limit cut."""
+    done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
+    if cut:
+        done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {max_seconds:g} s limit."
+    return done
 
 
 def blank_view(runtime: Runtime) -> Update:
