@@ -38,9 +38,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import gradio as gr
 
-from rest_core.ui import render
+from rest_core.ui import answer_view, inspector, stats, style, trie_view
 
-from rest_core.ui import teach
+from rest_core.ui import guided, phases, why_c_view
 from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
 from rest_core.ui.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
@@ -279,9 +279,9 @@ class Handlers:
     def legend(self, current: Any) -> str:
         """The colour key of the chosen stores (each its own colour, in the order chosen)."""
         try:
-            return render.legend_html(selected_names(current))
+            return answer_view.legend_html(selected_names(current))
         except ValueError:  # more stores than bits: generation says so; the key shows the first ones
-            return render.legend_html(selected_names(current)[:6])
+            return answer_view.legend_html(selected_names(current)[:6])
 
     def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[tuple]:
         """Build: a datastore from the uploaded files and pasted text, in the background; the
@@ -294,11 +294,11 @@ class Handlers:
         try:
             job = session.start_upload(self.runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
         except ValueError as exc:  # a refusal: a message, never a traceback
-            yield corpus_status(render.esc(str(exc)), "warn"), gr.skip(), gr.skip()
+            yield corpus_status(style.esc(str(exc)), "warn"), gr.skip(), gr.skip()
             return
         except Exception as exc:  # noqa: BLE001 - the model (its tokenizer) failed to load
             logging.getLogger("rest.app").error("upload failed to start", exc_info=True)
-            yield corpus_status(render.esc(f"the build could not start: {exc}"), "err"), gr.skip(), gr.skip()
+            yield corpus_status(style.esc(f"the build could not start: {exc}"), "err"), gr.skip(), gr.skip()
             return
         while not job.done.wait(0.4):
             if session.build is not job:  # released (Clear, the page closed): it was cancelled
@@ -309,11 +309,11 @@ class Handlers:
         try:
             line = session.finish_upload(self.runtime)
         except ValueError as exc:
-            yield corpus_status(render.esc(f"Nothing built: {exc}"), "warn"), gr.skip(), gr.skip()
+            yield corpus_status(style.esc(f"Nothing built: {exc}"), "warn"), gr.skip(), gr.skip()
             return
         where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
         value = [*selected_names(current), job.name]
-        msg = f"Built <b>{render.esc(job.name)}</b>, added to {where} and selected: {render.esc(line)}."
+        msg = f"Built <b>{style.esc(job.name)}</b>, added to {where} and selected: {style.esc(line)}."
         yield corpus_status(msg, "info"), self._choices(value, session), gr.update(value=None)
 
 
@@ -328,7 +328,7 @@ def progress_html(job: UploadJob) -> str:
     text = p.describe() if p is not None else "starting"
     return (
         f'<div class="status info" id="corpus-msg"><progress max="1" value="{fraction:.3f}"></progress> '
-        f"Building <b>{render.esc(job.name)}</b>: {render.esc(text)}…</div>"
+        f"Building <b>{style.esc(job.name)}</b>: {style.esc(text)}…</div>"
     )
 
 
@@ -393,21 +393,21 @@ class TeachHandlers:
     def view(self, st: Stepper, status: str = "") -> tuple:
         ev = st.event
         if ev is None:
-            empty = render.empty_figure("Press Next step.", height=260)
+            empty = trie_view.empty_figure("Press Next step.", height=260)
             return ("", "", "", "", empty, "", empty, "", status, st)
-        p = teach.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
-        answer = render.highlight_html(st.events[: st.pos + 1], st.tokenizer)
+        p = phases.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
+        answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
         return (p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status, st)
 
     def _guard(self, st: Stepper, action) -> tuple:
         try:
             action()
         except (ConfigError, ValueError) as exc:
-            return self.view(st, status_html(render.esc(str(exc)), "err"))
+            return self.view(st, status_html(style.esc(str(exc)), "err"))
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
             log.error("step-through failed:\n%s", traceback.format_exc())
             st.close()
-            return self.view(st, status_html(render.esc(f"step-through failed: {exc}"), "err"))
+            return self.view(st, status_html(style.esc(f"step-through failed: {exc}"), "err"))
         note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
         return self.view(st, status_html(note) if note else "")
 
@@ -455,27 +455,27 @@ class TeachHandlers:
                 curve = engine.forward_cost(STEP_C_MAX + 1)
         except Exception as exc:  # noqa: BLE001
             log.error("cost curve failed:\n%s", traceback.format_exc())
-            return gr.skip(), status_html(render.esc(f"could not measure the forward cost: {exc}"), "err")
+            return gr.skip(), status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
         chosen = events[-1].budget if events else int(c)
-        fig = teach.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{render.esc(teach.why_c_caption(curve, events, chosen))}</p>'
+        fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
+        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{style.esc(why_c_view.why_c_caption(curve, events, chosen))}</p>'
 
 
     def example(self, title: str, *knobs: Any) -> tuple:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
         step-through opened for step mode. Returns (box, step box, step c, store, step accordion,
         note, *knob values)."""
-        ex = next((e for e in teach.GUIDED_EXAMPLES if e.title == title), None)
+        ex = next((e for e in guided.GUIDED_EXAMPLES if e.title == title), None)
         if ex is None:
             return (gr.skip(),) * (6 + len(knobs))
-        values = teach.example_settings(ex, values_in_order(knobs))
+        values = guided.example_settings(ex, values_in_order(knobs))
         names = self.runtime.store_names()
         store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
         missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
         chosen = [] if store == NO_STORE else [store]  # the datastores multi-select
         step = ex.mode == "step"
         where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
-        note = f'<p class="example-note"><b>{render.esc(where)}.</b> {render.esc(ex.watch)}{render.esc(missing)}</p>'
+        note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
         return (
             gr.skip() if step else ex.prompt,
             ex.prompt if step else gr.skip(),
@@ -491,7 +491,7 @@ def _how_rest_works() -> None:
     with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
         gr.HTML(f'<div class="how-svg">{_svg()}</div>')
         gr.Markdown(GLOSSARY)
-        gr.HTML(render.tree_legend_html())
+        gr.HTML(trie_view.tree_legend_html())
 
 
 def _step_panels() -> dict[str, Any]:
@@ -514,10 +514,10 @@ def _step_panels() -> dict[str, Any]:
     p["retrieve"] = gr.HTML("", elem_id="teach-retrieve")
     gr.Markdown("#### 2. Build the trie")
     p["trie_cap"] = gr.HTML("", elem_id="teach-trie-cap")
-    p["trie"] = gr.Plot(render.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
-    gr.HTML(render.tree_legend_html())
+    p["trie"] = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
+    gr.HTML(trie_view.tree_legend_html())
     gr.Markdown("#### 3. Verify in one forward")
-    p["mask"] = gr.Plot(render.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
+    p["mask"] = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
     p["verify"] = gr.HTML("", elem_id="teach-verify")
     gr.Markdown("#### 4. Accept")
     p["accept"] = gr.HTML("", elem_id="teach-accept")
@@ -537,7 +537,7 @@ def build_teaching(runtime: Runtime, store: gr.Dropdown, knobs: list, session: g
     datastore and knobs."""
     h = TeachHandlers(runtime)
     with gr.Accordion("Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"):
-        pick = gr.Radio([e.title for e in teach.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
+        pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
         note = gr.HTML("", elem_id="guided-note")
     _how_rest_works()
     with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as acc:
@@ -640,14 +640,14 @@ def _answer_column(max_chars: int) -> dict[str, Any]:
         c["stop"] = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
         c["clear"] = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
     gr.Examples(EXAMPLES, inputs=[c["box"]], label="Examples: code and chat")
-    c["stats"] = gr.HTML(render.stats_html([]), elem_id="stats")
+    c["stats"] = gr.HTML(stats.stats_html([]), elem_id="stats")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
-            c["trie"] = gr.Plot(render.empty_figure(), label="Draft tree of the step", elem_id="trie")
-            gr.HTML(render.tree_legend_html(), elem_id="tree-legend")
+            c["trie"] = gr.Plot(trie_view.empty_figure(), label="Draft tree of the step", elem_id="trie")
+            gr.HTML(trie_view.tree_legend_html(), elem_id="tree-legend")
             c["step"] = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
         with gr.Column(scale=2, min_width=260):
-            c["inspector"] = gr.HTML(render.inspector_html(None, None), elem_id="inspector", label="Step inspector")
+            c["inspector"] = gr.HTML(inspector.inspector_html(None, None), elem_id="inspector", label="Step inspector")
     with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
         gr.Markdown(
             "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
@@ -669,7 +669,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
         # (no update for session_ttl seconds) are freed by h.release.
         session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=h.release)
         gr.HTML(HEADER)
-        legend = gr.HTML(render.legend_html(), elem_id="legend")
+        legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
         banner = gr.HTML("", elem_id="status-banner")
         with gr.Row(equal_height=False, elem_id="main-row"):
             with gr.Column(scale=3, min_width=320):

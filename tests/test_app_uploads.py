@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import app
-from rest_core.ui import render
+from rest_core.ui import answer_view, trie_view
 from rest_core.ui.runtime import Runtime, Settings, StoreBuilds, StoreSet
 from rest_core.ui.session import Session
 from tests.app_fixtures import ANSWER, knob_args
@@ -226,7 +226,7 @@ def test_hover_titles_legend_and_trie_name_the_stores(scripted):
         sources = tuple((s & ~1) | 4 if s & 1 else s for s in ev.token_sources)
         return replace(ev, matches=matches, token_sources=sources)
 
-    view = render.AnswerView(engine.tokenizer)
+    view = answer_view.AnswerView(engine.tokenizer)
     for ev in map(second_store, events):
         view.add(ev)
     mine = [s for s in view.spans if s.source == 4]
@@ -235,9 +235,9 @@ def test_hover_titles_legend_and_trie_name_the_stores(scripted):
     assert f'class="tok d s2 ' in mine[0].html()
     ev = next(e for e in events if e.trie is not None and (e.trie.sources == 1).any())
     ev = replace(ev, matches=tuple(replace(m, name="code") if m.source_bit == 1 else m for m in ev.matches))
-    hover = " ".join(t for tr in render.trie_figure(ev, engine.tokenizer).data for t in (tr.hovertext or ()))
+    hover = " ".join(t for tr in trie_view.trie_figure(ev, engine.tokenizer).data for t in (tr.hovertext or ()))
     assert "source: code" in hover and "source: datastore" not in hover
-    legend = render.legend_html(("code", "my notes"))
+    legend = answer_view.legend_html(("code", "my notes"))
     assert 'class="tok d ds r1 p0" title="draft tokens retrieved from the datastore code">code<' in legend
     assert 'class="tok d s2 r1 p0"' in legend and ">my notes<" in legend
     assert h_legend_is_per_choice(rt)

@@ -92,15 +92,15 @@ def test_the_layer_test_sees_an_upward_import(tmp_path):
     fake = tmp_path / "rest_core"
     (fake / "drafting").mkdir(parents=True)
     (fake / "ui").mkdir()
-    (fake / "drafting" / "trie.py").write_text("def f():\n    from rest_core.ui.render import esc\n")
-    (fake / "ui" / "render.py").write_text("esc = 1\n")
+    (fake / "drafting" / "trie.py").write_text("def f():\n    from rest_core.ui.style import esc\n")
+    (fake / "ui" / "style.py").write_text("esc = 1\n")
     globals()["PACKAGE"], saved = fake, PACKAGE
     try:
         graph = import_graph()
     finally:
         globals()["PACKAGE"] = saved
     assert [(m, t) for m, ts in graph.items() for t in ts if layer_of(t) > layer_of(m)] == [
-        ("rest_core.drafting.trie", "rest_core.ui.render")
+        ("rest_core.drafting.trie", "rest_core.ui.style")
     ]
 
 

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from rest_core.ui import render
+from rest_core.ui import answer_view, compare_view, inspector, stats, style, trie_view
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
 
@@ -77,7 +77,7 @@ def test_incremental_decoder_pieces_concatenate_to_full_text_with_multibyte():
     tok = ByteTokenizer()
     text = "héllo 世界 🎉 ok"
     ids = tok.encode_bytes(text)
-    dec = render.IncrementalDecoder(tok)
+    dec = answer_view.IncrementalDecoder(tok)
     pieces = [dec.push(i) for i in ids]
     assert "".join(p for p in pieces if p) + dec.flush() == text
     # Bytes inside a character yield None; the byte completing it yields the whole character.
@@ -87,7 +87,7 @@ def test_incremental_decoder_pieces_concatenate_to_full_text_with_multibyte():
 
 def test_incremental_decoder_window_stays_short():
     tok = ByteTokenizer()
-    dec = render.IncrementalDecoder(tok)
+    dec = answer_view.IncrementalDecoder(tok)
     for i in tok.encode_bytes("a" * 500):
         dec.push(i)
     # Each push decodes a window of at most a few tokens, not the whole answer.
@@ -99,7 +99,7 @@ def test_partial_character_tokens_merge_into_one_span():
     # "世界" split across tokens as e4b8 | 96 e7 95 8c: the first token ends inside 世.
     ids = [tok.word(b"\xe4\xb8"), tok.word(b"\x96\xe7\x95\x8c"), ord("!")]
     e = event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, 0), finished=True)
-    view = render.AnswerView(tok)
+    view = answer_view.AnswerView(tok)
     view.add(e)
     got = spans(view.html())
     assert [t for _, t in got] == ["世界", "!"]
@@ -110,7 +110,7 @@ def test_partial_character_tokens_merge_into_one_span():
 def test_dangling_partial_character_is_flushed_at_the_end():
     tok = ByteTokenizer()
     e = event(0, [ord("a"), 0xE4], (0, 0), finished=True)
-    view = render.AnswerView(tok)
+    view = answer_view.AnswerView(tok)
     view.add(e)
     assert view.text == "a\ufffd"
 
@@ -126,7 +126,7 @@ def test_token_boundaries_step_classes_and_titles():
         event(2, [ord("E"), ord("F")], (SOURCE_CONTEXT, 0)),
         event(3, [ord("G"), ord("H")], (SOURCE_DATASTORE | SOURCE_CONTEXT, 0), finished=True),
     ]
-    out = render.highlight_html(ev, tok)
+    out = answer_view.highlight_html(ev, tok)
     got = spans(out)
     assert [t for _, t in got] == list("ABCDEFGH")  # one span per token
     classes = [c for c, _ in got]
@@ -143,38 +143,38 @@ def test_token_boundaries_step_classes_and_titles():
 
 
 def test_run_level_thresholds():
-    assert [render.run_level(n) for n in (0, 1, 2, 3, 4, 7, 8, 30)] == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert [answer_view.run_level(n) for n in (0, 1, 2, 3, 4, 7, 8, 30)] == [1, 1, 2, 2, 3, 3, 4, 4]
 
 
 def test_model_output_is_escaped():
     tok = ByteTokenizer()
     ids = [tok.word(b"<b>"), tok.word(b" &"), tok.word(b" 'q'"), tok.word(b'"'), EOS]
-    out = render.highlight_html([event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, SOURCE_DATASTORE, 0, 0), finished=True)], tok)
+    out = answer_view.highlight_html([event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, SOURCE_DATASTORE, 0, 0), finished=True)], tok)
     assert "<b>" not in out.replace('<span class="', "")
     assert "&lt;b&gt;" in out and " &amp;" in out and "&#x27;q&#x27;" in out and "&quot;" in out
     assert [t for _, t in spans(out)] == ["<b>", " &", " 'q'", '"']  # EOS shows nothing
 
 
 def test_conversation_html_escapes_user_text():
-    out = render.conversation_html([render.Turn(user="<script>x</script>", answer_html='<span class="tok m p0">hi</span>', note="stopped")])
+    out = answer_view.conversation_html([answer_view.Turn(user="<script>x</script>", answer_html='<span class="tok m p0">hi</span>', note="stopped")])
     assert "<script>" not in out and "&lt;script&gt;" in out
     assert "stopped" in out and "tok m p0" in out
 
 
 def test_legend_mentions_every_style():
-    out = render.legend_html()
+    out = answer_view.legend_html()
     for cls in ("tok d ds", "tok d cx", "tok d both", "tok m", "r4"):
         assert cls in out
 
 
 def test_legend_draws_the_shade_scale_for_every_source_hue():
-    out = render.legend_html()
+    out = answer_view.legend_html()
     for css in ("ds", "cx", "both"):
         assert [int(r) for r in re.findall(rf'class="tok d {css} r(\d) p0"', out)][-4:] == [1, 2, 3, 4], css
 
 
 def test_tree_legend_names_every_mark_of_the_figure():
-    out = render.tree_legend_html()
+    out = trie_view.tree_legend_html()
     for mark in ("■", "root", "dashed", "filled", "hollow", "∅", "trie", "heaviest", "weight", "split evenly", "both sources"):
         assert mark in out, mark
 
@@ -182,7 +182,7 @@ def test_tree_legend_names_every_mark_of_the_figure():
 def test_leading_blanks_are_not_highlighted_like_words():
     tok = ByteTokenizer()
     ids = [tok.word(b"def"), tok.word(b"\n    return"), tok.word(b"    "), tok.word(b" x"), EOS]
-    out = render.highlight_html([event(0, ids, (SOURCE_DATASTORE,) * 4 + (0,), finished=True)], tok)
+    out = answer_view.highlight_html([event(0, ids, (SOURCE_DATASTORE,) * 4 + (0,), finished=True)], tok)
     got = [(c, html.unescape(t)) for c, t in re.findall(r'<span class="([^"]*)"[^>]*>(.*?)</span>', out, re.S)]
     assert [t for _, t in got] == ["def", "\n    ", "return", "    ", " x"]
     assert [("ws" in c.split()) for c, _ in got] == [False, True, False, True, False]  # one leading space stays with its word
@@ -228,7 +228,7 @@ def trie_event() -> StepEvent:
 
 
 def test_tree_view_roles_and_layout():
-    view = render.tree_view(trie_event())
+    view = trie_view.tree_view(trie_event())
     assert view is not None
     assert view.nodes.tolist() == [0, 1, 2, 3, 4]
     assert view.selected.tolist() == [True, True, True, False, True]
@@ -240,7 +240,7 @@ def test_tree_view_roles_and_layout():
 
 
 def test_tree_view_caps_nodes_but_keeps_accepted_path_and_ancestors():
-    view = render.tree_view(trie_event(), max_nodes=3)
+    view = trie_view.tree_view(trie_event(), max_nodes=3)
     assert view is not None
     assert len(view.nodes) == 3
     shown = set(view.nodes.tolist())
@@ -252,12 +252,12 @@ def test_tree_view_caps_nodes_but_keeps_accepted_path_and_ancestors():
 def test_draft_to_trie_matches_by_token_path():
     trie = small_trie()
     draft = sub(trie, [0, 2, 4])
-    assert render.draft_to_trie(trie, draft).tolist() == [0, 2, 4]
+    assert trie_view.draft_to_trie(trie, draft).tolist() == [0, 2, 4]
 
 
 def test_trie_figure_data():
     tok = ByteTokenizer()
-    fig = render.trie_figure(trie_event(), tok)
+    fig = trie_view.trie_figure(trie_event(), tok)
     by_name = {t.name: t for t in fig.data if t.name}
     assert list(by_name["accepted"].text) == ["A", "C"]
     assert list(by_name["drafted, rejected"].text) == ["B", "E"]
@@ -266,26 +266,26 @@ def test_trie_figure_data():
     nodes = sum(len(t.text) for t in fig.data if t.mode == "markers+text")
     assert nodes == 5 + 1  # all trie nodes + the model's token
     # accepted edges: root->A and A->C
-    acc_edges = [t for t in fig.data if t.mode == "lines" and t.line.color == render.ACCEPTED_COLOR][0]
+    acc_edges = [t for t in fig.data if t.mode == "lines" and t.line.color == style.ACCEPTED_COLOR][0]
     assert sum(1 for x in acc_edges.x if x is None) == 2
     # the context-proposed B is drawn in the context colour
-    assert list(by_name["drafted, rejected"].marker.color)[0] == render.SOURCE_COLORS[SOURCE_CONTEXT]
+    assert list(by_name["drafted, rejected"].marker.color)[0] == style.SOURCE_COLORS[SOURCE_CONTEXT]
     assert "Step 6" in fig.layout.title.text
 
 
 def test_trie_figure_without_trie_explains_itself():
     tok = ByteTokenizer()
-    fig = render.trie_figure(event(0, [65], (0,), method="ar"), tok)
+    fig = trie_view.trie_figure(event(0, [65], (0,), method="ar"), tok)
     assert "plain decoding" in fig.layout.annotations[0].text
-    fig = render.trie_figure(event(0, [65], (0,)), tok)
+    fig = trie_view.trie_figure(event(0, [65], (0,)), tok)
     assert "no match" in fig.layout.annotations[0].text
-    assert "appears here" in render.trie_figure(None, tok).layout.annotations[0].text
+    assert "appears here" in trie_view.trie_figure(None, tok).layout.annotations[0].text
 
 
 def test_labels_make_whitespace_visible_and_cut_long_text():
-    assert render.visible(" a\n") == "·a↵"
-    assert render.visible("abcdefghijklmnop", 6) == "abcde…"
-    assert render.visible("") == "∅"
+    assert style.visible(" a\n") == "·a↵"
+    assert style.visible("abcdefghijklmnop", 6) == "abcde…"
+    assert style.visible("") == "∅"
 
 
 # ------------------------------------------------------------------ inspector, stats, comparison
@@ -293,7 +293,7 @@ def test_labels_make_whitespace_visible_and_cut_long_text():
 
 def test_inspector_shows_suffix_occurrences_continuations_and_accepted():
     tok = ByteTokenizer()
-    out = render.inspector_html(trie_event(), tok, n_steps=9)
+    out = inspector.inspector_html(trie_event(), tok, n_steps=9)
     assert "Step 6 of 9" in out
     assert "<code>xy</code>" in out and "<b>12</b> occurrences" in out
     assert "<code>AC</code>" in out and "<code>B</code>" in out
@@ -303,25 +303,25 @@ def test_inspector_shows_suffix_occurrences_continuations_and_accepted():
 
 def test_stats_and_source_counts():
     ev = [event(0, [65, 66], (SOURCE_DATASTORE, 0)), event(1, [67, 68, 69], (SOURCE_CONTEXT, SOURCE_DATASTORE | SOURCE_CONTEXT, 0), new=5)]
-    assert render.source_counts(ev) == {"datastore": 1, "context": 1, "both": 1, "model": 2}
-    out = render.stats_html(ev, running=True)
+    assert stats.source_counts(ev) == {"datastore": 1, "context": 1, "both": 1, "model": 2}
+    out = stats.stats_html(ev, running=True)
     assert "generating" in out and "steps" in out
 
 
 def test_comparison_identity_speedup_and_figure():
     rest = [event(0, [1, 2, 3], (1, 1, 0), elapsed=0.1), event(1, [4], (0,), new=4, elapsed=0.2, finished=True)]
     ar = [event(i, [i + 1], (0,), method="ar", new=i + 1, elapsed=0.1 * (i + 1), finished=i == 3) for i in range(4)]
-    cmp = render.compare(rest, ar, greedy=True)
+    cmp = compare_view.compare(rest, ar, greedy=True)
     assert cmp.identical is True
     assert cmp.speedup == pytest.approx((4 / 0.2) / (4 / 0.4))
-    out = render.comparison_html(cmp)
+    out = compare_view.comparison_html(cmp)
     assert 'id="speedup-value">2.00×' in out and "identical output" in out
-    rows = dict((k, (r, a)) for k, r, a in render.comparison_rows(cmp))
+    rows = dict((k, (r, a)) for k, r, a in compare_view.comparison_rows(cmp))
     assert rows["tokens / steps (M)"] == ("4 / 2 = 2.00", "4 / 4 = 1.00")
     ar_diff = ar[:-1] + [event(3, [9], (0,), method="ar", new=4, elapsed=0.4, finished=True)]
-    assert render.compare(rest, ar_diff, greedy=True).identical is False
-    assert render.compare(rest, ar_diff, greedy=False).identical is None
-    fig = render.speed_figure(rest, ar)
+    assert compare_view.compare(rest, ar_diff, greedy=True).identical is False
+    assert compare_view.compare(rest, ar_diff, greedy=False).identical is None
+    fig = compare_view.speed_figure(rest, ar)
     assert [t.name for t in fig.data] == ["REST", "plain"]
     assert list(fig.data[0].y) == [0, 3, 4]
 
@@ -331,7 +331,7 @@ def test_answer_view_render_cost_is_small():
     import time
 
     tok = ByteTokenizer()
-    view = render.AnswerView(tok)
+    view = answer_view.AnswerView(tok)
     ids = tok.encode_bytes("def f(x):\n    return x * 2  # 世界\n" * 20)
     t0 = time.perf_counter()
     for k in range(0, len(ids), 3):
@@ -343,7 +343,7 @@ def test_answer_view_render_cost_is_small():
 
 
 def test_tree_view_limits_retrieved_only_nodes():
-    view = render.tree_view(trie_event(), max_extra=0)
+    view = trie_view.tree_view(trie_event(), max_extra=0)
     assert view is not None
     assert view.selected.all() and view.nodes.tolist() == [0, 1, 2, 4]
 
@@ -352,7 +352,7 @@ def test_trie_labels_are_escaped_for_plotly():
     tok = ByteTokenizer()
     trie = Trie(np.array([tok.word(b"<b>")]), np.array([-1]), np.array([1]), np.array([1.0]), np.array([1], dtype=np.uint8))
     e = event(0, [tok.word(b"<b>"), ord("x")], (1, 0), trie=trie, draft=trie, draft_idx=(0,), accepted=(0,))
-    fig = render.trie_figure(e, tok)
+    fig = trie_view.trie_figure(e, tok)
     acc = [t for t in fig.data if t.name == "accepted" and t.mode == "markers+text"][0]
     assert list(acc.text) == ["&lt;b&gt;"]
 
@@ -389,17 +389,17 @@ def test_compact_event_draws_the_same_figure_and_inspector_in_bounded_size(big_t
     events = list(engine.generate(prompt, config))
     full_sizes = []
     for e in events:
-        small = render.compact_event(e)
+        small = trie_view.compact_event(e)
         if e.trie is None:
             assert small.trie is None
             continue
         full_sizes.append(len(e.trie))
-        assert len(small.trie) <= render.TRIE_MAX_NODES + c  # independent of K
+        assert len(small.trie) <= trie_view.TRIE_MAX_NODES + c  # independent of K
         assert small.trie_nodes == len(e.trie) and small.draft == e.draft and small.tokens == e.tokens
         assert [int(small.trie.tokens[i]) for i in small.draft_idx] == [int(e.trie.tokens[i]) for i in e.draft_idx]
-        assert render.trie_figure(small, tok).to_dict() == render.trie_figure(e, tok).to_dict()
-        assert render.inspector_html(small, tok, n_steps=3) == render.inspector_html(e, tok, n_steps=3)
-        assert render.compact_event(small) is small
+        assert trie_view.trie_figure(small, tok).to_dict() == trie_view.trie_figure(e, tok).to_dict()
+        assert inspector.inspector_html(small, tok, n_steps=3) == inspector.inspector_html(e, tok, n_steps=3)
+        assert trie_view.compact_event(small) is small
     assert full_sizes
     if k == 5000:
         assert max(full_sizes) > 10_000  # the full tries really are big

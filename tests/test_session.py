@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rest_core.ui import render
+from rest_core.ui import answer_view, stats, trie_view
 from rest_core.config import PRESETS, ConfigError, GenerationConfig
 from rest_core.ui.runtime import NO_STORE
 from rest_core.ui.session import Session, fit_context, request_config
@@ -135,16 +135,16 @@ def test_real_engine_render_cost_per_step(tiny_runtime):
     engine = tiny_runtime.engine(NO_STORE)
     config, _ = request_config(NO_STORE, knobs(max_new_tokens=48), BASE)
     events = list(engine.generate(engine.encode("abc abc abc", chat=True), config))
-    view = render.AnswerView(tok)
+    view = answer_view.AnswerView(tok)
     t0 = time.perf_counter()
     for e in events:
         view.add(e)
         view.html()
-        render.stats_html(view.events)
+        stats.stats_html(view.events)
     per_step_ms = 1000 * (time.perf_counter() - t0) / len(events)
     t0 = time.perf_counter()
     for e in events[:10]:
-        render.trie_figure(e, tok).to_json()
+        trie_view.trie_figure(e, tok).to_json()
     fig_ms = 1000 * (time.perf_counter() - t0) / min(10, len(events))
     print(f"render per step {per_step_ms:.2f} ms, trie figure {fig_ms:.1f} ms")
     assert per_step_ms < 10

@@ -1,5 +1,6 @@
 """Teaching mode on real step events of a tiny model: the phase captions and figures
-(rest_core.ui.teach), the step-through state (rest_core.ui.stepper) and its page handlers (app.py)."""
+(rest_core.ui.phases, provenance, tree_mask, why_c_view, guided, and Compare's timeline in
+compare_view), the step-through state (rest_core.ui.stepper) and its page handlers (app.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from rest_core.ui import render
+from rest_core.ui import answer_view, style
 
-from rest_core.ui import teach
+from rest_core.ui import compare_view, guided, phases, provenance, tree_mask, why_c_view
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
 from rest_core.store.datastore import Datastore
 from rest_core.decode.engine import Engine, collect
@@ -77,13 +78,13 @@ def test_the_answer_has_drafted_branching_steps(run):
     events, _, _ = run
     assert len(events) >= 3
     assert any(e.accepted_len > 0 for e in events)
-    assert any(c.status == "disagree" for e in events for c in teach.row_checks(e)), "no rejected branch to show"
+    assert any(c.status == "disagree" for e in events for c in phases.row_checks(e)), "no rejected branch to show"
 
 
 def test_mask_heatmap_is_rows_by_context_plus_rows_and_matches_the_tree_mask(run, lm):
     events, contexts, _ = run
     for e, ctx in zip(events, contexts):
-        view = teach.mask_view(e, ctx, lm.tokenizer, n_context=4)
+        view = tree_mask.mask_view(e, ctx, lm.tokenizer, n_context=4)
         n = len(e.draft) if e.draft is not None else 0
         assert view.z.shape == (1 + n, 4 + 1 + n)
         assert (view.z[:, :4] == 1).all()  # every row sees the cached context
@@ -95,7 +96,7 @@ def test_mask_heatmap_is_rows_by_context_plus_rows_and_matches_the_tree_mask(run
         depths = [0] + (e.draft.depths.tolist() if n else [])
         assert view.row_positions == tuple(root_pos + d for d in depths)
         assert view.col_positions[:4] == tuple(range(root_pos - 4, root_pos))
-        fig = teach.mask_figure(view)
+        fig = tree_mask.mask_figure(view)
         assert np.asarray(fig.data[0].z).shape == view.z.shape
         assert len(fig.data[0].y) == 1 + n and len(fig.data[0].x) == 5 + n
 
@@ -103,14 +104,14 @@ def test_mask_heatmap_is_rows_by_context_plus_rows_and_matches_the_tree_mask(run
 def test_agree_marks_are_exactly_the_accepted_nodes(run, lm):
     events, contexts, _ = run
     for e, ctx in zip(events, contexts):
-        checks = teach.row_checks(e)
+        checks = phases.row_checks(e)
         agree = [c.node for c in checks if c.status == "agree"]
         assert sorted(agree) == sorted(e.accepted)
         assert len(agree) == e.accepted_len
         for c in checks:  # a disagreeing node's parent row was reached, and the model said otherwise
             if c.status == "disagree":
                 assert c.model is not None and c.model != c.drafted
-        html = teach.verify_html(e, ctx, lm.tokenizer, limit=100)
+        html = phases.verify_html(e, ctx, lm.tokenizer, limit=100)
         assert html.count("✓ agree") == e.accepted_len
         assert html.count("✗ disagree") == sum(c.status == "disagree" for c in checks)
 
@@ -119,25 +120,25 @@ def test_captions_name_the_matched_suffix_and_the_k_cap(run, lm):
     events, contexts, config = run
     capped = False
     for e, ctx in zip(events, contexts):
-        cap = teach.retrieve_caption(e, ctx, lm.tokenizer, config.retrieval)
+        cap = phases.retrieve_caption(e, ctx, lm.tokenizer, config.retrieval)
         for m in e.matches:
             if m.suffix_len:
-                assert render.visible(lm.tokenizer.decode(list(m.suffix_tokens)), 60) in cap
+                assert style.visible(lm.tokenizer.decode(list(m.suffix_tokens)), 60) in cap
                 assert f"{m.occurrences:,} occurrence" in cap
                 assert tuple(ctx[-m.suffix_len:]) == m.suffix_tokens  # the suffix is the end of the context
                 capped |= m.occurrences > config.retrieval.max_matches
-        html = teach.retrieve_html(e, ctx, lm.tokenizer, config.retrieval)
+        html = phases.retrieve_html(e, ctx, lm.tokenizer, config.retrieval)
         for m in e.matches:  # the underlined tokens are the matched suffix
-            assert html.count(f"m-{render.source_class(m.source_bit)}") == m.suffix_len
+            assert html.count(f"m-{style.source_class(m.source_bit)}") == m.suffix_len
     assert capped, "no step hit K: the cap is untested"
-    assert any("caps them" in teach.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts))
+    assert any("caps them" in phases.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts))
 
 
 def test_accept_caption_and_kept_rows_follow_the_walk(run, lm):
     events, _, _ = run
     assert any(e.token_sources[-1] != 0 for e in events), "no step ends on a drafted token (length limit)"
     for e in events:
-        keep, drop = teach.kept_rows(e)
+        keep, drop = phases.kept_rows(e)
         q = 1 + (len(e.draft) if e.draft is not None else 0)
         assert sorted(keep + drop) == list(range(q))
         # The cache holds every emitted token but the last: the root's row and one per token after it.
@@ -145,14 +146,14 @@ def test_accept_caption_and_kept_rows_follow_the_walk(run, lm):
         own = e.tokens[-1] if e.token_sources[-1] == 0 else None
         if own is not None:  # the model's own token closes the step: every accepted row's KV stays
             assert keep == [0] + [a + 1 for a in e.accepted]
-        cap = teach.accept_caption(e, lm.tokenizer)
+        cap = phases.accept_caption(e, lm.tokenizer)
         assert f"{len(e.tokens)} token" in cap and f"accepts {e.accepted_len} draft token" in cap
 
 
 def test_step_panels_render_every_phase(run, lm):
     events, contexts, config = run
     e, ctx = events[1], contexts[1]
-    p = teach.step_panels(e, ctx, lm.tokenizer, config.retrieval, n_steps=len(events))
+    p = phases.step_panels(e, ctx, lm.tokenizer, config.retrieval, n_steps=len(events))
     assert f"Step 2 of {len(events)}" in p.header
     for html, phase in ((p.retrieve, "retrieve"), (p.trie_caption, "trie"), (p.verify, "verify"), (p.accept, "accept")):
         assert f'data-phase="{phase}"' in html
@@ -194,14 +195,14 @@ def test_closing_mid_answer_releases_the_generator(runtime):
 def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
     events, _, _ = run
     curve = runtime.engine(STORE).forward_cost(17)
-    fig = teach.why_c_figure(curve, events, 16, max_c=16)
+    fig = why_c_view.why_c_figure(curve, events, 16, max_c=16)
     cost, speed, chosen = fig.data
     assert list(cost.x) == list(curve.sizes) and list(cost.y) == list(curve.ms)
     assert list(chosen.x) == [16] and chosen.y[0] == pytest.approx(speed.y[16])
     # At the budget every full-size step used, the expected accepted count is what was accepted.
     full = [e for e in events if e.draft is not None and len(e.draft) == min(16, len(e.trie))]
-    assert teach.expected_accepted(full, [16])[0] == pytest.approx(np.mean([e.accepted_len for e in full]))
-    assert "16" in teach.why_c_caption(curve, events, 16)
+    assert why_c_view.expected_accepted(full, [16])[0] == pytest.approx(np.mean([e.accepted_len for e in full]))
+    assert "16" in why_c_view.why_c_caption(curve, events, 16)
 
 
 def test_page_handlers_step_back_and_run_to_end(runtime, lm):
@@ -220,7 +221,7 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     out = h.run_to_end(MESSAGE, st, None, STORE, 16, *knobs)
     assert st.finished and "complete" in out[8]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
-    assert render.highlight_html(st.events, lm.tokenizer) in out[1] and text
+    assert answer_view.highlight_html(st.events, lm.tokenizer) in out[1] and text
     out = h.next("", Stepper(), None, STORE, 16, *knobs)  # no message: a message, no traceback
     assert "Type a message" in out[8] and 'class="status err' in out[8]
     out = h.restart(st)
@@ -245,9 +246,9 @@ def test_prompt_lookup_clock_ticks_once_per_forward(runtime, lm):
     assert max(run.counts) > 1  # some forwards accepted prompt lookup drafts
     ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt):].tolist()
     assert list(run.token_ids) == ref[: len(run.token_ids)] and len(run.token_ids) == len(ref)
-    blocks = teach.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
+    blocks = compare_view.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
     assert [t for b in blocks for t in b.tokens] == list(run.token_ids[len(run.token_ids) - run.decode_tokens:])
-    assert [b.sources for b in blocks] == [teach.LOOKUP if n > 1 else 0 for n in run.counts]
+    assert [b.sources for b in blocks] == [compare_view.LOOKUP if n > 1 else 0 for n in run.counts]
 
 
 def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
@@ -281,7 +282,7 @@ def st_prompt(runtime) -> list[int]:
 def test_timeline_blocks_follow_the_events(run, runtime, lm):
     events, _, config = run
     plain = collect(runtime.engine(STORE).generate(run[1][0], config.with_method("ar"))).events
-    fig = teach.timeline_figure([("plain", teach.event_blocks(plain)), ("REST", teach.event_blocks(events))], lm.tokenizer)
+    fig = compare_view.timeline_figure([("plain", compare_view.event_blocks(plain)), ("REST", compare_view.event_blocks(events))], lm.tokenizer)
     for lane, evs in (("REST", events), ("plain", plain)):
         blocks = _lane_blocks(fig, lane)
         assert len(blocks) == len(evs)  # one block per forward pass
@@ -312,7 +313,7 @@ def test_provenance_names_the_document_and_marks_the_match_and_continuation(run,
         m = next((m for m in e.matches if m.source == STORE and m.suffix_len), None)
         if m is None:
             continue
-        html = teach.provenance_html(replace(e, matches=(m,)), {STORE: store}, ctx, lm.tokenizer)
+        html = provenance.provenance_html(replace(e, matches=(m,)), {STORE: store}, ctx, lm.tokenizer)
         items = _prov_items(html)
         assert len(items) == min(3, len(m.sample), m.occurrences)
         for i, item in enumerate(items):
@@ -335,7 +336,7 @@ def test_provenance_of_a_store_without_document_index_says_how_to_rebuild(run, r
     store = runtime.engine(STORE).datastore
     old = Datastore(path=None, meta={**store.meta, "source_spec": "chat"}, shards=store.shards, documents=None)
     e, ctx = next((e, c) for e, c in zip(events, contexts) if any(m.positions for m in e.matches if m.source == STORE))
-    html = teach.provenance_html(e, {STORE: old}, ctx, lm.tokenizer)
+    html = provenance.provenance_html(e, {STORE: old}, ctx, lm.tokenizer)
     assert "no document index" in html and "--force" in html
     assert 'class="prov-doc"' not in html  # no datastore occurrence listed (the context's still are)
 
@@ -369,7 +370,7 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
     h = app.TeachHandlers(runtime)
     knobs = knob_args(**KNOBS)
     n = 6
-    for ex in teach.GUIDED_EXAMPLES:
+    for ex in guided.GUIDED_EXAMPLES:
         out = h.example(ex.title, *knobs)
         box, step_box, step_c, store, acc, note = out[:n]
         values = dict(zip((k.name for k in APP_KNOBS), out[n:]))
@@ -384,10 +385,10 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
         # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
         assert store in ([STORE], [])  # the datastores multi-select's value
         assert store == ([] if ex.store == "none" else [ex.store]) or f"the {ex.store} store is not built" in note
-    titles = " ".join(e.title for e in teach.GUIDED_EXAMPLES)
+    titles = " ".join(e.title for e in guided.GUIDED_EXAMPLES)
     for lesson in ("code store", "step", "knows nothing", "twice", "temperature 0.8"):
         assert lesson in titles
-    assert dict(teach.GUIDED_EXAMPLES[-1].knobs)["temperature"] == 0.8
+    assert dict(guided.GUIDED_EXAMPLES[-1].knobs)["temperature"] == 0.8
 
 
 def test_every_knob_says_what_it_does_on_the_page(tmp_path):

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary(result, lm, config, specs, engine.source_table), ensure_ascii=False))
         return 0
 
-    from rest_core.ui.render import IncrementalDecoder
+    from rest_core.ui.answer_view import IncrementalDecoder
 
     # Token by token, but never splitting a multi-byte character across writes.
     out = sys.stdout

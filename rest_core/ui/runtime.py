@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rest_core.ui import render
+from rest_core.ui.style import esc
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.ui.upload_jobs import UploadLimits, Uploads, build_tokenizer
@@ -359,7 +359,7 @@ class StoreBuilds:
             elif s == "waiting":
                 parts.append(f"datastore <b>{name}</b> waits its turn")
             elif s.startswith("failed"):
-                parts.append(f"datastore <b>{name}</b> {render.esc(s)}")
+                parts.append(f"datastore <b>{name}</b> {esc(s)}")
         if not parts:
             return ""
         return "First start: " + "; ".join(parts) + ". You can chat meanwhile with the stores that are ready, or with the context source alone."

@@ -16,11 +16,14 @@ import traceback
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
-from rest_core.ui import render
-
-from rest_core.ui import teach
+from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
+from rest_core.ui.compare_view import compare, comparison_html, event_blocks, lookup_blocks, speed_figure, speedup_explained, timeline_figure
+from rest_core.ui.inspector import inspector_html
+from rest_core.ui.stats import stats_html
+from rest_core.ui.style import esc
+from rest_core.ui.trie_view import compact_event, empty_figure, trie_figure
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
 from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
@@ -204,8 +207,8 @@ class Session:
     """One browser tab's conversation (the app keeps it in gr.State)."""
 
     messages: list[dict] = field(default_factory=list)  # chat history for the template
-    turns: list[render.Turn] = field(default_factory=list)
-    view: render.AnswerView | None = None  # the last answer's events and spans
+    turns: list[Turn] = field(default_factory=list)
+    view: AnswerView | None = None  # the last answer's events and spans
     prompt_ids: list[int] | None = None  # the last answer's prompt (for Compare)
     store: tuple[str, ...] = ()  # the datastores of the last answer
     active: bool = False
@@ -258,7 +261,7 @@ class Session:
             trim_memory()
 
     def chat_html(self) -> str:
-        return render.conversation_html(self.turns, PLACEHOLDER)
+        return conversation_html(self.turns, PLACEHOLDER)
 
     def finish_turn(self, note: str) -> None:
         """Close the answer in progress (finished, stopped or failed) and keep it in the history."""
@@ -281,10 +284,10 @@ class Session:
         """The trie figure and inspector of `step` (1-based; None: the last step)."""
         view = self.view
         if view is None or not view.events:
-            return render.trie_figure(None, tokenizer), render.inspector_html(None, tokenizer)
+            return trie_figure(None, tokenizer), inspector_html(None, tokenizer)
         k = len(view.events) - 1 if step is None else max(0, min(int(step) - 1, len(view.events) - 1))
         ev = view.events[k]
-        return render.trie_figure(ev, tokenizer), render.inspector_html(ev, tokenizer, n_steps=len(view.events))
+        return trie_figure(ev, tokenizer), inspector_html(ev, tokenizer, n_steps=len(view.events))
 
     def slider_steps(self, running: bool) -> int:
         """The replay slider shows once an answer of two or more steps is complete."""
@@ -299,7 +302,7 @@ class Session:
         self.finish_turn("stopped")
         refused = message_too_long(message or "", runtime.settings.max_message_chars)
         if refused:  # the box is emptied and the chat never holds it
-            yield Update(status=status_html(render.esc(refused), "warn"), box="")
+            yield Update(status=status_html(esc(refused), "warn"), box="")
             return
         message = (message or "").strip()
         if not message:
@@ -308,10 +311,10 @@ class Session:
         try:
             config, store = request_config(store, knobs, runtime.preset)
         except ConfigError as exc:
-            yield Update(status=status_html(f"Settings: {render.esc(str(exc))}", "err"))
+            yield Update(status=status_html(f"Settings: {esc(str(exc))}", "err"))
             return
 
-        self.turns.append(render.Turn(user=message))
+        self.turns.append(Turn(user=message))
         self.messages.append({"role": "user", "content": message})
         self.view = None
         self.active = True
@@ -328,20 +331,20 @@ class Session:
             self.turns[-1].note, self.turns[-1].error = error, True
             self.messages.pop()  # the model never answered it: keep it out of the history
             self.active = False
-            yield Update(chat=self.chat_html(), status=status_html(render.esc(error), "err"), box="")
+            yield Update(chat=self.chat_html(), status=status_html(esc(error), "err"), box="")
             return
-        self.view = render.AnswerView(tokenizer)
+        self.view = AnswerView(tokenizer)
         self.prompt_ids = prompt_ids
         self.store = stores.names
         runtime.claim_cache(stores, self.key)
-        self.run = Run(engine, prompt_ids, config, runtime.lock, keep=render.compact_event, max_seconds=runtime.settings.max_seconds)
+        self.run = Run(engine, prompt_ids, config, runtime.lock, keep=compact_event, max_seconds=runtime.settings.max_seconds)
         yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds)
 
     def _stream(self, run: Run, tokenizer: Any, config: GenerationConfig, note: str, max_seconds: float = 0.0) -> Iterator[Update]:
         view = self.view
         assert view is not None
-        status = status_html(render.esc(note), "warn") if note else ""
-        yield Update(chat=self.chat_html(), stats=render.stats_html([]), steps=self.slider_steps(True), status=status, box="")
+        status = status_html(esc(note), "warn") if note else ""
+        yield Update(chat=self.chat_html(), stats=stats_html([]), steps=self.slider_steps(True), status=status, box="")
         last_text = last_fig = 0.0
         try:
             while True:
@@ -356,7 +359,7 @@ class Session:
                     self.finish_turn(f"generation failed: {error}")
                     self.turns[-1].error = True
                     fig, ins = self.step_view(tokenizer)
-                    yield Update(self.chat_html(), render.stats_html(view.events), fig, ins, self.slider_steps(False), status_html(render.esc(f"generation failed: {error}"), "err"))
+                    yield Update(self.chat_html(), stats_html(view.events), fig, ins, self.slider_steps(False), status_html(esc(f"generation failed: {error}"), "err"))
                     return
                 if ended:
                     break
@@ -366,19 +369,19 @@ class Session:
                 self.turns[-1].answer_html = view.html()
                 fig = ins = None
                 if now - last_fig >= FIGURE_EVERY_S and view.events:
-                    fig = render.trie_figure(view.events[-1], tokenizer)
-                    ins = render.inspector_html(view.events[-1], tokenizer, n_steps=len(view.events))
+                    fig = trie_figure(view.events[-1], tokenizer)
+                    ins = inspector_html(view.events[-1], tokenizer, n_steps=len(view.events))
                     last_fig = now
                 last_text = now
-                yield Update(self.chat_html(), render.stats_html(view.events, running=True), fig, ins, status=status)
+                yield Update(self.chat_html(), stats_html(view.events, running=True), fig, ins, status=status)
             last = view.events[-1] if view.events else None
             reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(last.finish_reason if last else None, "")
             if run.timed_out:  # the partial answer is kept
                 reason = time_limit_note(max_seconds)
-                status = status_html(render.esc(f"The answer {reason}: the model is shared, so one request may use it for {max_seconds:g} s at most."), "warn")
+                status = status_html(esc(f"The answer {reason}: the model is shared, so one request may use it for {max_seconds:g} s at most."), "warn")
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
             fig, ins = self.step_view(tokenizer)
-            yield Update(self.chat_html(), render.stats_html(view.events), fig, ins, self.slider_steps(False), status)
+            yield Update(self.chat_html(), stats_html(view.events), fig, ins, self.slider_steps(False), status)
         finally:
             run.cancel()  # also when the page cancelled this handler (Stop)
 
@@ -387,7 +390,7 @@ class Session:
         if self.active:
             n = self.view.totals.new_tokens if self.view is not None and self.view.totals else 0
             self.finish_turn(f"stopped after {n} tokens")
-        stats = render.stats_html(self.view.events) if self.view is not None else render.stats_html([])
+        stats = stats_html(self.view.events) if self.view is not None else stats_html([])
         fig = ins = None
         if self.view is not None and self.view.events and runtime.ready:
             fig, ins = self.step_view(runtime.loaded().tokenizer)
@@ -406,67 +409,55 @@ class Session:
         try:
             config, store = request_config(store, knobs, runtime.preset)
         except ConfigError as exc:
-            yield Update(status=status_html(f"Settings: {render.esc(str(exc))}", "err"))
+            yield Update(status=status_html(f"Settings: {esc(str(exc))}", "err"))
             return
-        if self.active:
-            yield Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
-            return
-        refused = message_too_long(message or "", runtime.settings.max_message_chars)
-        if refused:
-            yield Update(status=status_html(render.esc(refused), "warn"), box="")
+        refused = self._compare_refused(runtime, message)
+        if refused is not None:
+            yield refused
             return
         try:
             if not runtime.ready:
                 yield Update(status=status_html("Loading the model (first request only)…"))
             stores = runtime.resolve(store, self.uploads, self.key)
             engine = runtime.engine(stores)
-            typed = (message or "").strip()
-            if self.prompt_ids is not None and not typed:
-                prompt_ids, what = self.prompt_ids, "the last prompt"
-            elif typed:
-                prompt_ids, what = list(engine.encode([{"role": "user", "content": typed}], chat=True)), "the message in the box"
-            else:
+            prompt = self._compare_prompt(engine, message)
+            if prompt is None:
                 yield Update(status=status_html("Send a message first, or type one to compare on.", "warn"))
                 return
+            prompt_ids, what = prompt
             config, note = fit_context(len(prompt_ids), config, engine.max_positions)
-            results = {}
-            cut = []
             # The three runs together keep to the request's time limit: a third each.
             limit = runtime.settings.max_seconds / 3
             runtime.claim_cache(stores, self.key)
-            for method, label in (("rest", "REST"), ("ar", "plain decoding")):
-                run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=render.compact_event, max_seconds=limit)
-                try:
-                    results[method] = run.collect()
-                finally:
-                    run.cancel()
-                if run.timed_out:
-                    cut.append(label)
-                yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
+            results, cut = yield from _compared_runs(runtime, engine, prompt_ids, config, limit, what)
             lookup = run_lookup(runtime, engine, prompt_ids, config, limit)
             if lookup is not None and lookup.timed_out:
                 cut.append("prompt lookup")
-            cmp = render.compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
-            if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
-                rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
-                n = min(len(rest_ids), len(ar_ids))
-                cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
-            done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
-            if cut:
-                done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {runtime.settings.max_seconds:g} s limit."
-            speed = render.speed_figure(results["rest"], results["ar"])
-            lanes = [("plain", teach.event_blocks(results["ar"]))]
-            if lookup is not None:
-                lanes.append((f"prompt lookup k={lookup.k}", teach.lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
-            lanes.append(("REST", teach.event_blocks(results["rest"])))
-            timeline = teach.timeline_figure(lanes, runtime.loaded().tokenizer)
-            why = teach.speedup_explained(results["rest"], results["ar"])
-            table = render.comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
-            table += f'<p class="why-m">{render.esc(why)}</p>' if why else ""
+            table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut)
+            done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
             del results  # only the figures and the table stay
-            yield Update(status=status_html(render.esc(done)), comparison=table, speed=speed, timeline=timeline)
+            yield Update(status=status_html(esc(done)), comparison=table, speed=speed, timeline=timeline)
         except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
-            yield Update(status=status_html(render.esc(_failure(exc, "compare")), "err"))
+            yield Update(status=status_html(esc(_failure(exc, "compare")), "err"))
+
+    def _compare_refused(self, runtime: Runtime, message: str) -> Update | None:
+        """Why Compare cannot start now (an answer is streaming, the message is too long), or None."""
+        if self.active:
+            return Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
+        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        if refused:
+            return Update(status=status_html(esc(refused), "warn"), box="")
+        return None
+
+    def _compare_prompt(self, engine: Any, message: str) -> tuple[list[int], str] | None:
+        """The prompt to compare on and how the status line names it: the message in the box, else
+        the last answer's prompt; None when there is neither."""
+        typed = (message or "").strip()
+        if self.prompt_ids is not None and not typed:
+            return self.prompt_ids, "the last prompt"
+        if typed:
+            return list(engine.encode([{"role": "user", "content": typed}], chat=True)), "the message in the box"
+        return None
 
 
     # -------------------------------------------------------------------------------- uploads
@@ -540,7 +531,54 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
     )
 
 
+def _compared_runs(runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, limit: float,
+                   what: str) -> Generator[Update, None, tuple[dict[str, list], list[str]]]:
+    """REST, then plain decoding, each for at most `limit` seconds, with a status line after each;
+    returns (each method's events, the labels of the runs the limit cut short)."""
+    results = {}
+    cut = []
+    for method, label in (("rest", "REST"), ("ar", "plain decoding")):
+        run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=compact_event, max_seconds=limit)
+        try:
+            results[method] = run.collect()
+        finally:
+            run.cancel()
+        if run.timed_out:
+            cut.append(label)
+        yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
+    return results, cut
+
+
+def _comparison_views(runtime: Runtime, results: dict[str, list], lookup: LookupRun | None, config: GenerationConfig,
+                      cut: list[str]) -> tuple[str, Any, Any]:
+    """Compare's table (with the prompt lookup line and why the speedup is not M), speed figure
+    and timeline. When a run was cut short, "same output" compares the text both wrote."""
+    cmp = compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
+    if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
+        rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
+        n = min(len(rest_ids), len(ar_ids))
+        cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
+    speed = speed_figure(results["rest"], results["ar"])
+    lanes = [("plain", event_blocks(results["ar"]))]
+    if lookup is not None:
+        lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
+    lanes.append(("REST", event_blocks(results["rest"])))
+    timeline = timeline_figure(lanes, runtime.loaded().tokenizer)
+    why = speedup_explained(results["rest"], results["ar"])
+    table = comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
+    table += f'<p class="why-m">{esc(why)}</p>' if why else ""
+    return table, speed, timeline
+
+
+def _compared_note(what: str, config: GenerationConfig, note: str, cut: list[str], limit: float, max_seconds: float) -> str:
+    """The status line once Compare is done: what it compared on, and which runs the limit cut."""
+    done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
+    if cut:
+        done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {max_seconds:g} s limit."
+    return done
+
+
 def blank_view(runtime: Runtime) -> Update:
     """A new conversation's page: empty chat, stats, trie and inspector, slider hidden."""
     tok = runtime.loaded().tokenizer if runtime.ready else None
-    return Update(Session().chat_html(), render.stats_html([]), render.empty_figure(), render.inspector_html(None, tok), steps=0, status="", box="")
+    return Update(Session().chat_html(), stats_html([]), empty_figure(), inspector_html(None, tok), steps=0, status="", box="")
