@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 from rest_core.bench.ablations import document_subset, select_random_continuations, suffix_histogram
-from rest_core.bench.loop import BenchResult, TimedRun, run_benchmark, run_from_events, strip_eos, summarize, summarize_method
+from rest_core.bench.loop import BenchResult, run_benchmark
+from rest_core.bench.metrics import summarize, summarize_method
+from rest_core.bench.runners import strip_eos
+from rest_core.bench.runs import TimedRun, run_from_events
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.bench.suites import load_suite
 from rest_core.drafting.trie import Trie
@@ -396,7 +399,8 @@ def test_pld_auto_tunes_on_training_problems(tiny_setup):
 
 def test_ablations_run_from_a_runner_factory_without_argparse(tiny_lm, tiny_store):
     from rest_core.bench.ablations import plan_ablation, run_ablation
-    from rest_core.bench.loop import RunnerFactory, Timing
+    from rest_core.bench.loop import Timing
+    from rest_core.bench.runners import RunnerFactory
     from rest_core.config import DraftConfig
     from rest_core.bench.suites import load_suite
 
@@ -411,7 +415,7 @@ def test_ablations_run_from_a_runner_factory_without_argparse(tiny_lm, tiny_stor
 def test_transformers_runs_stop_on_the_engines_eos_ids(tiny_lm):
     import copy
 
-    from rest_core.bench.loop import RunnerFactory
+    from rest_core.bench.runners import RunnerFactory
     from rest_core.decode.engine import Engine
 
     model = copy.deepcopy(tiny_lm.model)
@@ -443,7 +447,9 @@ def test_benchmark_modules_import_no_cli_and_no_cycle():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 graph[name] |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
     graph = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
-    for module in ("rest_core.bench.ablations", "rest_core.bench.loop"):
+    bench_modules = ("rest_core.bench.ablations", "rest_core.bench.loop", "rest_core.bench.metrics",
+                     "rest_core.bench.report", "rest_core.bench.runners", "rest_core.bench.runs")
+    for module in bench_modules:
         imported = graph[module] | _imports(root, module)
         assert "argparse" not in imported and not any(t.startswith("rest_core.commands") for t in imported)
 
@@ -457,7 +463,7 @@ def test_benchmark_modules_import_no_cli_and_no_cycle():
                 stack.append(nxt)
         return False
 
-    for module in ("rest_core.bench.ablations", "rest_core.bench.loop", "rest_core.commands.bench", "rest_core.bench.suites"):
+    for module in (*bench_modules, "rest_core.commands.bench", "rest_core.bench.suites"):
         assert not reaches(module, module), f"{module} imports itself through a cycle"
     assert [name for name, n in classes.items() if n > 1] == []
 
@@ -478,7 +484,7 @@ def _imports(root, module: str) -> set[str]:
 def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
     from dataclasses import replace
 
-    from rest_core.bench.loop import write_report
+    from rest_core.bench.report import write_report
 
     evs = synthetic_events()
     # Step 1 drafted a 4-node datastore chain and accepted 2; step 2 predicted nothing (fixed budget).

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rest_core.bench import loop as bench
-
+from rest_core.bench.runs import run_from_events
 from rest_core.ui import stats
 from rest_core.commands.generate import summary
 from rest_core.config import GenerationConfig
@@ -36,7 +35,7 @@ def test_app_bench_and_cli_count_both_the_same_way():
     events = [_event(0, (SOURCE_DATASTORE, BOTH, 0), 3), _event(1, (SOURCE_CONTEXT, 0), 5, finished=True)]
     want = {"datastore": 1, "context": 1, "both": 1, "model": 2}
     assert stats.source_counts(events) == want
-    run = bench.run_from_events(events, problem_id="p", turn=0, method="hybrid", prompt_tokens=3)
+    run = run_from_events(events, problem_id="p", turn=0, method="hybrid", prompt_tokens=3)
     assert run.source_tokens == want
     lm = SimpleNamespace(name="tiny", device="cpu", dtype="float32", load_s=0.0)
     cli = summary(collect(events), lm, GenerationConfig(), None)

@@ -1,7 +1,7 @@
 """Ablations of the paper's Figures 2-5 and Tables 2-3, one function (and one CLI kind) each.
 
 Every ablation runs plain `ar` and a family of engine variants on the same problems, interleaved
-per problem (see `bench.run_benchmark`), and writes its own results.json, results.md and
+per problem (see `loop.run_benchmark`), and writes its own results.json, results.md and
 chart.html. Kinds:
 
 - ``c-sweep``: the node budget c (max draft tokens verified per step).
@@ -13,7 +13,7 @@ chart.html. Kinds:
 Besides these, `pld_sweep_plan` times transformers' prompt lookup at each
 prompt_lookup_num_tokens (the `bench pld-sweep` command, on a training split).
 
-Ablations take a `bench.RunnerFactory` (the model and base settings) and a `bench.Timing`; they
+Ablations take a `runners.RunnerFactory` (the model and base settings) and a `loop.Timing`; they
 know nothing of the command line.
 """
 
@@ -28,20 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from rest_core.bench.loop import (
-    ENGINE_METHODS,
-    BenchResult,
-    MethodSummary,
-    Runner,
-    RunnerFactory,
-    Timing,
-    _plotly_html,
-    machine_info,
-    markdown_table,
-    measure,
-    print_differences,
-    summarize,
-)
+from rest_core.bench.loop import BenchResult, Timing, measure
+from rest_core.bench.metrics import MethodSummary, summarize
+from rest_core.bench.report import _plotly_html, machine_info, markdown_table, print_differences
+from rest_core.bench.runners import ENGINE_METHODS, Runner, RunnerFactory
 from rest_core.bench.suites import Problem
 from rest_core.drafting.trie import Trie
 

@@ -25,7 +25,7 @@ from rest_core.knobs import flag_values, make_config
 from rest_core.bench.suites import SPLITS
 
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
-NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (bench.ENGINE_METHODS)
+NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (runners.ENGINE_METHODS)
 FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
 ACTIONS = ("run", "ablation", "pld-sweep", "profile")
@@ -33,7 +33,7 @@ ACTIONS = ("run", "ablation", "pld-sweep", "profile")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from rest_core.bench.ablations import KINDS
-    from rest_core.bench.loop import ALL_METHODS
+    from rest_core.bench.runners import ALL_METHODS
     from rest_core.knobs import add_flags
 
     p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
@@ -77,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rest_core.bench.loop import git_commit
+    from rest_core.bench.report import git_commit
     from rest_core.decode.models import resolve_device
 
     commit = git_commit()  # the code that runs, read before it runs
@@ -121,7 +121,7 @@ class BenchSetup:
 
     args: argparse.Namespace
     loaded: Any
-    factory: Any  # bench.RunnerFactory
+    factory: Any  # runners.RunnerFactory
     git_commit: str | None = None
 
     @classmethod
@@ -138,7 +138,7 @@ class BenchSetup:
     def build(cls, args: argparse.Namespace, loaded: Any, settings: tuple[Any, Any, Any] | None = None, *,
               open_datastore: Any = None, commit: str | None = None) -> "BenchSetup":
         """From a loaded model; `settings` default to the flags over the model's device preset."""
-        from rest_core.bench.loop import RunnerFactory
+        from rest_core.bench.runners import RunnerFactory
 
         retrieval, draft, sampling = settings or settings_from_args(args, loaded.device.type)
         factory = RunnerFactory(loaded.model, loaded.tokenizer, retrieval, draft, sampling,
@@ -155,7 +155,7 @@ class BenchSetup:
                       progress=not a.no_progress)
 
     def meta(self, problems: list, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        from rest_core.bench.loop import now_utc
+        from rest_core.bench.report import now_utc
 
         a, store = self.args, self.factory.opened_datastore
         if store is not None:
@@ -189,7 +189,10 @@ def open_datastore_for(args: argparse.Namespace, tokenizer: Any) -> Any:
 
 
 def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
-    from rest_core.bench.loop import ALL_METHODS, markdown_table, measure, print_differences, summarize, write_report
+    from rest_core.bench.loop import measure
+    from rest_core.bench.metrics import summarize
+    from rest_core.bench.report import markdown_table, print_differences, write_report
+    from rest_core.bench.runners import ALL_METHODS
 
     args, factory = setup.args, setup.factory
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -257,7 +260,8 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
     import json
 
     from rest_core.bench import profile
-    from rest_core.bench.loop import ENGINE_METHODS, engine_config, first_turn_ids
+    from rest_core.bench.loop import first_turn_ids
+    from rest_core.bench.runners import ENGINE_METHODS, engine_config
     from rest_core.decode.engine import Engine
 
     args, f = setup.args, setup.factory

@@ -69,58 +69,80 @@ def load_texts(corpus: str) -> list[str]:
 def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
     """Time `steps` drafting steps over the token lists; returns per-step stats. The sources
     (`rest_core.drafting.retrieval.DraftSource`s) draft exactly as in the engine, through `build_draft`."""
-    import numpy as np
-
-    from rest_core.drafting.draft import build_draft
-
-    times = np.empty(steps, dtype=np.float64)
-    cpu_times = np.empty(steps, dtype=np.float64)
-    retrieve_times = np.empty(steps, dtype=np.float64)
-    accepted = np.empty(steps, dtype=np.int64)
-    matched = np.empty(steps, dtype=np.int64)
-    trie_nodes = np.empty(steps, dtype=np.int64)
-    draft_nodes = np.empty(steps, dtype=np.int64)
+    log = _step_log(steps)
     step = 0
-    clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
     while step < steps:
         for ids in ids_list:
-            for s in sources:
-                s.reset(ids[:1])
-            pos = 1
-            while pos < ids.shape[0] and step < steps:
-                c0 = cpu_clock()
-                t0 = clock()
-                found = [s.retrieve() for s in sources]
-                t1 = clock()
-                draft = build_draft(found, c)
-                t2 = clock()
-                c2 = cpu_clock()
-                # Walk the draft along the real text: what a model writing it would accept.
-                row, n_acc = 0, 0
-                while pos + n_acc < ids.shape[0]:
-                    nxt = draft.tree.child(row, int(ids[pos + n_acc]))
-                    if nxt is None:
-                        break
-                    row, n_acc = nxt, n_acc + 1
-                times[step] = (t2 - t0) / 1e6
-                cpu_times[step] = (c2 - c0) / 1e6
-                retrieve_times[step] = (t1 - t0) / 1e6
-                accepted[step] = n_acc
-                matched[step] = found[0].suffix_len
-                trie_nodes[step] = len(draft.trie) if draft.trie is not None else 0
-                draft_nodes[step] = len(draft)
-                # Telling the sources what was emitted is retrieval's bookkeeping: timed with it.
-                c0, t0 = cpu_clock(), clock()
-                for s in sources:
-                    s.extend(ids[pos : pos + n_acc + 1])
-                t1, c1 = clock(), cpu_clock()
-                times[step] += (t1 - t0) / 1e6
-                retrieve_times[step] += (t1 - t0) / 1e6
-                cpu_times[step] += (c1 - c0) / 1e6
-                step += 1
-                pos += n_acc + 1
+            step = _replay_text(sources, ids, step, steps, c, log)
             if step >= steps:
                 break
+    return _replay_stats(log, steps)
+
+
+def _step_log(steps: int) -> dict[str, Any]:
+    """One empty array per per-step sample: wall, CPU and retrieval ms, tokens accepted, matched
+    suffix length, trie and draft nodes."""
+    import numpy as np
+
+    floats = ("times", "cpu_times", "retrieve_times")
+    ints = ("accepted", "matched", "trie_nodes", "draft_nodes")
+    return {**{k: np.empty(steps, dtype=np.float64) for k in floats}, **{k: np.empty(steps, dtype=np.int64) for k in ints}}
+
+
+def _replay_text(sources: list, ids: Any, step: int, steps: int, c: int, log: dict[str, Any]) -> int:
+    """Replay one token list from its first token until it ends or `steps` steps are logged;
+    returns the number of steps logged so far."""
+    from rest_core.drafting.draft import build_draft
+
+    clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
+    for s in sources:
+        s.reset(ids[:1])
+    pos = 1
+    while pos < ids.shape[0] and step < steps:
+        c0 = cpu_clock()
+        t0 = clock()
+        found = [s.retrieve() for s in sources]
+        t1 = clock()
+        draft = build_draft(found, c)
+        t2 = clock()
+        c2 = cpu_clock()
+        n_acc = _accepted_along(draft, ids, pos)
+        log["times"][step] = (t2 - t0) / 1e6
+        log["cpu_times"][step] = (c2 - c0) / 1e6
+        log["retrieve_times"][step] = (t1 - t0) / 1e6
+        log["accepted"][step] = n_acc
+        log["matched"][step] = found[0].suffix_len
+        log["trie_nodes"][step] = len(draft.trie) if draft.trie is not None else 0
+        log["draft_nodes"][step] = len(draft)
+        # Telling the sources what was emitted is retrieval's bookkeeping: timed with it.
+        c0, t0 = cpu_clock(), clock()
+        for s in sources:
+            s.extend(ids[pos : pos + n_acc + 1])
+        t1, c1 = clock(), cpu_clock()
+        log["times"][step] += (t1 - t0) / 1e6
+        log["retrieve_times"][step] += (t1 - t0) / 1e6
+        log["cpu_times"][step] += (c1 - c0) / 1e6
+        step += 1
+        pos += n_acc + 1
+    return step
+
+
+def _accepted_along(draft: Any, ids: Any, pos: int) -> int:
+    """Walk the draft along the real text: what a model writing it would accept."""
+    row, n_acc = 0, 0
+    while pos + n_acc < ids.shape[0]:
+        nxt = draft.tree.child(row, int(ids[pos + n_acc]))
+        if nxt is None:
+            break
+        row, n_acc = nxt, n_acc + 1
+    return n_acc
+
+
+def _replay_stats(log: dict[str, Any], steps: int) -> dict[str, Any]:
+    import numpy as np
+
+    times, cpu_times, retrieve_times = log["times"], log["cpu_times"], log["retrieve_times"]
+    matched = log["matched"]
     return {
         "steps": int(steps),
         "p50_ms": float(np.percentile(times, 50)),
@@ -134,23 +156,19 @@ def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
         "cpu_mean_ms": float(cpu_times.mean()),
         "retrieve_p50_ms": float(np.percentile(retrieve_times, 50)),
         "retrieve_mean_ms": float(retrieve_times.mean()),
-        "tokens_per_step": float(1 + accepted.mean()),
+        "tokens_per_step": float(1 + log["accepted"].mean()),
         "no_match_share": float((matched == 0).mean()),
         "mean_suffix_len": float(matched.mean()),
-        "mean_trie_nodes": float(trie_nodes.mean()),
-        "mean_draft_nodes": float(draft_nodes.mean()),
+        "mean_trie_nodes": float(log["trie_nodes"].mean()),
+        "mean_draft_nodes": float(log["draft_nodes"].mean()),
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from rest_core._jit import HAVE_NUMBA
     from rest_core.config import RetrievalConfig
-    from rest_core.store.datastore import Datastore
     from rest_core.decode.models import load_tokenizer
     from rest_core.drafting.retrieval import ContextSource, DatastoreSource
-    from rest_core.sources import source_name
+    from rest_core.store.datastore import Datastore
 
     if args.steps < 1:
         raise ValueError("--steps must be >= 1")
@@ -162,6 +180,23 @@ def run(args: argparse.Namespace) -> int:
     sources: list = [DatastoreSource(store, cfg)]
     if args.context:
         sources.append(ContextSource(cfg))
+    ids_list = _replay_ids(args, store, tokenizer)
+    # Load the compiled kernels (and fault in the hottest pages) before timing.
+    replay(sources, ids_list[:1], min(50, args.steps), args.c)
+    result = replay(sources, ids_list, args.steps, args.c)
+    result.update(_run_info(args, store, sources, open_s))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    _print_result(args, result, open_s)
+    return 0
+
+
+def _replay_ids(args: argparse.Namespace, store: Any, tokenizer: Any) -> list:
+    """The replay corpus as token arrays of two tokens or more; an unset --corpus becomes the
+    store's own kind (mtbench for a chat store, else humaneval)."""
+    import numpy as np
+
     if args.corpus is None:
         kind = (store.meta.get("source_info") or {}).get("kind")
         args.corpus = "mtbench" if kind in ("chat", "sharegpt") else "humaneval"
@@ -170,30 +205,35 @@ def run(args: argparse.Namespace) -> int:
     ids_list = [ids for ids in ids_list if ids.shape[0] > 1]
     if not ids_list:
         raise ValueError(f"the corpus {args.corpus!r} has no text to replay")
-    # Load the compiled kernels (and fault in the hottest pages) before timing.
-    replay(sources, ids_list[:1], min(50, args.steps), args.c)
-    result = replay(sources, ids_list, args.steps, args.c)
-    result.update(
-        {
-            "tokens": int(store.n_tokens),
-            "shards": len(store.shards),
-            "build_seconds": store.meta.get("build_seconds"),
-            "disk_bytes": int(store.disk_bytes()),
-            "open_seconds": round(open_s, 3),
-            "datastore": str(args.datastore),
-            "corpus": args.corpus,
-            "sources": [source_name(s.bit) for s in sources],
-            "c": args.c,
-            "max_matches": args.max_matches,
-            "m": args.m,
-            "n_min": args.n_min,
-            "n_max": args.n_max,
-            "compiled": HAVE_NUMBA,  # False: the kernels ran as plain Python (numba missing)
-        }
-    )
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
+    return ids_list
+
+
+def _run_info(args: argparse.Namespace, store: Any, sources: list, open_s: float) -> dict[str, Any]:
+    """The store and the settings of this run, next to its timings."""
+    from rest_core._jit import HAVE_NUMBA
+    from rest_core.sources import source_name
+
+    return {
+        "tokens": int(store.n_tokens),
+        "shards": len(store.shards),
+        "build_seconds": store.meta.get("build_seconds"),
+        "disk_bytes": int(store.disk_bytes()),
+        "open_seconds": round(open_s, 3),
+        "datastore": str(args.datastore),
+        "corpus": args.corpus,
+        "sources": [source_name(s.bit) for s in sources],
+        "c": args.c,
+        "max_matches": args.max_matches,
+        "m": args.m,
+        "n_min": args.n_min,
+        "n_max": args.n_max,
+        "compiled": HAVE_NUMBA,  # False: the kernels ran as plain Python (numba missing)
+    }
+
+
+def _print_result(args: argparse.Namespace, result: dict[str, Any], open_s: float) -> None:
+    from rest_core._jit import HAVE_NUMBA
+
     gib = result["disk_bytes"] / 2**30
     print(f"datastore   {args.datastore}: {result['tokens']:,} tokens in {result['shards']} shard(s), "
           f"{gib:.2f} GiB on disk, built in {result['build_seconds']} s, opened (with tokenizer) in {open_s:.2f} s")
@@ -207,4 +247,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"drafts      {result['tokens_per_step']:.2f} tokens/step if the model wrote this text, "
           f"{100 * result['no_match_share']:.1f}% steps without a match, mean suffix {result['mean_suffix_len']:.1f}, "
           f"trie {result['mean_trie_nodes']:.0f} nodes, draft {result['mean_draft_nodes']:.1f} nodes")
-    return 0

@@ -124,22 +124,44 @@ def run(args: argparse.Namespace) -> int:
 
     specs = store_specs(args.datastore, args.datastores)  # bad or missing stores: error before loading anything
     if specs is None:
-        default = _default_datastore() if args.method == "rest" else None
-        specs = [StoreSpec("datastore", default)] if default is not None else []
-        if default is None and args.method == "rest":
-            print(
-                f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
-                "drafting from the context only" if config.draft.use_context else
-                f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
-                "every step is a plain decoding step",
-                file=sys.stderr,
-            )
+        specs = _default_specs(args, config)
     if specs:
         config = replace(config, draft=replace(config.draft, stores=tuple((s.name, s.weight) for s in specs)))
 
+    lm, engine = _load_engine(args, specs)
+    prompt_ids = engine.encode(args.prompt, chat=args.chat)
+    events = engine.generate(prompt_ids, config)
+
+    if args.json:
+        from rest_core.decode.engine import collect
+
+        result = collect(events, lm.tokenizer)
+        print(json.dumps(summary(result, lm, config, specs, engine.source_table), ensure_ascii=False))
+        return 0
+    _stream(events, lm.tokenizer, config.method)
+    return 0
+
+
+def _default_specs(args: argparse.Namespace, config) -> list[StoreSpec]:
+    """No --datastore: the default store when it is built and the method is rest (a warning
+    when it is not), else none."""
+    default = _default_datastore() if args.method == "rest" else None
+    if default is None and args.method == "rest":
+        print(
+            f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
+            "drafting from the context only" if config.draft.use_context else
+            f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
+            "every step is a plain decoding step",
+            file=sys.stderr,
+        )
+    return [StoreSpec("datastore", default)] if default is not None else []
+
+
+def _load_engine(args: argparse.Namespace, specs: list[StoreSpec]):
+    """(the loaded model, an engine over it and the stores), after --threads is applied."""
     import torch
 
-    from rest_core.decode.engine import Engine, collect
+    from rest_core.decode.engine import Engine
     from rest_core.decode.models import load_model
 
     if args.threads is not None:
@@ -152,19 +174,16 @@ def run(args: argparse.Namespace) -> int:
 
     # Each store is opened against the model's tokenizer: a store built with another one is refused.
     engine = Engine(lm.model, lm.tokenizer, datastores={s.name: Datastore.open(s.path, lm.tokenizer) for s in specs})
-    prompt_ids = engine.encode(args.prompt, chat=args.chat)
-    events = engine.generate(prompt_ids, config)
+    return lm, engine
 
-    if args.json:
-        result = collect(events, lm.tokenizer)
-        print(json.dumps(summary(result, lm, config, specs, engine.source_table), ensure_ascii=False))
-        return 0
 
+def _stream(events, tokenizer, method: str) -> None:
+    """The text to stdout token by token, never splitting a multi-byte character across
+    writes; then one line of totals to stderr."""
     from rest_core.ui.answer_view import IncrementalDecoder
 
-    # Token by token, but never splitting a multi-byte character across writes.
     out = sys.stdout
-    decoder = IncrementalDecoder(lm.tokenizer)
+    decoder = IncrementalDecoder(tokenizer)
     last = None
     for ev in events:
         for token in ev.tokens:
@@ -178,12 +197,11 @@ def run(args: argparse.Namespace) -> int:
     if last is not None:
         t = last.totals
         print(
-            f"[{config.method}] {t.new_tokens} tokens in {t.steps} steps (M = {t.mean_generated_length:.2f}), "
+            f"[{method}] {t.new_tokens} tokens in {t.steps} steps (M = {t.mean_generated_length:.2f}), "
             f"{t.tokens_per_s:.1f} tokens/s, retrieval {t.retrieval_ms_per_token:.2f} ms/token, "
             f"prefill {t.prefill_ms:.0f} ms, finish: {last.finish_reason}",
             file=sys.stderr,
         )
-    return 0
 
 
 def summary(result, lm, config, stores: list[StoreSpec] | None = None, table: SourceTable | None = None) -> dict:
