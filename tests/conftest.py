@@ -20,7 +20,6 @@ def scripted():
 @pytest.fixture
 def tiny_runtime():
     """A Runtime on a tiny random Llama (real engine, no download)."""
-    pytest.importorskip("rest_core.decode.engine")
     from rest_core.ui.runtime import Runtime, Settings
     from tests.tiny_models import tiny_loaded
 
