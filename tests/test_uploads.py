@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from rest_core.store.corpora import CorpusError, ReadLimits, read_files
-from rest_core.store.datastore import BuildCancelled, Datastore, DatastoreError
+from rest_core.store.build import BuildCancelled
+from rest_core.store.datastore import Datastore
+from rest_core.store.format import DatastoreError
 from rest_core.store.uploads import BuildSummary, build_from_files
 from tests.test_datastore import CharTokenizer
 

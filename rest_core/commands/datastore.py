@@ -63,7 +63,10 @@ def _build(args: argparse.Namespace) -> int:
     import time
 
     from rest_core.store.corpora import open_source
-    from rest_core.store.datastore import Datastore, DatastoreError, build_datastore, check_target, check_tokenizer
+    from rest_core.store.build import build_datastore, check_target
+    from rest_core.store.datastore import Datastore
+    from rest_core.store.format import DatastoreError
+    from rest_core.store.tokenizer_id import check_tokenizer
     from rest_core.decode.models import load_tokenizer, resolve_model
 
     out = Path(args.out)
@@ -165,7 +168,7 @@ def _info(args: argparse.Namespace) -> int:
     ds = Datastore.open(args.dir)
     open_ms = (time.perf_counter() - t0) * 1000
     if args.model:
-        from rest_core.store.datastore import check_tokenizer
+        from rest_core.store.tokenizer_id import check_tokenizer
         from rest_core.decode.models import load_tokenizer
 
         check_tokenizer(ds.meta, load_tokenizer(args.model), where=args.dir)

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rest_core.store.corpora import UPLOAD_LIMITS, CorpusError, Document, ReadLimits, read_files
-from rest_core.store.datastore import BuildProgress, DatastoreError, build_datastore
+from rest_core.store.build import BuildProgress, build_datastore
+from rest_core.store.format import DatastoreError
 
 PASTED_NAME = "pasted text"
 SA_SHARE = 0.1  # share of the progress bar given to the suffix-array phase (it is short)
