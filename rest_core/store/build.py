@@ -90,43 +90,22 @@ def build_datastore(
     or shards with BuildCancelled, leaving nothing behind.
     """
     out = check_target(out_dir, force)
-    vocab_size = tokenizer_vocab_size(tokenizer)
-    fingerprint = tokenizer_fingerprint(tokenizer)
-    name = tokenizer_name or tokenizer_display_name(tokenizer)
-
-    def token_docs() -> Iterator[np.ndarray]:
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=total_documents, unit="doc", desc="tokenizing", dynamic_ncols=True)
-        n_tokens = n_docs = 0
-        try:
-            for batch in _batched(documents, batch_docs, batch_chars):
-                _check_cancel(cancel)  # between batches of documents (uploads use small batches)
-                for (name, _), ids in zip(batch, encode_batch(tokenizer, [text for _, text in batch])):
-                    arr = np.asarray(ids, dtype=np.int64)
-                    n_tokens += len(arr)
-                    yield name, arr
-                n_docs += len(batch)
-                if bar is not None:
-                    bar.update(len(batch))
-                    bar.set_postfix_str(f"{n_tokens / 1e6:.1f}M tokens", refresh=False)
-                if on_progress is not None:
-                    on_progress(BuildProgress("tokenizing", documents=n_docs, tokens=n_tokens))
-        finally:
-            if bar is not None:
-                if bar.total is not None and bar.n < bar.total:
-                    bar.total = bar.n  # some items held no document (empty files, skipped records)
-                    bar.refresh()
-                bar.close()
-
+    token_docs = _tokenized(
+        documents,
+        tokenizer,
+        batch_docs=batch_docs,
+        batch_chars=batch_chars,
+        progress=progress,
+        total_documents=total_documents,
+        on_progress=on_progress,
+        cancel=cancel,
+    )
     return _write_store(
-        token_docs(),
+        token_docs,
         out,
-        vocab_size=vocab_size,
-        tokenizer_name=name,
-        fingerprint=fingerprint,
+        vocab_size=tokenizer_vocab_size(tokenizer),
+        tokenizer_name=tokenizer_name or tokenizer_display_name(tokenizer),
+        fingerprint=tokenizer_fingerprint(tokenizer),
         source=source,
         shard_tokens=shard_tokens,
         extra_meta=extra_meta,
@@ -136,6 +115,52 @@ def build_datastore(
         on_progress=on_progress,
         cancel=cancel,
     )
+
+
+def _tokenized(
+    documents: Iterable[str | tuple[str, str]],
+    tokenizer: Any,
+    *,
+    batch_docs: int,
+    batch_chars: int,
+    progress: bool,
+    total_documents: int | None,
+    on_progress: Callable[[BuildProgress], None] | None,
+    cancel: Any,
+) -> Iterator[tuple[str | None, np.ndarray]]:
+    """(name, token ids) of every document, tokenized in batches; checks `cancel` before each
+    batch and reports progress (bar, `on_progress`) after it."""
+    bar = _tokenizing_bar(total_documents) if progress else None
+    n_tokens = n_docs = 0
+    try:
+        for batch in _batched(documents, batch_docs, batch_chars):
+            _check_cancel(cancel)  # between batches of documents (uploads use small batches)
+            for (name, _), ids in zip(batch, encode_batch(tokenizer, [text for _, text in batch])):
+                arr = np.asarray(ids, dtype=np.int64)
+                n_tokens += len(arr)
+                yield name, arr
+            n_docs += len(batch)
+            if bar is not None:
+                bar.update(len(batch))
+                bar.set_postfix_str(f"{n_tokens / 1e6:.1f}M tokens", refresh=False)
+            if on_progress is not None:
+                on_progress(BuildProgress("tokenizing", documents=n_docs, tokens=n_tokens))
+    finally:
+        if bar is not None:
+            _close_bar(bar)
+
+
+def _tokenizing_bar(total_documents: int | None) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total_documents, unit="doc", desc="tokenizing", dynamic_ncols=True)
+
+
+def _close_bar(bar: Any) -> None:
+    if bar.total is not None and bar.n < bar.total:
+        bar.total = bar.n  # some items held no document (empty files, skipped records)
+        bar.refresh()
+    bar.close()
 
 
 def _check_cancel(cancel: Any) -> None:
@@ -186,25 +211,9 @@ def _write_store(
 ) -> Datastore:
     started = time.time()
     limit = resolve_shard_tokens(shard_tokens)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temp_folders(out)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    tmp = _new_temp_folder(out)
     try:
-        writer = ShardWriter(tmp, vocab_size, limit)
-        for name, ids in token_docs:
-            writer.add(ids, name)
-        if writer.n_documents == 0:
-            raise DatastoreError("no documents to build a datastore from")
-        if progress:
-            print(f"building suffix arrays for {writer.n_shards} shard(s)", file=sys.stderr, flush=True)
-
-        def on_shard(i: int) -> None:
-            _check_cancel(cancel)
-            if on_progress is not None:
-                on_progress(BuildProgress("suffix array", writer.n_documents, writer.n_tokens, i, writer.n_shards))
-
-        shards_meta, _ = writer.finish(progress=progress, on_shard=on_shard)
+        writer, shards_meta = _write_shards(token_docs, tmp, vocab_size, limit, progress, on_progress, cancel)
         documents_meta = writer.write_document_index()
         _check_cancel(cancel)
         extra = dict(extra_meta or {})
@@ -221,12 +230,7 @@ def _write_store(
             started=started,
         )
         meta["documents"] = documents_meta
-        # meta.json last: a folder without it is never a datastore.
-        _write_json_synced(tmp / META_FILE, meta)
-        _fsync_dir(tmp)
-        if out.exists() or out.is_symlink():
-            check_target(out, force=True)  # again: the folder may have changed during the build
-        _replace_dir(tmp, out)
+        _move_into_place(tmp, out, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -234,6 +238,34 @@ def _write_store(
     if on_progress is not None:
         on_progress(BuildProgress("done", ds.n_documents, ds.n_tokens, len(ds.shards), len(ds.shards)))
     return ds
+
+
+def _write_shards(
+    token_docs: Iterable[tuple[str | None, np.ndarray]],
+    tmp: Path,
+    vocab_size: int,
+    limit: int,
+    progress: bool,
+    on_progress: Callable[[BuildProgress], None] | None,
+    cancel: Any,
+) -> tuple[ShardWriter, list[dict[str, Any]]]:
+    """Every document into shard files in `tmp`, then each shard's suffix array (checking
+    `cancel` and reporting progress before each); returns the writer and the shards' meta."""
+    writer = ShardWriter(tmp, vocab_size, limit)
+    for name, ids in token_docs:
+        writer.add(ids, name)
+    if writer.n_documents == 0:
+        raise DatastoreError("no documents to build a datastore from")
+    if progress:
+        print(f"building suffix arrays for {writer.n_shards} shard(s)", file=sys.stderr, flush=True)
+
+    def on_shard(i: int) -> None:
+        _check_cancel(cancel)
+        if on_progress is not None:
+            on_progress(BuildProgress("suffix array", writer.n_documents, writer.n_tokens, i, writer.n_shards))
+
+    shards_meta, _ = writer.finish(progress=progress, on_shard=on_shard)
+    return writer, shards_meta
 
 
 def check_target(out_dir: str | os.PathLike, force: bool) -> Path:
@@ -277,6 +309,26 @@ def check_target(out_dir: str | os.PathLike, force: bool) -> Path:
 
 
 # --- the temporary folder and the rename into place -----------------------------------------
+
+def _new_temp_folder(out: Path) -> Path:
+    """An empty folder next to `out` for a build to write into (named after this process, so
+    that a later build can tell a dead build's folder from a running one's)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temp_folders(out)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def _move_into_place(tmp: Path, out: Path, meta: dict[str, Any]) -> None:
+    """Finish the build in `tmp` with its meta.json and rename it to `out`."""
+    # meta.json last: a folder without it is never a datastore.
+    _write_json_synced(tmp / META_FILE, meta)
+    _fsync_dir(tmp)
+    if out.exists() or out.is_symlink():
+        check_target(out, force=True)  # again: the folder may have changed during the build
+    _replace_dir(tmp, out)
+
 
 def _write_json_synced(path: Path, obj: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
