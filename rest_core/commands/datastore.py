@@ -62,7 +62,7 @@ def _build(args: argparse.Namespace) -> int:
     import itertools
     import time
 
-    from rest_core.store.corpora import open_source
+    from rest_core.store.named import open_source
     from rest_core.store.build import build_datastore, check_target
     from rest_core.store.datastore import Datastore
     from rest_core.store.format import DatastoreError
