@@ -111,70 +111,79 @@ def iter_json_records(path: str | os.PathLike, stats: ReadStats, chunk_chars: in
 def json_stream_records(f: io.TextIOBase, stats: ReadStats, chunk_chars: int = 1 << 22) -> Iterator[Any]:
     """`iter_json_records` over an open text stream (a file, or a zip member's decoded text)."""
     decoder = json.JSONDecoder()
-    buf = ""
-    pos = 0
-    eof = False
-
-    def fill() -> bool:
-        nonlocal buf, pos, eof
-        if eof:
-            return False
-        chunk = f.read(chunk_chars)
-        if not chunk:
-            eof = True
-            return False
-        buf = buf[pos:] + chunk
-        pos = 0
-        return True
-
-    def skip_ws(chars: str) -> str:
-        # Skip whitespace and the given punctuation, reading more as needed; return the skipped text.
-        nonlocal pos
-        skipped = []
-        while True:
-            begin = pos
-            while pos < len(buf) and (buf[pos].isspace() or buf[pos] in chars):
-                pos += 1
-            skipped.append(buf[begin:pos])
-            if pos < len(buf) or not fill():
-                return "".join(skipped)
-
-    fill()
-    skip_ws("")
-    in_array = pos < len(buf) and buf[pos] == "["
+    text = _Chunks(f, chunk_chars)
+    text.fill()
+    text.skip("")
+    in_array = text.pos < len(text.buf) and text.buf[text.pos] == "["
     if in_array:
-        pos += 1
+        text.pos += 1
     record_prefix: str | None = None  # e.g. "\n  {": how records start in this file
     while True:
-        gap = skip_ws(",")
-        if pos >= len(buf):
+        gap = text.skip(",")
+        if text.pos >= len(text.buf) or (in_array and text.buf[text.pos] == "]"):
             return
-        if in_array and buf[pos] == "]":
-            return
-        start = pos
-        while True:
-            try:
-                value, end = decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError:
-                if fill():  # maybe the record continues in the next chunk
-                    start = pos
-                    continue
-                value = end = None
-            break
+        value, end = text.decode(decoder)
+        start = text.pos
         if end is not None:
             if record_prefix is None and "\n" in gap:
                 # Pretty-printed: records start on a new line at this indentation.
-                record_prefix = gap[gap.rfind("\n") :] + buf[start]
+                record_prefix = gap[gap.rfind("\n") :] + text.buf[start]
             stats.records += 1
             yield value
-            pos = end
+            text.pos = end
             continue
         # Undecodable to the end of the file: skip to the next record start, if any.
         stats.skip("malformed or truncated record")
-        nxt = buf.find(record_prefix, start + 1) if record_prefix else -1
+        nxt = text.buf.find(record_prefix, start + 1) if record_prefix else -1
         if nxt < 0:
             return
-        pos = nxt + len(record_prefix) - 1
+        text.pos = nxt + len(record_prefix) - 1
+
+
+class _Chunks:
+    """A text stream read in chunks of `chunk_chars`: `buf[pos:]` is what is not consumed yet."""
+
+    def __init__(self, f: io.TextIOBase, chunk_chars: int) -> None:
+        self.f = f
+        self.chunk_chars = chunk_chars
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+
+    def fill(self) -> bool:
+        """Read the next chunk (dropping what was consumed, so `pos` becomes 0); False at the end."""
+        if self.eof:
+            return False
+        chunk = self.f.read(self.chunk_chars)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos :] + chunk
+        self.pos = 0
+        return True
+
+    def skip(self, chars: str) -> str:
+        """Skip whitespace and the given punctuation, reading more as needed; return the skipped text."""
+        skipped = []
+        while True:
+            buf, begin = self.buf, self.pos
+            pos = begin
+            while pos < len(buf) and (buf[pos].isspace() or buf[pos] in chars):
+                pos += 1
+            self.pos = pos
+            skipped.append(buf[begin:pos])
+            if pos < len(buf) or not self.fill():
+                return "".join(skipped)
+
+    def decode(self, decoder: json.JSONDecoder) -> tuple[Any, int | None]:
+        """The JSON value at `pos` and where it ends, reading more while the value may continue in
+        the next chunk; (None, None) if it does not decode up to the end of the stream."""
+        while True:
+            try:
+                return decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if not self.fill():  # maybe the record continues in the next chunk
+                    return None, None
 
 
 def read_json_file(
