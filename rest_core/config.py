@@ -157,11 +157,8 @@ class GenerationConfig:
         return replace(self, method=method)
 
 
-# Named presets. "paper" is the paper's setting; "cpu" / "gpu" are our measured defaults.
-# CPU (2-core dev machine, SmolLM2-135M, chat datastore, 4 prompts x 128 tokens, greedy, one
-# torch thread): verifying 2 tokens costs ~1.1 single-token forwards, 5 tokens ~1.65, so only tiny
-# trees pay: c=1 M=1.30 1.27x, c=2 M=1.41 1.27x (context on: M=1.44 1.25x), c=4 M=1.52 0.86-1.07x,
-# c=8 M=1.62 0.89x, c=16 M=1.71 0.90x. GPU: the forward is nearly flat up to 64 tokens (c=64).
+# Named presets. "paper" is the paper's setting; "cpu" / "gpu" are our measured defaults (the
+# measurements behind them: README.md, next to the knob defaults).
 PRESETS: dict[str, GenerationConfig] = {
     "paper": GenerationConfig(draft=DraftConfig(c=64)),
     "cpu": GenerationConfig(draft=DraftConfig(c=2, use_context=True)),

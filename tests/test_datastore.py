@@ -11,16 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rest_core.store import datastore as dsmod
-from rest_core.store.datastore import (
-    Datastore,
-    DatastoreError,
-    build_datastore,
-    build_from_token_ids,
-    suffix_array,
-    token_dtype,
-    tokenizer_fingerprint,
-)
+from rest_core.store import format as fmt
+from rest_core.store import shard_writer, tokenizer_id
+from rest_core.store.build import build_datastore, build_from_token_ids
+from rest_core.store.datastore import Datastore, find_datastores
+from rest_core.store.format import DatastoreError, token_dtype
+from rest_core.store.shard_writer import suffix_array
+from rest_core.store.tokenizer_id import tokenizer_fingerprint
 
 
 class CharTokenizer:
@@ -160,7 +157,7 @@ def test_bad_shard_size():
 
 
 def test_default_shard_size_is_int32_safe():
-    n = dsmod.default_shard_tokens()
+    n = shard_writer.default_shard_tokens()
     assert 1 << 20 <= n <= 2**31 - 1
 
 
@@ -182,7 +179,7 @@ def test_round_trip_on_disk(tmp_path):
     for s in ds.shards:
         assert s.sa.tolist() == brute_force_sa(s.tokens)
     m = ds.meta
-    assert m["format_version"] == dsmod.FORMAT_VERSION
+    assert m["format_version"] == fmt.FORMAT_VERSION
     assert m["n_documents"] == 60 and m["n_tokens"] == sum(len(d) + 1 for d in docs)
     assert m["separator"] == m["vocab_size"] == 50
     assert m["source"] == "random docs"
@@ -248,7 +245,7 @@ def test_real_wordlevel_tokenizer_with_big_vocab(tmp_path):
 
 def test_int64_suffix_array_round_trip(tmp_path, monkeypatch):
     """Shards past 2^31 positions store an int64 suffix array (simulated with a lower limit)."""
-    monkeypatch.setattr(dsmod, "SA_INT32_LIMIT", 4)
+    monkeypatch.setattr(shard_writer, "SA_INT32_LIMIT", 4)
     docs = [[1, 2, 3], [3, 2], [1]]
     ds = build_from_token_ids(docs, 10, tmp_path / "s", shard_tokens=5)
     assert [s.sa.dtype for s in ds.shards] == [np.dtype("<i4"), np.dtype("<i8")]
@@ -294,7 +291,7 @@ def test_failure_during_suffix_array_leaves_nothing(tmp_path, monkeypatch):
     def boom(tokens):
         raise MemoryError("suffix array too big")
 
-    monkeypatch.setattr(dsmod, "suffix_array", boom)
+    monkeypatch.setattr(shard_writer, "suffix_array", boom)
     with pytest.raises(MemoryError):
         build_from_token_ids([[1, 2]], 10, tmp_path / "store")
     assert list(tmp_path.iterdir()) == []
@@ -333,7 +330,7 @@ def test_build_killed_mid_way_leaves_no_store(tmp_path):
     script = (
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
-        "from rest_core.store.datastore import build_from_token_ids\n"
+        "from rest_core.store.build import build_from_token_ids\n"
         "def docs():\n"
         "    for i in range(1000):\n"
         "        if i == 500:\n"
@@ -359,8 +356,8 @@ def test_vocab_size_covers_ids_past_len():
         def get_vocab(self):
             return {"a": 0, "b": 7}
 
-    assert dsmod.tokenizer_vocab_size(Holey(3)) == 8
-    assert dsmod.tokenizer_vocab_size(CharTokenizer(300)) == 300
+    assert tokenizer_id.tokenizer_vocab_size(Holey(3)) == 8
+    assert tokenizer_id.tokenizer_vocab_size(CharTokenizer(300)) == 300
 
 
 # --- validation on open -------------------------------------------------------------------
@@ -490,9 +487,9 @@ def test_verify_detects_damage(store):
 def test_find_datastores(tmp_path, store):
     (tmp_path / "broken").mkdir()
     (tmp_path / ".store.tmp-1-abc").mkdir()
-    found = dsmod.find_datastores(tmp_path)
+    found = find_datastores(tmp_path)
     assert list(found) == ["store"] and found["store"]["n_tokens"] == 9
-    assert dsmod.find_datastores(tmp_path / "missing") == {}
+    assert find_datastores(tmp_path / "missing") == {}
 
 
 def test_datastore_error_is_a_value_error():
@@ -670,7 +667,7 @@ def test_open_rejects_token_ids_above_the_separator(store):
 def test_check_is_chunked(store, monkeypatch):
     """The data check walks the arrays in pieces (bounded memory on a mapped store) and still
     finds damage in a later piece."""
-    monkeypatch.setattr(dsmod, "CHECK_CHUNK", 2)
+    monkeypatch.setattr(fmt, "CHECK_CHUNK", 2)
     Datastore.open(store)
     poke(store / "sa-00000.bin", "<i4", 3, -7)
     with pytest.raises(DatastoreError, match="entry 3 is -7"):

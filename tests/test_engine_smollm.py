@@ -31,7 +31,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def smollm(tmp_path_factory):
-    from rest_core.store.datastore import build_datastore
+    from rest_core.store.build import build_datastore
     from rest_core.decode.models import load_model
 
     with torch_threads(1):

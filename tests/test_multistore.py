@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig
-from rest_core.store.datastore import Datastore, build_datastore
+from rest_core.store.build import build_datastore
+from rest_core.store.datastore import Datastore
 from rest_core.drafting.draft import build_draft
 from rest_core.decode.engine import Engine, collect
 from rest_core.drafting.retrieval import ContextSource, DatastoreSource

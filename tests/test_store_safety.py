@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.store.datastore import Datastore, DatastoreError, Shard, build_datastore
+from rest_core.store.build import build_datastore
+from rest_core.store.datastore import Datastore
+from rest_core.store.format import DatastoreError, Shard
 from rest_core.decode.engine import Engine, collect
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 

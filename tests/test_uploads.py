@@ -1,4 +1,4 @@
-"""What a user brings: files, folders and zips read in memory under limits (rest_core.store.corpora.read_files),
+"""What a user brings: files, folders and zips read in memory under limits (rest_core.store.files.read_files),
 and the upload build with progress, cancellation and a summary (rest_core.store.uploads)."""
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from rest_core.store.corpora import CorpusError, ReadLimits, read_files
-from rest_core.store.datastore import BuildCancelled, Datastore, DatastoreError
+from rest_core.store.corpora import CorpusError
+from rest_core.store.files import ReadLimits, read_files
+from rest_core.store.build import BuildCancelled
+from rest_core.store.datastore import Datastore
+from rest_core.store.format import DatastoreError
 from rest_core.store.uploads import BuildSummary, build_from_files
 from tests.test_datastore import CharTokenizer
 

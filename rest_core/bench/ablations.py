@@ -106,7 +106,8 @@ def document_subset(datastore: Any, fraction: float, seed: int = 0) -> Any:
     come from one random permutation, so the 1/8 subset contains the 1/16 subset, and so on.
     Costs a few seconds and n_tokens * 8 bytes of memory per shard, instead of a rebuild.
     """
-    from rest_core.store.datastore import Datastore, Shard
+    from rest_core.store.datastore import Datastore
+    from rest_core.store.format import Shard
 
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")

@@ -61,7 +61,7 @@ def load_texts(corpus: str) -> list[str]:
         with open(path, encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
         return ["\n\n".join(r["turns"]) for r in rows]
-    from rest_core.store.corpora import open_source
+    from rest_core.store.named import open_source
 
     return list(open_source(corpus))
 

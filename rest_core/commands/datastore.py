@@ -59,23 +59,17 @@ def _human_bytes(n: float) -> str:
 
 
 def _build(args: argparse.Namespace) -> int:
-    import itertools
-    import time
-
-    from rest_core.store.corpora import open_source
-    from rest_core.store.datastore import Datastore, DatastoreError, build_datastore, check_target, check_tokenizer
-    from rest_core.decode.models import load_tokenizer, resolve_model
+    from rest_core.decode.models import resolve_model
+    from rest_core.store.build import build_datastore, check_target
+    from rest_core.store.format import DatastoreError
+    from rest_core.store.named import open_source
 
     out = Path(args.out)
     if args.limit_docs is not None and args.limit_docs < 1:
         raise ValueError(f"--limit-docs must be >= 1, got {args.limit_docs}")
     model_name = resolve_model(args.model).name
     if out.exists() and args.if_missing:
-        ds = Datastore.open(out)  # raises DatastoreError if it is not a valid store
-        if ds.tokenizer_name != model_name:
-            check_tokenizer(ds.meta, load_tokenizer(args.model), where=str(out))
-        print(f"{out}: valid datastore exists ({ds.n_tokens:,} tokens, tokenizer {ds.tokenizer_name}); nothing to do")
-        return 0
+        return _keep_existing(out, args.model, model_name)
     if out.exists() and not args.force:
         raise DatastoreError(f"{out} exists (use --force to replace it, or --if-missing to keep it)")
     check_target(out, args.force)  # before the long tokenizing pass: --force replaces only a store
@@ -83,25 +77,10 @@ def _build(args: argparse.Namespace) -> int:
     corpus = open_source(
         args.source, pattern=args.glob, assistant_only=not args.all_turns, text_field=args.text_field
     )
-    t0 = time.perf_counter()
-    tokenizer = load_tokenizer(args.model)
-    print(f"tokenizer {model_name}: {len(tokenizer):,} ids ({time.perf_counter() - t0:.1f} s to load)", file=sys.stderr)
+    tokenizer = _load_tokenizer(args.model, model_name)
     print(f"source: {corpus.description}", file=sys.stderr)
-
-    named = corpus.documents()  # (name, text): the names go into the store's document index
-    documents = named if args.limit_docs is None else itertools.islice(named, args.limit_docs)
-    total = corpus.total
-    if args.limit_docs is not None:
-        total = min(total, args.limit_docs) if total else args.limit_docs
+    documents, total = _first_documents(corpus, args.limit_docs)
     description = corpus.description + (f", first {args.limit_docs} documents" if args.limit_docs else "")
-
-    def extra() -> dict:
-        meta = corpus.meta()
-        meta["skipped_records"] = corpus.stats.n_skipped
-        meta["source_spec"] = args.source
-        meta["limit_docs"] = args.limit_docs
-        return meta
-
     try:
         ds = build_datastore(
             documents,
@@ -111,7 +90,7 @@ def _build(args: argparse.Namespace) -> int:
             shard_tokens=args.shard_tokens,
             force=args.force,
             tokenizer_name=model_name,
-            extra_meta_fn=extra,
+            extra_meta_fn=lambda: _extra_meta(corpus, args),
             progress=not args.quiet,
             total_documents=total,
         )
@@ -119,13 +98,63 @@ def _build(args: argparse.Namespace) -> int:
         if corpus.stats.documents == 0 and corpus.stats.n_skipped:
             raise DatastoreError(f"{exc}: skipped {_skipped_text(corpus.stats.skipped)}") from None
         raise
-    stats = corpus.stats
+    print(_built_line(ds, corpus.stats))  # the stats of the pass that built the store
+    return 0
+
+
+def _keep_existing(out: Path, model: str, model_name: str) -> int:
+    """--if-missing with `out` present: it must open and fit the model's tokenizer; nothing is built."""
+    from rest_core.decode.models import load_tokenizer
+    from rest_core.store.datastore import Datastore
+    from rest_core.store.tokenizer_id import check_tokenizer
+
+    ds = Datastore.open(out)  # raises DatastoreError if it is not a valid store
+    if ds.tokenizer_name != model_name:
+        check_tokenizer(ds.meta, load_tokenizer(model), where=str(out))
+    print(f"{out}: valid datastore exists ({ds.n_tokens:,} tokens, tokenizer {ds.tokenizer_name}); nothing to do")
+    return 0
+
+
+def _load_tokenizer(model: str, model_name: str):
+    """The model's tokenizer, saying on stderr how many ids it has and how long it took to load."""
+    import time
+
+    from rest_core.decode.models import load_tokenizer
+
+    t0 = time.perf_counter()
+    tokenizer = load_tokenizer(model)
+    print(f"tokenizer {model_name}: {len(tokenizer):,} ids ({time.perf_counter() - t0:.1f} s to load)", file=sys.stderr)
+    return tokenizer
+
+
+def _first_documents(corpus, limit_docs: int | None) -> tuple:
+    """(the corpus's (name, text) documents, or its first `limit_docs`; how many for the progress
+    bar, if known). The names go into the store's document index."""
+    import itertools
+
+    named = corpus.documents()
+    documents = named if limit_docs is None else itertools.islice(named, limit_docs)
+    total = corpus.total
+    if limit_docs is not None:
+        total = min(total, limit_docs) if total else limit_docs
+    return documents, total
+
+
+def _extra_meta(corpus, args: argparse.Namespace) -> dict:
+    """What meta.json records of the source, once its documents are read."""
+    meta = corpus.meta()
+    meta["skipped_records"] = corpus.stats.n_skipped
+    meta["source_spec"] = args.source
+    meta["limit_docs"] = args.limit_docs
+    return meta
+
+
+def _built_line(ds, stats) -> str:
     skipped = _skipped_text(stats.skipped) or "none"
-    print(
+    return (
         f"built {ds.path}: {ds.n_tokens:,} tokens, {ds.n_documents:,} documents, {len(ds.shards)} shard(s), "
         f"{_human_bytes(ds.disk_bytes())} on disk, {ds.meta['build_seconds']:.1f} s; skipped: {skipped}"
     )
-    return 0
 
 
 def document_summary(ds, top: int) -> dict:
@@ -165,7 +194,7 @@ def _info(args: argparse.Namespace) -> int:
     ds = Datastore.open(args.dir)
     open_ms = (time.perf_counter() - t0) * 1000
     if args.model:
-        from rest_core.store.datastore import check_tokenizer
+        from rest_core.store.tokenizer_id import check_tokenizer
         from rest_core.decode.models import load_tokenizer
 
         check_tokenizer(ds.meta, load_tokenizer(args.model), where=args.dir)

@@ -6,7 +6,7 @@ the library half of the app's "Your corpus" panel. No Gradio here.
     summary.line()   # "3 documents, 1,234 tokens from 2 files in 0.4 s; skipped: 1 binary file"
 
 Reading is bounded by `ReadLimits` (20 MB of text and 2,000 files by default); zips are read in
-memory and never extracted (see `rest_core.store.corpora.read_files`). Every refusal is a ValueError
+memory and never extracted (see `rest_core.store.files.read_files`). Every refusal is a ValueError
 (CorpusError or DatastoreError) with a one-line message for the page; a cancelled build raises
 BuildCancelled and leaves nothing behind.
 """
@@ -20,8 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rest_core.store.corpora import UPLOAD_LIMITS, CorpusError, Document, ReadLimits, read_files
-from rest_core.store.datastore import BuildProgress, DatastoreError, build_datastore
+from rest_core.store.build import BuildProgress, build_datastore
+from rest_core.store.corpora import CorpusError, Document
+from rest_core.store.files import UPLOAD_LIMITS, ReadLimits, read_files
+from rest_core.store.format import DatastoreError
 
 PASTED_NAME = "pasted text"
 SA_SHARE = 0.1  # share of the progress bar given to the suffix-array phase (it is short)

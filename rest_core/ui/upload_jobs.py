@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rest_core.store.corpora import UPLOAD_LIMITS, ReadLimits
-from rest_core.store.datastore import BuildCancelled
+from rest_core.store.build import BuildCancelled
+from rest_core.store.files import UPLOAD_LIMITS, ReadLimits
 from rest_core.store.uploads import BuildSummary, UploadProgress, build_from_files
 
 log = logging.getLogger("rest.app")
