@@ -99,7 +99,7 @@ def run_engines(
 
 def cost_curves(model: Any, head: Any, max_q: int = 64) -> dict[str, CostCurve]:
     """The forward-cost curve with the full head and with lazy logits (body + one head row)."""
-    from rest_core.decode.engine import measure_cost_curve
+    from rest_core.decode.cost import measure_cost_curve
 
     curves = {"full logits": measure_cost_curve(model, max_q)}
     if head is not None:
