@@ -72,7 +72,7 @@ def test_mask_layout_reads_every_window_declaration():
     """Config-only: each way transformers declares a window or chunk, as the engine reads it."""
     import transformers as tf
 
-    from rest_core.decode.masks import CHUNKED, FULL, SLIDING, mask_layout, sliding_window
+    from rest_core.decode.masks import CHUNKED, FULL, SLIDING, mask_layout
 
     small = dict(num_hidden_layers=4)
     assert mask_layout(tf.LlamaConfig(**small)) is None
@@ -84,14 +84,13 @@ def test_mask_layout_reads_every_window_declaration():
                 tf.Qwen3MoeConfig(use_sliding_window=True, sliding_window=8, **small)):
         layout = mask_layout(cfg)
         assert (layout.kinds, layout.by_layer_type, layout.window) == ((SLIDING,), False, 8), type(cfg)
-        assert sliding_window(cfg) == 8
     for cfg in (tf.Gemma2Config(sliding_window=8, **small), tf.Cohere2Config(sliding_window=8, **small),
                 tf.GptOssConfig(sliding_window=8, **small)):
         layout = mask_layout(cfg)
         assert set(layout.kinds) == {SLIDING, FULL} and layout.by_layer_type and layout.window == 8, type(cfg)
     llama4 = tf.Llama4TextConfig(attention_chunk_size=8, **small)
     layout = mask_layout(llama4)
-    assert set(layout.kinds) == {CHUNKED, FULL} and layout.chunk == 8 and sliding_window(llama4) is None
+    assert set(layout.kinds) == {CHUNKED, FULL} and layout.chunk == 8 and layout.window is None  # chunks, no window
     with pytest.raises(ValueError, match="linear_attention"):
         mask_layout(tf.Qwen2Config(layer_types=["full_attention", "linear_attention"] * 2, **small))
 

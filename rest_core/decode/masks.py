@@ -141,8 +141,3 @@ def _as_mask(model, allowed: torch.Tensor, kind: str) -> torch.Tensor:
     dtype = next(model.parameters()).dtype
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
 
-
-def sliding_window(config) -> int | None:
-    """The sliding window of a model with sliding-window layers (some or all), else None."""
-    layout = mask_layout(config)
-    return layout.window if layout is not None and SLIDING in layout.kinds else None
