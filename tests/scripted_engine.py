@@ -118,7 +118,7 @@ class ScriptedEngine:
                 tokens=tuple(tokens),
                 token_sources=tuple(sources),
                 budget=config.draft.c,
-                timings=StepTimings(retrieve_ms=0.1, tree_ms=0.1, forward_ms=1.0, accept_ms=0.1, total_ms=1.3),
+                timings=StepTimings(retrieve_ms=0.1, draft_ms=0.1, forward_ms=1.0, accept_ms=0.1, total_ms=1.3),
                 totals=Totals(len(prompt_ids), pos, step, drafts, time.perf_counter() - t0, 5.0, 0.2 * step),
                 finished=finished,
                 finish_reason=("length" if len(target) < len(self.answer_ids) else "eos") if finished else None,

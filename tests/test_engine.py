@@ -326,7 +326,7 @@ def test_events_are_consistent(setup):
             assert tot.mean_generated_length == pytest.approx(new / (i + 1))
             # The totals accumulate the steps' own timings (prefill apart).
             assert tot.elapsed_s == pytest.approx(sum(x.timings.total_ms for x in events[: i + 1]) / 1000)
-            assert tot.retrieval_ms == pytest.approx(sum(x.timings.retrieve_ms + x.timings.tree_ms for x in events[: i + 1]))
+            assert tot.retrieval_ms == pytest.approx(sum(x.timings.retrieve_ms + x.timings.draft_ms for x in events[: i + 1]))
         assert events[-1].finish_reason in ("eos", "length")
 
 

@@ -32,7 +32,7 @@ def phases(t: StepTimings) -> dict[str, float]:
     """One step's milliseconds per phase (they sum to t.total_ms)."""
     return {
         "retrieve": t.retrieve_ms,
-        "draft": t.tree_ms,
+        "draft": t.draft_ms,
         "mask": t.mask_ms,
         "model": t.forward_ms - t.mask_ms - t.head_ms,
         "head": t.head_ms,

@@ -102,7 +102,7 @@ class _Tally:
         self.new_tokens += tokens
         self.draft_tokens += drafted
         self.elapsed_s += timings.total_ms / 1000
-        self.retrieval_ms += timings.retrieve_ms + timings.tree_ms
+        self.retrieval_ms += timings.retrieve_ms + timings.draft_ms
         return Totals(
             prompt_tokens=self.prompt_tokens,
             new_tokens=self.new_tokens,
@@ -130,7 +130,7 @@ class _StepClock:
         start, retrieved, drafted, verified, walked, done = self._t
         return StepTimings(
             retrieve_ms=1000 * (retrieved - start),
-            tree_ms=1000 * (drafted - retrieved),
+            draft_ms=1000 * (drafted - retrieved),
             forward_ms=1000 * (verified - drafted) + head_ms,
             accept_ms=1000 * (done - verified) - head_ms,
             total_ms=1000 * (done - start),
