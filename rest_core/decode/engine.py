@@ -115,28 +115,37 @@ class _Tally:
 
 
 class _StepClock:
-    """The clock at the start of a step and at the end of each of its timed phases: retrieve,
-    draft, verify (forward), walk (acceptance), commit (KV rows kept, sources extended)."""
+    """The clock of one step: its start, then the end of each timed phase, marked by name in
+    the order they run."""
+
+    PHASES = ("retrieve", "draft", "verify", "walk", "commit")  # verify: the forward; walk: acceptance
 
     def __init__(self) -> None:
-        self._t = [time.perf_counter()]
+        self._start = time.perf_counter()
+        self._ends: dict[str, float] = {}
 
-    def mark(self) -> None:
-        self._t.append(time.perf_counter())
+    def mark(self, phase: str) -> None:
+        """`phase` ends now."""
+        if phase not in self.PHASES:
+            raise ValueError(f"no step phase {phase!r} (phases: {', '.join(self.PHASES)})")
+        self._ends[phase] = time.perf_counter()
+
+    def _ms(self, after: str | None, until: str) -> float:
+        """Milliseconds from the end of phase `after` (None: the step's start) to the end of `until`."""
+        return 1000 * (self._ends[until] - (self._start if after is None else self._ends[after]))
 
     def timings(self, head_ms: float = 0.0, mask_ms: float = 0.0) -> StepTimings:
         """head_ms: time the walk spent in the output head (lazy logits), which counts as the
         forward's; mask_ms: the part of the forward spent building its mask and positions."""
-        start, retrieved, drafted, verified, walked, done = self._t
         return StepTimings(
-            retrieve_ms=1000 * (retrieved - start),
-            draft_ms=1000 * (drafted - retrieved),
-            forward_ms=1000 * (verified - drafted) + head_ms,
-            accept_ms=1000 * (done - verified) - head_ms,
-            total_ms=1000 * (done - start),
+            retrieve_ms=self._ms(None, "retrieve"),
+            draft_ms=self._ms("retrieve", "draft"),
+            forward_ms=self._ms("draft", "verify") + head_ms,
+            accept_ms=self._ms("verify", "commit") - head_ms,  # the walk and the commit
+            total_ms=self._ms(None, "commit"),
             mask_ms=mask_ms,
             head_ms=head_ms,
-            commit_ms=1000 * (done - walked),
+            commit_ms=self._ms("walk", "commit"),
         )
 
 
@@ -293,22 +302,22 @@ class Engine:
                 remaining = max_new - tally.new_tokens
                 clock = _StepClock()
                 retrieved = [s.retrieve() for s in sources]  # each source's continuations
-                clock.mark()
+                clock.mark("retrieve")
                 draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
-                clock.mark()
+                clock.mark("draft")
                 consistent = False
                 logits, mask_ms = self._verify(state, draft)  # one forward over [root] + draft nodes
-                clock.mark()
+                clock.mark("verify")
                 tokens, rows = accept(  # the model's own tokens, along the draft while it agrees
                     logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
                     process=processors.after(state.ids) if processors else None,
                 )
-                clock.mark()
+                clock.mark("walk")
                 self._commit(state, tokens, rows)  # keep the accepted path's KV
                 consistent = True
                 for s in sources:
                     s.extend(tokens)
-                clock.mark()
+                clock.mark("commit")
                 timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
                 if auto:
