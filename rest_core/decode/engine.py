@@ -14,7 +14,6 @@ models and library versions in `compat`, and the forward-cost curve in `cost`.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import threading
 import time
@@ -197,6 +196,8 @@ class Engine:
         self._mask_kind = mask_kind(model)
         self._layout = mask_layout(model.config)
         self._lazy_logits = lazy_logits
+        self._head: OutputHead | None = None
+        self._head_checked = False  # whether output_head() has split and checked the head
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._warm = False
@@ -251,17 +252,20 @@ class Engine:
         processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
         return self._run(ids, config, max_new, processors)
 
-    @functools.cached_property
-    def head(self) -> OutputHead | None:
-        """The model's output head, split from its body for lazy logits (checked on first use,
-        which runs the model once on a few tokens); None: the full forward."""
-        return OutputHead.of(self.model) if self._lazy_logits else None
+    def output_head(self) -> OutputHead | None:
+        """Split the model's output head from its body for lazy logits. The first call checks
+        the split by running the model on a few tokens; later calls return what it found.
+        None: verify with the full forward (lazy logits off, or a head that cannot be split)."""
+        if not self._head_checked:
+            self._head = OutputHead.of(self.model) if self._lazy_logits else None
+            self._head_checked = True
+        return self._head
 
     def forward_cost(self, max_q: int = 64) -> CostCurve:
         """The measured forward-cost curve (measured once per engine, extended when needed)."""
         curve = self.auto_budget.curve
         if curve is None or curve.sizes[-1] < max_q:
-            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q, head=self.head)
+            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q, head=self.output_head())
         return curve
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
@@ -285,8 +289,7 @@ class Engine:
         self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
     ) -> Iterator[StepEvent]:
         sources = self._sources(config)
-        if sources:
-            self.head  # noqa: B018  (split and check the output head once, before any step is timed)
+        head = self.output_head() if sources else None  # split and checked before any step is timed
         auto = config.draft.budget == "auto" and config.method == "rest"
         if auto and sources:
             self.forward_cost(config.draft.c + 1)
@@ -306,7 +309,7 @@ class Engine:
                 draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
                 clock.mark("draft")
                 consistent = False
-                logits, mask_ms = self._verify(state, draft)  # one forward over [root] + draft nodes
+                logits, mask_ms = self._verify(state, draft, head)  # one forward over [root] + draft nodes
                 clock.mark("verify")
                 tokens, rows = accept(  # the model's own tokens, along the draft while it agrees
                     logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
@@ -412,20 +415,22 @@ class Engine:
         plan = self.auto_budget.plan if auto and retrieved and self.selector is select_top_c else None
         return build_draft(retrieved, config.draft.c, max_depth=max_depth, plan=plan, selector=self.selector)
 
-    def _verify(self, state: _DecodeState, draft: Draft) -> tuple[torch.Tensor | LazyLogits, float]:
+    def _verify(
+        self, state: _DecodeState, draft: Draft, head: OutputHead | None
+    ) -> tuple[torch.Tensor | LazyLogits, float]:
         """(q, V) logits for the root (the last emitted token, not cached yet) and every draft
         node, in one forward, and the milliseconds spent building its inputs (mask, positions).
         An empty draft is the same call a plain decoding step makes. With lazy logits, a
         draft's forward runs the model's body only: its rows are scored when the acceptance
-        walk reaches them, the likeliest chain at a time."""
+        walk reaches them, the likeliest chain at a time (`head`: the engine's output head)."""
         root, cache_len = state.ids[-1], len(state.ids) - 1
-        lazy = self.head is not None and len(draft) > 0
+        lazy = head is not None and len(draft) > 0
         mask_ms = 0.0
         with torch.inference_mode():
             if len(draft) == 0 and not self._layout:
                 out = self.model(input_ids=torch.tensor([[root]], device=self.device), **cache_kw(self.model, state.cache))
             else:  # (a full-length cache needs our own sliding-window / chunk mask even for the root alone)
-                tree, model = draft.tree, self.head.body if lazy else self.model
+                tree, model = draft.tree, head.body if lazy else self.model
                 ids = torch.tensor([[root, *tree.tokens.tolist()]], device=self.device)
                 out, mask_ms = tree_forward(
                     model, ids, state.cache, cache_len, tree.mask, tree.positions, kind=self._mask_kind, layout=self._layout
@@ -434,7 +439,7 @@ class Engine:
         if not lazy:
             return out.logits[0], mask_ms
         chain = likeliest_chains(draft.tree.parents, _reach_score(draft))
-        return LazyLogits(out.last_hidden_state[0], self.head, chain), mask_ms
+        return LazyLogits(out.last_hidden_state[0], head, chain), mask_ms
 
     def _commit(self, state: _DecodeState, tokens: list[int], rows: list[int]) -> None:
         """Emit `tokens`: keep the KV of the root and the accepted rows but the last token's
