@@ -1,49 +1,97 @@
-"""A stand-in for `rest_core.decode.engine.Engine` that replays a fixed answer as REST-like step events.
+"""An engine for the app's tests that answers every prompt with one fixed answer: the real
+`rest_core.decode.engine.Engine` on a scripted model.
 
-Real retrieval code builds the tries (continuations are taken from the answer itself, plus some
-noise), so the app and the renderer see realistic events without a model. Used by the app's
-session and handler tests and for looking at the page quickly; the real engine is covered elsewhere.
+The model is a tiny Llama whose logits are replaced: at every position it predicts the answer's
+next token (EOS after the last), so greedy decoding and sampling both replay the answer. All the
+rest is the engine's own: retrieval from a datastore of the answer and noisy copies of it (the
+trie branches, drafts are partly right), the draft tree, the verify forward, the acceptance walk,
+the KV cache, the timings and the step events. The app's, the session's and the renderer's
+tests therefore see the events the engine yields, and follow it when they change.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
+import torch
 
 from rest_core.config import GenerationConfig
-from rest_core.drafting.draft import build_draft
-from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
-from rest_core.drafting.retrieval import Retrieved
+from rest_core.decode.engine import Engine
+from rest_core.decode.events import StepEvent
+from rest_core.decode.models import LoadedModel
+from rest_core.store.datastore import Datastore
+from tests.tiny_models import EOS_ID, VOCAB_SIZE, tiny_model
+
+NOISY_COPIES = 4  # noisy copies of the answer in the datastore, beside the answer itself
+NOISE = 0.25  # the share of a copy's tokens replaced by random printable bytes
 
 
 @dataclass
-class FakeLoaded:
-    model: object
-    tokenizer: object
-    name: str = "scripted"
-    device: str = "cpu"
-    dtype: str = "float32"
+class Script:
+    """What the scripted model replays: the answer, from the end of the current prompt."""
+
+    answer_ids: list[int]
+    prompt_len: int = 0
+
+    def next_tokens(self, positions: torch.Tensor) -> torch.Tensor:
+        """(q,) the token that follows each position: the answer's, EOS once it is done."""
+        targets = torch.tensor([*self.answer_ids, EOS_ID])
+        return targets[(positions + 1 - self.prompt_len).clamp(0, len(self.answer_ids))]
 
 
-class _Config:
-    max_position_embeddings = 2048
+def scripted_model(script: Script):
+    """A tiny Llama (its KV cache and forward signature are real) whose logits pick
+    `script.next_tokens` at every row: 0 for that token, -1e4 for every other."""
+    model = tiny_model("llama", hidden=16, layers=1, dtype=torch.float32, max_positions=2048)
+    inner = model.forward
+
+    @functools.wraps(inner)  # the engine reads the forward's parameters (cache keyword, logits_to_keep)
+    def forward(input_ids: torch.Tensor, position_ids: torch.Tensor | None = None, **kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        past = cache.get_seq_length() if cache is not None else 0
+        out = inner(input_ids=input_ids, position_ids=position_ids, **kwargs)
+        q = input_ids.shape[1]
+        positions = position_ids[0].cpu() if position_ids is not None else torch.arange(past, past + q)
+        logits = torch.full((q, VOCAB_SIZE), -1e4)
+        logits[torch.arange(q), script.next_tokens(positions)] = 0.0
+        out.logits = logits[q - out.logits.shape[1] :].unsqueeze(0).to(out.logits.dtype)  # (1, kept rows, V)
+        return out
+
+    model.forward = forward
+    return model
 
 
-class _Model:
-    config = _Config()
+def answer_store(answer_ids: list[int], seed: int = 0) -> Datastore:
+    """The answer and NOISY_COPIES copies of it with a share NOISE of their tokens replaced."""
+    rng = np.random.default_rng(seed)
+    docs = [list(answer_ids)]
+    for _ in range(NOISY_COPIES):
+        noisy = np.array(answer_ids, dtype=np.int64)
+        hit = rng.random(len(noisy)) < NOISE
+        noisy[hit] = rng.integers(32, 127, size=int(hit.sum()))
+        docs.append(noisy.tolist())
+    return Datastore.from_token_ids(docs, vocab_size=VOCAB_SIZE)
 
 
 class ScriptedEngine:
+    """What the app asks of an engine (encode, generate, max_positions, forget_cache), answering
+    with `answer` through a real Engine (`self.engine`). `calls` records each generation's
+    prompt and config as the app sent them. The engine's one datastore holds the answer, and it
+    drafts from it whichever stores the page picked. step_s: a pause after each step, so a test
+    can stop an answer midway."""
+
     def __init__(self, tokenizer, answer: str, step_s: float = 0.0, seed: int = 0) -> None:
         self.tokenizer = tokenizer
-        self.max_positions = _Config.max_position_embeddings  # the model's context, as Engine.max_positions
         self.answer_ids = list(tokenizer.encode(answer, add_special_tokens=False))
         self.step_s = step_s
-        self.seed = seed
         self.calls: list[tuple[list[int], GenerationConfig]] = []
+        self.script = Script(self.answer_ids)
+        self.engine = Engine(scripted_model(self.script), tokenizer, answer_store(self.answer_ids, seed))
+        self.max_positions = self.engine.max_positions  # the model's context, as Engine.max_positions
 
     def encode(self, prompt, chat: bool = True) -> list[int]:
         if isinstance(prompt, str):
@@ -53,81 +101,19 @@ class ScriptedEngine:
 
     def generate(self, prompt_ids: list[int], config: GenerationConfig) -> Iterator[StepEvent]:
         self.calls.append((list(prompt_ids), config))
-        rng = np.random.default_rng(self.seed)
-        target = self.answer_ids[: config.max_new_tokens]
-        pos = 0
-        step = 0
-        drafts = 0
-        t0 = time.perf_counter()
-        m = config.retrieval.m
-        while pos < len(target):
+        draft = replace(config.draft, use_datastore=True, stores=None)  # the answer's store, whatever was picked
+        events = self.engine.generate(prompt_ids, replace(config, draft=draft))
+        return self._replay(len(prompt_ids), events)
+
+    def _replay(self, prompt_len: int, events: Iterator[StepEvent]) -> Iterator[StepEvent]:
+        self.script.prompt_len = prompt_len  # the answer starts after this prompt
+        for event in events:
             if self.step_s:
                 time.sleep(self.step_s)
-            matches: tuple[MatchInfo, ...] = ()
-            trie = draft = None
-            draft_idx: tuple[int, ...] = ()
-            accepted: tuple[int, ...] = ()
-            tokens = [target[pos]]
-            sources = [0]
-            if config.method == "rest" and pos > 0:
-                good = np.array(target[pos : pos + m] + [-1] * max(0, pos + m - len(target)), dtype=np.int64)
-                k_good = int(rng.integers(0, 4))
-                rows = [good.copy() for _ in range(k_good)]
-                for _ in range(int(rng.integers(1, 5))):
-                    noisy = good.copy()
-                    cut = int(rng.integers(0, m))
-                    noisy[cut:] = rng.integers(32, 127, size=m - cut)
-                    rows.append(noisy)
-                conts = np.stack(rows)
-                retrieved = [Retrieved(SOURCE_DATASTORE, 2, (target[pos - 1],), 40, conts[: len(conts) // 2 + 1])]
-                if config.draft.use_context:
-                    retrieved.append(Retrieved(SOURCE_CONTEXT, 1, (target[pos - 1],), 3, conts[len(conts) // 2 :]))
-                built = build_draft(retrieved, config.draft.c)
-                trie, draft, draft_idx = built.trie, built.nodes, tuple(int(i) for i in built.idx)
-                matches = tuple(_match_info(r) for r in retrieved)
-                # walk the draft along the target
-                row = 0
-                acc = []
-                tokens, sources = [], []
-                i = pos
-                while i < len(target) and draft is not None:
-                    child = built.tree.child(row, target[i])
-                    if child is None:
-                        break
-                    row = child
-                    acc.append(row - 1)
-                    tokens.append(target[i])
-                    sources.append(int(draft.sources[row - 1]))
-                    i += 1
-                if i < len(target):
-                    tokens.append(target[i])
-                    sources.append(0)
-                accepted = tuple(acc)
-            pos += len(tokens)
-            drafts += sum(1 for s in sources if s)
-            step += 1
-            finished = pos >= len(target)
-            yield StepEvent(
-                step=step - 1,
-                method=config.method,
-                matches=matches,
-                trie=trie,
-                draft_idx=draft_idx,
-                draft=draft,
-                accepted=accepted,
-                tokens=tuple(tokens),
-                token_sources=tuple(sources),
-                budget=config.draft.c,
-                timings=StepTimings(retrieve_ms=0.1, tree_ms=0.1, forward_ms=1.0, accept_ms=0.1, total_ms=1.3),
-                totals=Totals(len(prompt_ids), pos, step, drafts, time.perf_counter() - t0, 5.0, 0.2 * step),
-                finished=finished,
-                finish_reason=("length" if len(target) < len(self.answer_ids) else "eos") if finished else None,
-            )
+            yield event
 
-
-def _match_info(r: Retrieved) -> MatchInfo:
-    sample = tuple(tuple(int(t) for t in row if t >= 0) for row in r.continuations[:3])
-    return MatchInfo(r.source_bit, r.suffix_len, r.suffix_tokens, r.occurrences, sample)
+    def forget_cache(self) -> None:
+        self.engine.forget_cache()
 
 
 def scripted_runtime(tokenizer, answer: str):
@@ -135,6 +121,8 @@ def scripted_runtime(tokenizer, answer: str):
     from rest_core.ui.runtime import Runtime, Settings
 
     engine = ScriptedEngine(tokenizer, answer)
-    rt = Runtime(Settings(), loader=lambda: FakeLoaded(_Model(), tokenizer))
+    model = engine.engine.model
+    loaded = LoadedModel(model, tokenizer, name="scripted", device=torch.device("cpu"), dtype=torch.float32)
+    rt = Runtime(Settings(), loader=lambda: loaded)
     rt.engine = lambda store: (rt.loaded(), engine)[1]  # loads like the real one, then replays
     return rt, engine

@@ -29,7 +29,7 @@ def chain(tokens: list[int], source: int = SOURCE_DATASTORE) -> Trie:
     )
 
 
-def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, elapsed_s, retrieve_ms=0.5, tree_ms=0.25,
+def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, elapsed_s, retrieve_ms=0.5, draft_ms=0.25,
           finished=False):
     draft = chain(list(range(draft_len))) if draft_len else None
     return StepEvent(
@@ -43,7 +43,7 @@ def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, ela
         tokens=tuple(tokens),
         token_sources=tuple(sources),
         budget=4,
-        timings=StepTimings(retrieve_ms=retrieve_ms, tree_ms=tree_ms, forward_ms=10.0, total_ms=12.0),
+        timings=StepTimings(retrieve_ms=retrieve_ms, draft_ms=draft_ms, forward_ms=10.0, total_ms=12.0),
         totals=Totals(prompt_tokens=5, new_tokens=new_total, steps=steps, draft_tokens=0, elapsed_s=elapsed_s,
                       prefill_ms=20.0, retrieval_ms=0.0),
         finished=finished,

@@ -261,7 +261,8 @@ def test_commit_keeps_a_branching_path():
     contiguous): the cache must equal plain decoding's, and the next logits must match too."""
     from transformers import DynamicCache
 
-    from rest_core.decode.engine import _forward, _keep_rows
+    from rest_core.decode.kv import keep_rows
+    from rest_core.decode.masks import tree_forward
     from rest_core.drafting.trie import Trie
 
     lm = tiny_loaded("qwen2")
@@ -278,8 +279,9 @@ def test_commit_keeps_a_branching_path():
         ids = torch.tensor([[root, 20, 21, 22, 23]])
         from rest_core.drafting.tree import position_offsets
 
-        tree_logits = _forward(model, ids, cache, len(ctx), tree_attention_mask(draft), position_offsets(draft), "bool").logits[0]
-        _keep_rows(cache, len(ctx), [2, 4])
+        out, _ = tree_forward(model, ids, cache, len(ctx), tree_attention_mask(draft), position_offsets(draft), kind="bool", layout=None)
+        tree_logits = out.logits[0]
+        keep_rows(cache, len(ctx), [2, 4])
         plain = DynamicCache()
         plain_logits = model(input_ids=torch.tensor([ctx + [root, 21, 23]]), cache=plain, use_cache=True).logits[0]
     torch.testing.assert_close(tree_logits[[0, 2, 4]], plain_logits[-3:], rtol=0, atol=1e-10)
@@ -324,7 +326,7 @@ def test_events_are_consistent(setup):
             assert tot.mean_generated_length == pytest.approx(new / (i + 1))
             # The totals accumulate the steps' own timings (prefill apart).
             assert tot.elapsed_s == pytest.approx(sum(x.timings.total_ms for x in events[: i + 1]) / 1000)
-            assert tot.retrieval_ms == pytest.approx(sum(x.timings.retrieve_ms + x.timings.tree_ms for x in events[: i + 1]))
+            assert tot.retrieval_ms == pytest.approx(sum(x.timings.retrieve_ms + x.timings.draft_ms for x in events[: i + 1]))
         assert events[-1].finish_reason in ("eos", "length")
 
 

@@ -72,28 +72,27 @@ def test_mask_layout_reads_every_window_declaration():
     """Config-only: each way transformers declares a window or chunk, as the engine reads it."""
     import transformers as tf
 
-    from rest_core.decode.engine import CHUNKED, FULL, SLIDING, _mask_layout, _sliding_window
+    from rest_core.decode.masks import CHUNKED, FULL, SLIDING, mask_layout
 
     small = dict(num_hidden_layers=4)
-    assert _mask_layout(tf.LlamaConfig(**small)) is None
-    assert _mask_layout(tf.MixtralConfig(**small)) is None  # sliding_window defaults to None
-    assert _mask_layout(tf.Qwen2Config(sliding_window=8, **small)) is None  # use_sliding_window off
+    assert mask_layout(tf.LlamaConfig(**small)) is None
+    assert mask_layout(tf.MixtralConfig(**small)) is None  # sliding_window defaults to None
+    assert mask_layout(tf.Qwen2Config(sliding_window=8, **small)) is None  # use_sliding_window off
     # Qwen2 with every layer below max_window_layers: no sliding layer, so no window.
-    assert _mask_layout(tf.Qwen2Config(use_sliding_window=True, sliding_window=8, max_window_layers=4, **small)) is None
+    assert mask_layout(tf.Qwen2Config(use_sliding_window=True, sliding_window=8, max_window_layers=4, **small)) is None
     for cfg in (tf.MistralConfig(sliding_window=8, **small), tf.Phi3Config(sliding_window=8, **small),
                 tf.Qwen3MoeConfig(use_sliding_window=True, sliding_window=8, **small)):
-        layout = _mask_layout(cfg)
+        layout = mask_layout(cfg)
         assert (layout.kinds, layout.by_layer_type, layout.window) == ((SLIDING,), False, 8), type(cfg)
-        assert _sliding_window(cfg) == 8
     for cfg in (tf.Gemma2Config(sliding_window=8, **small), tf.Cohere2Config(sliding_window=8, **small),
                 tf.GptOssConfig(sliding_window=8, **small)):
-        layout = _mask_layout(cfg)
+        layout = mask_layout(cfg)
         assert set(layout.kinds) == {SLIDING, FULL} and layout.by_layer_type and layout.window == 8, type(cfg)
     llama4 = tf.Llama4TextConfig(attention_chunk_size=8, **small)
-    layout = _mask_layout(llama4)
-    assert set(layout.kinds) == {CHUNKED, FULL} and layout.chunk == 8 and _sliding_window(llama4) is None
+    layout = mask_layout(llama4)
+    assert set(layout.kinds) == {CHUNKED, FULL} and layout.chunk == 8 and layout.window is None  # chunks, no window
     with pytest.raises(ValueError, match="linear_attention"):
-        _mask_layout(tf.Qwen2Config(layer_types=["full_attention", "linear_attention"] * 2, **small))
+        mask_layout(tf.Qwen2Config(layer_types=["full_attention", "linear_attention"] * 2, **small))
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])

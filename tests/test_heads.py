@@ -63,12 +63,12 @@ def test_a_model_with_its_own_logit_processing_keeps_the_full_forward():
     assert OutputHead.of(model) is None
     lm = tiny_loaded("llama")
     engine = Engine(model, lm.tokenizer, None)
-    assert engine.head is None
+    assert engine.output_head() is None
     prompt = list(b"abcabcabcabc")
     ref = model.generate(torch.tensor([prompt]), max_new_tokens=16, do_sample=False)[0, len(prompt):].tolist()
     cfg = GenerationConfig(max_new_tokens=16, draft=DraftConfig(c=4, use_datastore=False, use_context=True))
     assert collect(engine.generate(prompt, cfg)).token_ids == ref
-    assert Engine(lm.model, lm.tokenizer, None, lazy_logits=False).head is None
+    assert Engine(lm.model, lm.tokenizer, None, lazy_logits=False).output_head() is None
 
 
 def _tree_rows(q: int = 5, hidden: int = 16, vocab: int = 40, seed: int = 0):
@@ -127,7 +127,7 @@ def test_likeliest_chains_follow_the_best_child():
     assert chain(3) == [3]
 
 
-def test_engine_scores_fewer_rows_than_it_verifies_and_stays_identical():
+def test_engine_scores_fewer_rows_than_it_verifies_and_stays_identical(monkeypatch):
     """A real generation: lazy and full logits emit the same tokens, and the head scores fewer
     rows than the forwards verified (rejected branches are never scored)."""
     lm = tiny_loaded("llama")
@@ -141,7 +141,7 @@ def test_engine_scores_fewer_rows_than_it_verifies_and_stays_identical():
     cfg = GenerationConfig(max_new_tokens=40, draft=DraftConfig(c=16))  # more nodes than one chain holds
     lazy_engine = Engine(lm.model, lm.tokenizer, store)
     scored = []
-    head = lazy_engine.head
+    head = lazy_engine.output_head()
     assert head is not None
 
     def counting(x):
@@ -149,7 +149,7 @@ def test_engine_scores_fewer_rows_than_it_verifies_and_stays_identical():
         return head(x)
 
     counting.body = head.body
-    lazy_engine.head = counting
+    monkeypatch.setattr(lazy_engine, "output_head", lambda: counting)
     lazy = collect(lazy_engine.generate(prompt, cfg))
     full = collect(Engine(lm.model, lm.tokenizer, store, lazy_logits=False).generate(prompt, cfg))
     assert lazy.token_ids == full.token_ids == ref

@@ -56,7 +56,9 @@ def test_layout_walk():
     assert len(tree) == 5
     assert tree.child(0, 10) == 1 and tree.child(1, 12) == 3 and tree.child(3, 14) == 5
     assert tree.child(0, 12) is None
-    assert tree.path(5) == [1, 3, 5] and tree.path(0) == []
+    # what the verify forward and the lazy head's chains read: mask, positions and parent rows
+    assert np.array_equal(tree.mask, tree_attention_mask(D)) and tree.positions.tolist() == [0, 1, 1, 2, 2, 3]
+    assert tree.parents.tolist() == [-1, 0, 0, 1, 1, 3] and tree.tokens.tolist() == [10, 11, 12, 13, 14]
 
 
 def test_empty_draft():

@@ -32,7 +32,7 @@ def phases(t: StepTimings) -> dict[str, float]:
     """One step's milliseconds per phase (they sum to t.total_ms)."""
     return {
         "retrieve": t.retrieve_ms,
-        "draft": t.tree_ms,
+        "draft": t.draft_ms,
         "mask": t.mask_ms,
         "model": t.forward_ms - t.mask_ms - t.head_ms,
         "head": t.head_ms,
@@ -99,7 +99,7 @@ def run_engines(
 
 def cost_curves(model: Any, head: Any, max_q: int = 64) -> dict[str, CostCurve]:
     """The forward-cost curve with the full head and with lazy logits (body + one head row)."""
-    from rest_core.decode.engine import measure_cost_curve
+    from rest_core.decode.cost import measure_cost_curve
 
     curves = {"full logits": measure_cost_curve(model, max_q)}
     if head is not None:

@@ -81,7 +81,7 @@ def run_from_events(
         for match in ev.matches:
             suffix_lens.setdefault(match.source, []).append(int(match.suffix_len))
         drafted += len(ev.draft) if ev.draft is not None else 0
-        retrieval_ms += ev.timings.retrieve_ms + ev.timings.tree_ms
+        retrieval_ms += ev.timings.retrieve_ms + ev.timings.draft_ms
         forward_ms += ev.timings.forward_ms
         last = ev
     if last is None:

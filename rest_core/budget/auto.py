@@ -2,7 +2,7 @@
 millisecond, from each node's predicted acceptance (`rest_core.budget.acceptance`), a forward-cost
 curve and what earlier steps taught (`rest_core.budget.selection` finds the subtree).
 
-Pure numpy; the engine measures the curve (`rest_core.decode.engine.measure_cost_curve`) and feeds
+Pure numpy; the engine measures the curve (`rest_core.decode.cost.measure_cost_curve`) and feeds
 every step's outcome back through `AutoBudget.learn`.
 
 What it learns must not lock it out of drafting. A load spike can inflate the observed cost of

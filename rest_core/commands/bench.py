@@ -272,11 +272,12 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
     store = f.datastore if ENGINE_METHODS[args.method][0] else None
     engines = {"lazy logits": Engine(f.model, f.tokenizer, store, reuse_cache=False),
                "full logits": Engine(f.model, f.tokenizer, store, reuse_cache=False, lazy_logits=False)}
-    if engines["lazy logits"].head is None:
+    head = engines["lazy logits"].output_head()
+    if head is None:
         print("this model's head cannot be split off: both engines run the full forward", file=sys.stderr)
     prompts = [first_turn_ids(p, f.encode) for p in problems]
     events, outputs = profile.run_engines(engines, prompts, config, warmup=args.warmup)
-    curves = profile.cost_curves(f.model, engines["lazy logits"].head, args.max_q)
+    curves = profile.cost_curves(f.model, head, args.max_q)
     parts = {name: profile.breakdown(evs) for name, evs in events.items()}
     identical = outputs["lazy logits"] == outputs["full logits"]
     title = f"profile: {args.method} on {args.suite}, {len(problems)} first turns x {args.max_new_tokens} tokens"

@@ -7,11 +7,13 @@ position ids (sdpa or eager attention). The draft tree is verified in one forwar
 yet), each node attends to the cached context, the root, its ancestors and itself, and sits at
 position (root position + depth). After acceptance only the root and the accepted path stay in
 the cache, so the cache always holds the KV of every emitted token but the last.
+
+The tree forward and its masks are in `masks`, the cache surgery in `kv`, what differs between
+models and library versions in `compat`, and the forward-cost curve in `cost`.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import threading
 import time
@@ -24,8 +26,12 @@ import torch
 from rest_core.budget.auto import AutoBudget, CostCurve
 from rest_core.config import GenerationConfig
 from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
+from rest_core.decode.compat import cache_kw, max_positions, stop_ids, sync
+from rest_core.decode.cost import measure_cost_curve
 from rest_core.decode.events import MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.decode.heads import LazyLogits, OutputHead, likeliest_chains
+from rest_core.decode.kv import keep_rows, truncate
+from rest_core.decode.masks import mask_kind, mask_layout, tree_forward
 from rest_core.decode.models import input_device
 from rest_core.decode.processors import ModelProcessors, model_processors, resolve_sampling
 from rest_core.drafting.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
@@ -65,58 +71,6 @@ def collect(events: Iterable[StepEvent], tokenizer: Any = None) -> GenerationRes
     )
 
 
-# --- the forward-cost curve (draft budget "auto") --------------------------------------------
-
-
-def measure_cost_curve(
-    model, max_q: int, context_len: int = 256, reps: int = 2, head: OutputHead | None = None
-) -> CostCurve:
-    """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
-
-    With `head` (lazy logits), a forward is the body over q tokens and the head over one row,
-    as a verify step with lazy logits costs before its walk scores accepted rows.
-
-    Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
-    and makes the curve non-decreasing in q. Stays within the model's positions: the context
-    is at most half of them, and position ids past the last one are clamped to it (the cost
-    of a forward does not depend on the position values; a learned position table would
-    overflow).
-    """
-    from transformers import DynamicCache
-
-    limit = _max_positions(model.config)
-    if limit:
-        context_len = max(1, min(context_len, limit // 2))
-    device = input_device(model)
-    vocab = model.get_input_embeddings().weight.shape[0]
-    gen = torch.Generator().manual_seed(0)
-    ctx = torch.randint(0, vocab, (1, context_len), generator=gen).to(device)
-    sizes = [1]
-    while sizes[-1] < max_q:
-        sizes.append(min(sizes[-1] * 2, max_q))
-    mask_kind, layout = _mask_kind(model), _mask_layout(model.config)
-    with torch.inference_mode():
-        cache = DynamicCache()
-        model(input_ids=ctx, **_cache_kw(model, cache))
-        ms = []
-        for q in sizes:
-            ids = torch.randint(0, vocab, (1, q), generator=gen).to(device)
-            chain = np.tril(np.ones((q, q), dtype=bool))  # a chain: same cost as any tree of q
-            offsets = np.arange(q) if not limit else np.minimum(np.arange(q), limit - 1 - context_len)
-            times = []
-            for rep in range(reps + 1):
-                t0 = time.perf_counter()
-                out = _forward(head.body if head else model, ids, cache, context_len, chain, offsets, mask_kind, layout)
-                if head is not None:
-                    head(out.last_hidden_state[0, :1])
-                _sync(device)
-                if rep:  # the first run warms up
-                    times.append(1000 * (time.perf_counter() - t0))
-                _truncate(cache, context_len)
-            ms.append(min(times))
-    return CostCurve(tuple(sizes), tuple(np.maximum.accumulate(ms).tolist()))
-
-
 # --- the engine ------------------------------------------------------------------------------
 
 
@@ -147,7 +101,7 @@ class _Tally:
         self.new_tokens += tokens
         self.draft_tokens += drafted
         self.elapsed_s += timings.total_ms / 1000
-        self.retrieval_ms += timings.retrieve_ms + timings.tree_ms
+        self.retrieval_ms += timings.retrieve_ms + timings.draft_ms
         return Totals(
             prompt_tokens=self.prompt_tokens,
             new_tokens=self.new_tokens,
@@ -160,28 +114,37 @@ class _Tally:
 
 
 class _StepClock:
-    """The clock at the start of a step and at the end of each of its timed phases: retrieve,
-    draft, verify (forward), walk (acceptance), commit (KV rows kept, sources extended)."""
+    """The clock of one step: its start, then the end of each timed phase, marked by name in
+    the order they run."""
+
+    PHASES = ("retrieve", "draft", "verify", "walk", "commit")  # verify: the forward; walk: acceptance
 
     def __init__(self) -> None:
-        self._t = [time.perf_counter()]
+        self._start = time.perf_counter()
+        self._ends: dict[str, float] = {}
 
-    def mark(self) -> None:
-        self._t.append(time.perf_counter())
+    def mark(self, phase: str) -> None:
+        """`phase` ends now."""
+        if phase not in self.PHASES:
+            raise ValueError(f"no step phase {phase!r} (phases: {', '.join(self.PHASES)})")
+        self._ends[phase] = time.perf_counter()
+
+    def _ms(self, after: str | None, until: str) -> float:
+        """Milliseconds from the end of phase `after` (None: the step's start) to the end of `until`."""
+        return 1000 * (self._ends[until] - (self._start if after is None else self._ends[after]))
 
     def timings(self, head_ms: float = 0.0, mask_ms: float = 0.0) -> StepTimings:
         """head_ms: time the walk spent in the output head (lazy logits), which counts as the
         forward's; mask_ms: the part of the forward spent building its mask and positions."""
-        start, retrieved, drafted, verified, walked, done = self._t
         return StepTimings(
-            retrieve_ms=1000 * (retrieved - start),
-            tree_ms=1000 * (drafted - retrieved),
-            forward_ms=1000 * (verified - drafted) + head_ms,
-            accept_ms=1000 * (done - verified) - head_ms,
-            total_ms=1000 * (done - start),
+            retrieve_ms=self._ms(None, "retrieve"),
+            draft_ms=self._ms("retrieve", "draft"),
+            forward_ms=self._ms("draft", "verify") + head_ms,
+            accept_ms=self._ms("verify", "commit") - head_ms,  # the walk and the commit
+            total_ms=self._ms(None, "commit"),
             mask_ms=mask_ms,
             head_ms=head_ms,
-            commit_ms=1000 * (done - walked),
+            commit_ms=self._ms("walk", "commit"),
         )
 
 
@@ -226,13 +189,15 @@ class Engine:
         self.reuse_cache = reuse_cache
         self.device = input_device(model)
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
-        self.max_positions = _max_positions(model.config)
-        self.stop_ids = _stop_ids(model, tokenizer)
+        self.max_positions = max_positions(model.config)
+        self.stop_ids = stop_ids(model, tokenizer)
         # What the auto budget learned persists over generations, like the machine it measures.
         self.auto_budget = AutoBudget(cost_curve)
-        self._mask_kind = _mask_kind(model)
-        self._layout = _mask_layout(model.config)
+        self._mask_kind = mask_kind(model)
+        self._layout = mask_layout(model.config)
         self._lazy_logits = lazy_logits
+        self._head: OutputHead | None = None
+        self._head_checked = False  # whether output_head() has split and checked the head
         params = inspect.signature(model.forward).parameters
         self._prefill_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._warm = False
@@ -287,17 +252,20 @@ class Engine:
         processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
         return self._run(ids, config, max_new, processors)
 
-    @functools.cached_property
-    def head(self) -> OutputHead | None:
-        """The model's output head, split from its body for lazy logits (checked on first use,
-        which runs the model once on a few tokens); None: the full forward."""
-        return OutputHead.of(self.model) if self._lazy_logits else None
+    def output_head(self) -> OutputHead | None:
+        """Split the model's output head from its body for lazy logits. The first call checks
+        the split by running the model on a few tokens; later calls return what it found.
+        None: verify with the full forward (lazy logits off, or a head that cannot be split)."""
+        if not self._head_checked:
+            self._head = OutputHead.of(self.model) if self._lazy_logits else None
+            self._head_checked = True
+        return self._head
 
     def forward_cost(self, max_q: int = 64) -> CostCurve:
         """The measured forward-cost curve (measured once per engine, extended when needed)."""
         curve = self.auto_budget.curve
         if curve is None or curve.sizes[-1] < max_q:
-            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q, head=self.head)
+            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q, head=self.output_head())
         return curve
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
@@ -321,8 +289,7 @@ class Engine:
         self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
     ) -> Iterator[StepEvent]:
         sources = self._sources(config)
-        if sources:
-            self.head  # noqa: B018  (split and check the output head once, before any step is timed)
+        head = self.output_head() if sources else None  # split and checked before any step is timed
         auto = config.draft.budget == "auto" and config.method == "rest"
         if auto and sources:
             self.forward_cost(config.draft.c + 1)
@@ -338,22 +305,22 @@ class Engine:
                 remaining = max_new - tally.new_tokens
                 clock = _StepClock()
                 retrieved = [s.retrieve() for s in sources]  # each source's continuations
-                clock.mark()
+                clock.mark("retrieve")
                 draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
-                clock.mark()
+                clock.mark("draft")
                 consistent = False
-                logits, mask_ms = self._verify(state, draft)  # one forward over [root] + draft nodes
-                clock.mark()
+                logits, mask_ms = self._verify(state, draft, head)  # one forward over [root] + draft nodes
+                clock.mark("verify")
                 tokens, rows = accept(  # the model's own tokens, along the draft while it agrees
                     logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
                     process=processors.after(state.ids) if processors else None,
                 )
-                clock.mark()
+                clock.mark("walk")
                 self._commit(state, tokens, rows)  # keep the accepted path's KV
                 consistent = True
                 for s in sources:
                     s.extend(tokens)
-                clock.mark()
+                clock.mark("commit")
                 timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
                 if auto:
@@ -426,7 +393,7 @@ class Engine:
                 keep += 1
         if keep > 0:
             cache = saved.cache
-            _truncate(cache, keep)
+            truncate(cache, keep)
         else:
             cache = DynamicCache()
         todo = prompt[keep:-1]
@@ -434,7 +401,7 @@ class Engine:
             with torch.inference_mode():
                 self.model(
                     input_ids=torch.tensor([todo], device=self.device),
-                    **_cache_kw(self.model, cache),
+                    **cache_kw(self.model, cache),
                     **self._prefill_kwargs,
                 )
         return _DecodeState(ids=list(prompt), cache=cache, prompt_len=len(prompt))
@@ -448,36 +415,37 @@ class Engine:
         plan = self.auto_budget.plan if auto and retrieved and self.selector is select_top_c else None
         return build_draft(retrieved, config.draft.c, max_depth=max_depth, plan=plan, selector=self.selector)
 
-    def _verify(self, state: _DecodeState, draft: Draft) -> tuple[torch.Tensor | LazyLogits, float]:
+    def _verify(
+        self, state: _DecodeState, draft: Draft, head: OutputHead | None
+    ) -> tuple[torch.Tensor | LazyLogits, float]:
         """(q, V) logits for the root (the last emitted token, not cached yet) and every draft
         node, in one forward, and the milliseconds spent building its inputs (mask, positions).
         An empty draft is the same call a plain decoding step makes. With lazy logits, a
         draft's forward runs the model's body only: its rows are scored when the acceptance
-        walk reaches them, the likeliest chain at a time."""
+        walk reaches them, the likeliest chain at a time (`head`: the engine's output head)."""
         root, cache_len = state.ids[-1], len(state.ids) - 1
-        lazy = self.head is not None and len(draft) > 0
+        lazy = head is not None and len(draft) > 0
         mask_ms = 0.0
         with torch.inference_mode():
             if len(draft) == 0 and not self._layout:
-                out = self.model(input_ids=torch.tensor([[root]], device=self.device), **_cache_kw(self.model, state.cache))
+                out = self.model(input_ids=torch.tensor([[root]], device=self.device), **cache_kw(self.model, state.cache))
             else:  # (a full-length cache needs our own sliding-window / chunk mask even for the root alone)
-                t0 = time.perf_counter()
-                tree, model = draft.tree, self.head.body if lazy else self.model
+                tree, model = draft.tree, head.body if lazy else self.model
                 ids = torch.tensor([[root, *tree.tokens.tolist()]], device=self.device)
-                mask, positions = _tree_inputs(model, cache_len, tree.mask, tree.positions, self._mask_kind, self._layout)
-                mask_ms = 1000 * (time.perf_counter() - t0)
-                out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, state.cache))
-        _sync(self.device)
+                out, mask_ms = tree_forward(
+                    model, ids, state.cache, cache_len, tree.mask, tree.positions, kind=self._mask_kind, layout=self._layout
+                )
+        sync(self.device)
         if not lazy:
             return out.logits[0], mask_ms
         chain = likeliest_chains(draft.tree.parents, _reach_score(draft))
-        return LazyLogits(out.last_hidden_state[0], self.head, chain), mask_ms
+        return LazyLogits(out.last_hidden_state[0], head, chain), mask_ms
 
     def _commit(self, state: _DecodeState, tokens: list[int], rows: list[int]) -> None:
         """Emit `tokens`: keep the KV of the root and the accepted rows but the last token's
         (the next step's root), drop the rest of the verified rows."""
         with torch.inference_mode():
-            _keep_rows(state.cache, len(state.ids) - 1, rows[: len(tokens) - 1])
+            keep_rows(state.cache, len(state.ids) - 1, rows[: len(tokens) - 1])
         state.ids.extend(tokens)
 
     def _event(
@@ -521,147 +489,11 @@ class Engine:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _forward(
-    model,
-    ids: torch.Tensor,
-    cache,
-    cache_len: int,
-    tree_mask: np.ndarray,
-    offsets: np.ndarray,
-    mask_kind: str,
-    layout: MaskLayout | None = None,
-):
-    """One forward over q new tokens after `cache_len` cached ones with a (q, q) tree mask."""
-    mask, positions = _tree_inputs(model, cache_len, tree_mask, offsets, mask_kind, layout)
-    return model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache_kw(model, cache))
-
-
-def _tree_inputs(
-    model, cache_len: int, tree_mask: np.ndarray, offsets: np.ndarray, mask_kind: str, layout: MaskLayout | None
-) -> tuple[Any, torch.Tensor]:
-    """(attention mask, position ids) of a forward over q tree rows after `cache_len` cached
-    tokens: a 4-D mask (1, 1, q, cache_len + q), position ids cache_len + offsets. Models with
-    sliding windows or attention chunks (`layout`) get those limits in the mask too: one mask
-    for all layers, or one per layer type when the model reads its masks by layer type."""
-    device = input_device(model)
-    q = tree_mask.shape[0]
-    allowed = torch.ones((1, 1, q, cache_len + q), dtype=torch.bool, device=device)
-    allowed[0, 0, :, cache_len:] = torch.from_numpy(tree_mask).to(device)
-    positions = torch.from_numpy(offsets + cache_len).to(device).unsqueeze(0)  # (1, q)
-    if layout is None:
-        mask: Any = _as_mask(model, allowed, mask_kind)
-    else:
-        key_pos = torch.cat([torch.arange(cache_len, device=device), positions[0]])  # (cache_len + q,)
-        masks = {kind: _as_mask(model, allowed & layout.limit(kind, positions[0], key_pos), mask_kind)
-                 for kind in layout.kinds}
-        mask = masks if layout.by_layer_type else masks[layout.kinds[0]]
-    return mask, positions
-
-
 def _reach_score(draft: Draft) -> np.ndarray:
     """(q,) how likely the acceptance walk is to reach each row (root first): the predicted
     path probability where the auto budget gave one, else the trie weight."""
     nodes = draft.predicted if len(draft.predicted) == len(draft) else draft.nodes.weights
     return np.concatenate(([np.inf], np.asarray(nodes, dtype=np.float64)))
-
-
-def _as_mask(model, allowed: torch.Tensor, mask_kind: str) -> torch.Tensor:
-    if mask_kind == "bool":
-        return allowed
-    # eager attention adds the mask to the scores
-    dtype = next(model.parameters()).dtype
-    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
-
-
-FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
-
-
-@dataclass(frozen=True)
-class MaskLayout:
-    """Which attention limits beyond causality a model's layers use, read as transformers reads
-    them (`masking_utils.create_masks_for_generate`): per layer type when the config lists
-    `layer_types` (Gemma 2/3, Cohere2, gpt-oss, Qwen2/3 with use_sliding_window past
-    max_window_layers, Llama 4 chunks); else one `sliding_window` for every layer (Mistral,
-    Phi-3, Starcoder2, Mixtral); else one `attention_chunk_size` for every layer.
-
-    kinds: the layer kinds present (the single kind first when not by_layer_type).
-    """
-
-    kinds: tuple[str, ...]
-    by_layer_type: bool  # the model takes a {layer type: mask} dict, else one mask
-    window: int | None = None  # sliding layers: a query sees keys less than `window` positions back
-    chunk: int | None = None  # chunked layers: a query sees keys of its own chunk of positions
-
-    def limit(self, kind: str, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-        """(q, k) bool: which keys the layer kind lets each query see (before causality)."""
-        if kind == SLIDING:  # transformers' sliding_window_overlay: kv > q - window
-            return (q_pos[:, None] - k_pos[None, :]) < self.window
-        if kind == CHUNKED:  # chunked_overlay: same chunk of positions
-            return (q_pos[:, None] // self.chunk) == (k_pos[None, :] // self.chunk)
-        return torch.ones((q_pos.shape[0], k_pos.shape[0]), dtype=torch.bool, device=q_pos.device)
-
-
-def _text_config(config):
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
-def _mask_layout(config) -> MaskLayout | None:
-    """The model's attention limits beyond causality (see MaskLayout), or None for plain causal
-    attention. Layer types whose state a tree forward cannot verify (recurrent, compressed)
-    are refused: a silently wrong mask would break the lossless guarantee."""
-    text = _text_config(config)
-    window = getattr(text, "sliding_window", None) or None
-    chunk = getattr(text, "attention_chunk_size", None) or None
-    types = getattr(text, "layer_types", None)
-    if types is not None:
-        kinds = tuple(dict.fromkeys(types))
-        unknown = [k for k in kinds if k not in (FULL, SLIDING, CHUNKED)]
-        if unknown:
-            raise ValueError(
-                f"layer type {unknown[0]!r} cannot be verified with a tree attention mask "
-                f"(supported: {FULL}, {SLIDING}, {CHUNKED})"
-            )
-        for kind, size, name in ((SLIDING, window, "sliding_window"), (CHUNKED, chunk, "attention_chunk_size")):
-            if kind in kinds and not size:
-                raise ValueError(f"the model config has {kind} layers but no {name}")
-        if set(kinds) <= {FULL}:
-            return None
-        # Always a full-attention mask too: some models build rotary or other tables per kind.
-        kinds = tuple(dict.fromkeys((*kinds, FULL)))
-        return MaskLayout(kinds=kinds, by_layer_type=True, window=window, chunk=chunk)
-    if window:
-        return MaskLayout(kinds=(SLIDING,), by_layer_type=False, window=int(window))
-    if chunk:
-        return MaskLayout(kinds=(CHUNKED,), by_layer_type=False, chunk=int(chunk))
-    return None
-
-
-def _sliding_window(config) -> int | None:
-    """The sliding window of a model with sliding-window layers (some or all), else None."""
-    layout = _mask_layout(config)
-    return layout.window if layout is not None and SLIDING in layout.kinds else None
-
-
-def _keep_rows(cache, cache_len: int, rows: Sequence[int]) -> None:
-    """Keep the cached context, the root (row 0) and `rows` (accepted draft rows, in path order);
-    drop every other verified row. In place on every layer, O(accepted) copying."""
-    keep = cache_len + 1 + len(rows)
-    if rows and list(rows) != list(range(1, len(rows) + 1)):
-        src = torch.tensor([cache_len + r for r in rows], device=cache.layers[0].keys.device)
-        for layer in cache.layers:
-            src = src.to(layer.keys.device)  # layers of a model spread over devices (device_map)
-            # Advanced indexing copies first, so overlapping source and target slots are safe.
-            layer.keys[..., cache_len + 1 : keep, :] = layer.keys[..., src, :]
-            layer.values[..., cache_len + 1 : keep, :] = layer.values[..., src, :]
-    _truncate(cache, keep)
-
-
-def _truncate(cache, length: int) -> None:
-    """Keep the first `length` positions of every layer (a view, no copy)."""
-    for layer in cache.layers:
-        if layer.keys is not None and layer.keys.shape[-2] > length:
-            layer.keys = layer.keys[..., :length, :]
-            layer.values = layer.values[..., :length, :]
 
 
 def _open_store(store: Any, tokenizer: Any) -> Any:
@@ -687,51 +519,3 @@ def _match_info(r: Retrieved, name: str = "") -> MatchInfo:
         name=name,
         positions=tuple(r.positions[:MATCH_SAMPLE_ROWS]),
     )
-
-
-def _mask_kind(model) -> str:
-    impl = getattr(model.config, "_attn_implementation", None) or "eager"
-    if impl == "sdpa":
-        return "bool"
-    if impl == "eager":
-        return "additive"
-    raise ValueError(
-        f"attention implementation {impl!r} cannot take a tree attention mask; load the model with "
-        f"attn_implementation='sdpa' (or 'eager')"
-    )
-
-
-def _max_positions(config) -> int | None:
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def _stop_ids(model, tokenizer) -> tuple[int, ...]:
-    """EOS ids as `model.generate` uses them: the generation config's, else the config's,
-    else the tokenizer's."""
-    for source in (getattr(model, "generation_config", None), model.config, tokenizer):
-        eos = getattr(source, "eos_token_id", None) if source is not None else None
-        if eos is not None:
-            return tuple(int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]))
-    return ()
-
-
-_CACHE_KW: dict[type, str] = {}
-
-
-def _cache_kw(model, cache) -> dict[str, Any]:
-    """The KV cache argument under the name this transformers version uses ("cache" in 5.24+,
-    "past_key_values" before)."""
-    cls = type(model)
-    if cls not in _CACHE_KW:
-        params = inspect.signature(model.forward).parameters
-        _CACHE_KW[cls] = "cache" if "cache" in params else "past_key_values"
-    return {_CACHE_KW[cls]: cache, "use_cache": True}
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

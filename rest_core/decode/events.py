@@ -41,14 +41,15 @@ class MatchInfo:
 
 @dataclass(frozen=True)
 class StepTimings:
-    """Milliseconds of one step's phases: total = retrieve + tree + forward + accept. The last
-    three break two of them down further (for `bench profile`): mask_ms and head_ms are parts
-    of forward_ms (building the tree's mask and positions; the output head when lazy logits
-    score rows during the walk), commit_ms is the part of accept_ms that keeps the accepted
-    KV rows and extends the sources."""
+    """Milliseconds of one step's phases: total = retrieve + draft + forward + accept (draft:
+    merging the sources' tries, choosing the subtree, laying it out). The last three break two
+    of them down further (for `bench profile`): mask_ms and head_ms are parts of forward_ms
+    (building the tree's mask and positions; the output head when lazy logits score rows
+    during the walk), commit_ms is the part of accept_ms that keeps the accepted KV rows and
+    extends the sources."""
 
     retrieve_ms: float = 0.0
-    tree_ms: float = 0.0
+    draft_ms: float = 0.0
     forward_ms: float = 0.0
     accept_ms: float = 0.0
     total_ms: float = 0.0
@@ -67,7 +68,7 @@ class Totals:
     draft_tokens: int  # emitted tokens that came from accepted drafts
     elapsed_s: float  # decode time since the end of prefill
     prefill_ms: float
-    retrieval_ms: float  # retrieval + tree build, summed over steps
+    retrieval_ms: float  # retrieval + drafting, summed over steps
 
     @property
     def mean_generated_length(self) -> float:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from rest_core.decode.compat import text_config
 from rest_core.decode.models import input_device
 
 
@@ -44,7 +45,7 @@ class OutputHead:
         head = get_head() if callable(get_head) else None
         if body is None or body is model or not isinstance(head, torch.nn.Module):
             return None
-        cfg = getattr(model.config, "get_text_config", lambda: model.config)()
+        cfg = text_config(model.config)
         softcap = getattr(cfg, "final_logit_softcapping", None)  # Gemma 2 / 3
         scale = float(getattr(cfg, "logit_scale", None) or 1.0)  # Cohere multiplies
         divide = getattr(cfg, "logits_scaling", None)  # Granite divides

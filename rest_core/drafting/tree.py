@@ -68,14 +68,6 @@ class TreeLayout:
         """The row of `row`'s child that drafts `token`, or None."""
         return self.children.get((row, token))
 
-    def path(self, row: int) -> list[int]:
-        """Rows from the root's child down to `row` (empty for the root)."""
-        out = []
-        while row > 0:
-            out.append(int(row))
-            row = int(self.parents[row])
-        return out[::-1]
-
 
 def layout(draft: Trie) -> TreeLayout:
     """The draft's mask, positions, parent rows and child table."""

@@ -36,7 +36,7 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
     own_html = "".join(f'<span class="tok m p0">{esc(visible(dec([t]), 20))}</span>' for t in own)
     t = event.timings
     timing = (
-        f"retrieve {t.retrieve_ms:.2f} ms · tree {t.tree_ms:.2f} ms · forward {t.forward_ms:.1f} ms · "
+        f"retrieve {t.retrieve_ms:.2f} ms · draft {t.draft_ms:.2f} ms · forward {t.forward_ms:.1f} ms · "
         f"accept {t.accept_ms:.2f} ms · step {t.total_ms:.1f} ms"
     )
     return (
