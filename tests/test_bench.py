@@ -42,7 +42,7 @@ def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, ela
         accepted=tuple(range(sum(1 for s in sources if s))),
         tokens=tuple(tokens),
         token_sources=tuple(sources),
-        budget=4,
+        c=4,
         timings=StepTimings(retrieve_ms=retrieve_ms, draft_ms=draft_ms, forward_ms=10.0, total_ms=12.0),
         totals=Totals(prompt_tokens=5, new_tokens=new_total, steps=steps, draft_tokens=0, elapsed_s=elapsed_s,
                       prefill_ms=20.0, retrieval_ms=0.0),

@@ -114,7 +114,7 @@ def test_ar_equals_generate(setup):
         res = collect(engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=N_NEW)))
         assert res.token_ids == ref
         assert res.totals.steps == len(ref)
-        assert all(e.trie is None and e.draft is None and e.budget == 0 for e in res.events)
+        assert all(e.trie is None and e.draft is None and e.c == 0 for e in res.events)
 
 
 def test_auto_budget_equals_generate(setup):
@@ -125,9 +125,9 @@ def test_auto_budget_equals_generate(setup):
     for prompt, ref in zip(setup["prompts"], setup["refs"]):
         res = collect(engine.generate(prompt, cfg))
         assert res.token_ids == ref
-        budgets += [e.budget for e in res.events]
+        budgets += [e.c for e in res.events]
         for e in res.events:
-            assert 0 <= e.budget <= 32 and len(e.draft_idx) <= e.budget
+            assert 0 <= e.c <= 32 and len(e.draft_idx) <= e.c
     assert len(set(budgets)) > 1  # chosen per step
 
 
@@ -306,7 +306,7 @@ def test_events_are_consistent(setup):
             assert [m.source_bit for m in e.matches] == [SOURCE_DATASTORE, SOURCE_CONTEXT]
             assert [m.source for m in e.matches] == ["datastore", "context"]
             if e.draft is not None:
-                assert e.trie is not None and len(e.draft) == len(e.draft_idx) <= e.budget == 8
+                assert e.trie is not None and len(e.draft) == len(e.draft_idx) <= e.c == 8
                 assert np.array_equal(e.draft.tokens, e.trie.tokens[list(e.draft_idx)])
                 # the accepted nodes form a path from the root, drafting the emitted tokens
                 parent = -1
@@ -441,7 +441,7 @@ def test_auto_budget_drafts_what_pays_and_learns_from_outcomes():
     retrieved = [_one_source([[t] for t in range(8) for _ in range(8 - t)])]
     draft = build_draft(retrieved, 8, plan=budget.plan)
     # Each extra node costs 2 ms on a 10 ms step: only shares above ~1/6 pay (8/36, 7/36).
-    assert draft.nodes.tokens.tolist() == [0, 1] and draft.budget == 2
+    assert draft.nodes.tokens.tolist() == [0, 1] and draft.c == 2
     assert draft.predicted == pytest.approx([8 / 36, 7 / 36])
     for _ in range(30):  # neither is ever accepted: the model learns that, and drafts nothing
         budget.learn(draft, (), overhead_ms=1.0, forward_ms=12.0, retrieved=retrieved)
@@ -451,4 +451,4 @@ def test_auto_budget_drafts_what_pays_and_learns_from_outcomes():
     assert budget.model_for(with_context).recalibration.tolist() == [0.0, 0.0, 0.0, 1.0]
     budget.curve = CostCurve((1, 64), (10.0, 10.0))  # a GPU: every node is free
     budget._observed.clear()
-    assert build_draft(retrieved, 8, plan=budget.plan).budget == 8
+    assert build_draft(retrieved, 8, plan=budget.plan).c == 8

@@ -57,7 +57,7 @@ def event(step, tokens, sources, *, trie=None, draft=None, draft_idx=(), accepte
         accepted=tuple(accepted),
         tokens=tuple(tokens),
         token_sources=tuple(sources),
-        budget=4,
+        c=4,
         timings=StepTimings(retrieve_ms=0.1, draft_ms=0.05, forward_ms=40.0, accept_ms=0.1, total_ms=41.0),
         totals=totals(new or len(tokens), step + 1, n_drafts, elapsed if elapsed is not None else 0.05 * (step + 1)),
         finished=finished,

@@ -18,7 +18,7 @@ BOTH = SOURCE_DATASTORE | SOURCE_CONTEXT
 def _event(step: int, sources: tuple[int, ...], new: int, finished: bool = False) -> StepEvent:
     return StepEvent(
         step=step, method="rest", matches=(MatchInfo(SOURCE_CONTEXT, 1, (7,), 2, ()),), trie=None, draft_idx=(),
-        draft=None, accepted=(), tokens=tuple(range(len(sources))), token_sources=sources, budget=4,
+        draft=None, accepted=(), tokens=tuple(range(len(sources))), token_sources=sources, c=4,
         timings=StepTimings(total_ms=1.0), totals=Totals(3, new, step + 1, 0, 0.001 * (step + 1), 1.0, 0.0),
         finished=finished, finish_reason="length" if finished else None,
     )

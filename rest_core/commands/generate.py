@@ -214,7 +214,7 @@ def summary(result, lm, config, stores: list[StoreSpec] | None = None, table: So
     masks = [s for ev in result.events for s in ev.token_sources]
     per_source = count_origins(masks)
     del per_source["model"]  # accepted drafts only: "datastore", "context", "both"
-    budgets = [ev.budget for ev in result.events]
+    budgets = [ev.c for ev in result.events]
     return {
         "text": result.text,
         "token_ids": result.token_ids,

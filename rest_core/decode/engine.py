@@ -477,7 +477,7 @@ class Engine:
             accepted=accepted,
             tokens=tuple(tokens),
             token_sources=drafted_by + (0,) * (len(tokens) - len(accepted)),
-            budget=draft.budget,
+            c=draft.c,
             timings=timings,
             totals=totals,
             finished=finish is not None,

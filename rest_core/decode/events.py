@@ -105,7 +105,7 @@ class StepEvent:
     accepted: tuple[int, ...]  # indices into `draft` of the accepted path, root side first
     tokens: tuple[int, ...]  # every token emitted this step (accepted drafts, then the model's own)
     token_sources: tuple[int, ...]  # per emitted token: source bitmask that drafted it; 0 = model's own
-    budget: int  # the node budget c used this step (chosen per step in auto mode)
+    c: int  # the node budget c used this step (chosen per step in auto mode)
     timings: StepTimings
     totals: Totals
     finished: bool

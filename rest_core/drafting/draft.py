@@ -40,7 +40,7 @@ class Draft:
     trie: Trie | None  # every source's continuations merged; None when nothing was retrieved
     idx: np.ndarray  # (N,) sorted indices into `trie` of the drafted nodes
     nodes: Trie | None  # the drafted subtree (BFS order), verified after the root; None if N = 0
-    budget: int  # the node budget c this step used
+    c: int  # the node budget c this step used (at most c nodes drafted)
     tree: TreeLayout  # mask, positions and child table of [root] + nodes
     # (N,) each node's predicted chance that the model's path runs through it (auto budget
     # only; empty otherwise)
@@ -63,14 +63,14 @@ def weigh(retrieved: Sequence[Retrieved]) -> list[Retrieved]:
 
 
 def make_draft(
-    trie: Trie | None, idx: np.ndarray | Sequence[int], budget: int, predicted: np.ndarray = _NO_PREDICTION
+    trie: Trie | None, idx: np.ndarray | Sequence[int], c: int, predicted: np.ndarray = _NO_PREDICTION
 ) -> Draft:
     """The draft of the nodes `idx` of `trie` (a connected subtree), laid out for verification."""
     idx = np.asarray(idx, dtype=np.int64).reshape(-1)
     if trie is None or idx.size == 0:
-        return Draft(trie, _NO_NODES, None, budget, _ROOT_ONLY)
+        return Draft(trie, _NO_NODES, None, c, _ROOT_ONLY)
     nodes = subtree(trie, idx)
-    return Draft(trie, idx, nodes, budget, layout(nodes), predicted)
+    return Draft(trie, idx, nodes, c, layout(nodes), predicted)
 
 
 def build_draft(

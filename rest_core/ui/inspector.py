@@ -14,7 +14,7 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
     of = f" of {n_steps}" if n_steps else ""
     head = (
         f'<div class="ins-head"><b>Step {event.step + 1}{of}</b> · {"REST" if event.method == "rest" else "plain decoding"}'
-        f" · budget c={event.budget} · drafted {len(event.draft) if event.draft is not None else 0}"
+        f" · budget c={event.c} · drafted {len(event.draft) if event.draft is not None else 0}"
         f" · accepted {event.accepted_len}</div>"
     )
     rows = []

@@ -92,7 +92,7 @@ def trie_caption(event: StepEvent) -> str:
     return (
         f"What followed the matches merges into one trie of {plural(len(trie), 'node')}: shared "
         f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
-        f"weight spread over its own). The {plural(drafted, 'heaviest node')} (c = {event.budget}), a subtree up to "
+        f"weight spread over its own). The {plural(drafted, 'heaviest node')} (c = {event.c}), a subtree up to "
         f"depth {depth}, are drafted."
     )
 
@@ -242,7 +242,7 @@ def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
     of = f" of {n_steps}" if n_steps else ""
     header = (
-        f'<div class="tt-head"><b>Step {event.step + 1}{of}</b> · c = {event.budget} · '
+        f'<div class="tt-head"><b>Step {event.step + 1}{of}</b> · c = {event.c} · '
         f"{len(event.tokens)} token{'s' if len(event.tokens) != 1 else ''} this step · {event.totals.new_tokens} so far"
         f"{' · finished' if event.finished else ''}</div>"
     )
