@@ -10,7 +10,8 @@ from typing import Callable
 import numpy as np
 
 from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel
-from rest_core.budget.auto import AutoBudget, CostCurve
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.budget.auto import AutoBudget
 from rest_core.drafting.draft import Draft, build_draft
 from rest_core.drafting.retrieval import Retrieved
 from rest_core.sources import SOURCE_DATASTORE

@@ -12,7 +12,8 @@ import torch
 
 from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
 from rest_core.store.datastore import Datastore
-from rest_core.budget.auto import AutoBudget, CostCurve
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.budget.auto import AutoBudget
 from rest_core.drafting.draft import build_draft
 from rest_core.decode.engine import Engine, collect
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from rest_core.budget.auto import CostCurve
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent, StepTimings
 
 PHASES = ("retrieve", "draft", "mask", "model", "head", "walk", "commit")

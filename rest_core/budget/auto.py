@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.budget.acceptance import AcceptanceModel, SourceMatch, node_features, observable
 from rest_core.budget.selection import choose_draft
 from rest_core.drafting.trie import Trie
@@ -36,24 +37,6 @@ if TYPE_CHECKING:
 HALF_LIFE = 16  # steps: an observed cost not seen again for this long is trusted half as much
 EXPLORE_EVERY = 16  # steps in a row with candidates but no draft, before one drafts anyway
 _MAX_WEIGHT = 20.0  # an observed cost is a running mean of at most about this many steps
-
-
-@dataclass(frozen=True)
-class CostCurve:
-    """Median milliseconds of one forward over q tokens (with a few hundred cached tokens)."""
-
-    sizes: tuple[int, ...]
-    ms: tuple[float, ...]
-
-    def __call__(self, q: np.ndarray | int) -> np.ndarray:
-        """Interpolated cost; linear extrapolation past the largest measured size."""
-        q = np.asarray(q, dtype=np.float64)
-        s, m = np.asarray(self.sizes, np.float64), np.asarray(self.ms, np.float64)
-        out = np.interp(q, s, m)
-        if len(s) >= 2:
-            slope = (m[-1] - m[-2]) / (s[-1] - s[-2])
-            out = np.where(q > s[-1], m[-1] + slope * (q - s[-1]), out)
-        return out
 
 
 @dataclass

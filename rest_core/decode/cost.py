@@ -8,7 +8,7 @@ import time
 import numpy as np
 import torch
 
-from rest_core.budget.auto import CostCurve
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.compat import cache_kw, max_positions, sync
 from rest_core.decode.heads import OutputHead
 from rest_core.decode.kv import truncate

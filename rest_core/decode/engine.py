@@ -23,7 +23,9 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 import torch
 
-from rest_core.budget.auto import AutoBudget, CostCurve
+from rest_core.budget.cost_curve import CostCurve
+
+from rest_core.budget.auto import AutoBudget
 from rest_core.config import GenerationConfig
 from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
 from rest_core.decode.compat import cache_kw, max_positions, stop_ids, sync

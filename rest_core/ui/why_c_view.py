@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rest_core.budget.auto import CostCurve
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR
 
