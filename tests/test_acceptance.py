@@ -19,7 +19,7 @@ from rest_core.budget.acceptance import (
     path_probabilities,
     reliability,
 )
-from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.source import Retrieved
 from rest_core.drafting.trie import build_trie
 
 DS, CX = 1, 2

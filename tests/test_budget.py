@@ -13,7 +13,7 @@ from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.budget.auto import AutoBudget
 from rest_core.drafting.draft import Draft, build_draft
-from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.source import Retrieved
 from rest_core.sources import SOURCE_DATASTORE
 
 GPU_LIKE = CostCurve((1, 2, 4, 8, 16), (10.0, 10.5, 11.0, 12.0, 14.0))  # a few nodes are nearly free

@@ -8,7 +8,8 @@ import pytest
 
 from rest_core.config import RetrievalConfig
 from rest_core.store.datastore import Datastore
-from rest_core.drafting.retrieval import ContextSource, DatastoreSource
+from rest_core.drafting.context_source import ContextSource
+from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.sources import SOURCE_CONTEXT
 
 

@@ -677,7 +677,7 @@ def test_check_is_chunked(store, monkeypatch):
 _DAMAGED_SEARCH = """
 import numpy as np
 from rest_core.config import RetrievalConfig
-from rest_core.drafting.retrieval import search_shards
+from rest_core.drafting.suffix_search import search_shards
 tokens = np.array([1, 2, 3, 1, 2, 4, 9], dtype=np.uint16)
 cfg = RetrievalConfig(n_min=1, n_max=4, m=3, max_matches=8)
 for bad in (-(2**31), 2**31 - 1, -3, 7):
@@ -701,7 +701,7 @@ def test_retrieval_survives_a_damaged_suffix_array():
 
 def test_ids_past_the_separator_never_become_drafts():
     from rest_core.config import RetrievalConfig
-    from rest_core.drafting.retrieval import search_shards
+    from rest_core.drafting.suffix_search import search_shards
 
     tokens = np.array([1, 2, 30, 5, 9], dtype=np.uint16)  # 30: past the separator 9
     sa = np.array(brute_force_sa(tokens), dtype=np.int32)

@@ -17,7 +17,7 @@ from rest_core.budget.auto import AutoBudget
 from rest_core.drafting.draft import build_draft
 from rest_core.decode.engine import Engine, collect
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE
-from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.source import Retrieved
 from rest_core.drafting.tree import tree_attention_mask
 from tests.tiny_models import EOS_ID, VOCAB_SIZE, tiny_loaded, torch_threads
 

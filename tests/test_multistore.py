@@ -16,7 +16,8 @@ from rest_core.store.build import build_datastore
 from rest_core.store.datastore import Datastore
 from rest_core.drafting.draft import build_draft
 from rest_core.decode.engine import Engine, collect
-from rest_core.drafting.retrieval import ContextSource, DatastoreSource
+from rest_core.drafting.context_source import ContextSource
+from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.sources import (
     MAX_STORES, SOURCE_CONTEXT, SOURCE_DATASTORE, STYLES, SourceTable, count_origins, origin,
 )

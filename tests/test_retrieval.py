@@ -11,7 +11,9 @@ import pytest
 
 from rest_core.config import RetrievalConfig
 from rest_core.sources import SOURCE_DATASTORE
-from rest_core.drafting.retrieval import DatastoreSource, Retrieved, even_sample, search_shards
+from rest_core.drafting.datastore_source import DatastoreSource
+from rest_core.drafting.source import Retrieved
+from rest_core.drafting.suffix_search import even_sample, search_shards
 
 
 def make_store(tokens, separator: int, dtype=np.uint16) -> SimpleNamespace:
@@ -91,7 +93,7 @@ def test_matches_brute_force_on_random_corpora(seed):
 
 def test_real_text_matches_brute_force():
     # Real text, one byte per token: this repository's own retrieval module.
-    text = Path(__file__).resolve().parents[1].joinpath("rest_core", "drafting", "retrieval.py").read_bytes()[:6000]
+    text = Path(__file__).resolve().parents[1].joinpath("rest_core", "drafting", "context_source.py").read_bytes()[:6000]
     sep = 256
     tokens = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
     tokens = np.concatenate([tokens[:3000], [sep], tokens[3000:], [sep]])
@@ -228,7 +230,7 @@ def test_search_shards_on_plain_arrays():
 def test_bench_replay_on_a_small_store():
     from rest_core.commands.bench_retrieval import replay
     from rest_core.store.datastore import Datastore
-    from rest_core.drafting.retrieval import ContextSource
+    from rest_core.drafting.context_source import ContextSource
 
     rng = np.random.default_rng(7)
     docs = [rng.integers(0, 20, 300).tolist() for _ in range(20)]
@@ -263,7 +265,7 @@ def test_bench_replay_weighs_sources_like_the_engine():
     over its continuations, so 10 stored continuations do not outvote a twice-as-weighty context."""
     from rest_core.commands.bench_retrieval import replay
     from rest_core.store.datastore import Datastore
-    from rest_core.drafting.retrieval import ContextSource
+    from rest_core.drafting.context_source import ContextSource
 
     store = Datastore.from_token_ids([[1, 2]] * 10, vocab_size=4)  # after 1 the store says 2 ...
     text = np.array([1, 3] * 4, dtype=np.int64)  # ... but this text always says 3
@@ -277,13 +279,14 @@ def test_bench_replay_weighs_sources_like_the_engine():
 WARM_UP_CHECK = """
 import numpy as np
 from numba.core.registry import CPUDispatcher
-import rest_core.drafting.retrieval, rest_core.drafting.trie, rest_core.drafting.tree
+import rest_core.drafting.suffix_search, rest_core.drafting.trie, rest_core.drafting.tree
 from rest_core.config import RetrievalConfig
 from rest_core.store.datastore import Datastore
 from rest_core.drafting.draft import build_draft, warm_up
-from rest_core.drafting.retrieval import ContextSource, DatastoreSource
+from rest_core.drafting.context_source import ContextSource
+from rest_core.drafting.datastore_source import DatastoreSource
 
-kernels = [f for m in (rest_core.drafting.retrieval, rest_core.drafting.trie, rest_core.drafting.tree) for f in vars(m).values() if isinstance(f, CPUDispatcher)]
+kernels = [f for m in (rest_core.drafting.suffix_search, rest_core.drafting.trie, rest_core.drafting.tree) for f in vars(m).values() if isinstance(f, CPUDispatcher)]
 draft = warm_up()
 print(len(draft), draft.nodes.tokens.tolist())
 compiled = {f: len(f.signatures) for f in kernels}

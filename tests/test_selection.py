@@ -78,7 +78,7 @@ def test_cap_and_bad_c():
 
 def test_choose_draft_takes_a_certain_chain_and_skips_noise():
     from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel, SourceMatch
-    from rest_core.drafting.retrieval import Retrieved
+    from rest_core.drafting.source import Retrieved
     from rest_core.drafting.trie import build_trie
 
     # Context: one earlier occurrence continuing 8 tokens; datastore: 50 scattered continuations.

@@ -20,7 +20,8 @@ from rest_core.store.datastore import Datastore
 from rest_core.decode.engine import Engine, collect
 from rest_core.knobs import make_config
 from rest_core.bench.prompt_lookup import run_prompt_lookup
-from rest_core.drafting.retrieval import ContextSource, DatastoreSource
+from rest_core.drafting.context_source import ContextSource
+from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.ui.session import Session
 from rest_core.ui.runtime import Runtime, Settings
 from rest_core.ui.stepper import Stepper

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rest_core.drafting.retrieval import Retrieved
+from rest_core.drafting.source import Retrieved
 from rest_core.drafting.trie import Trie, build_trie, node_path, select_top_c, subtree
 
 

@@ -64,7 +64,7 @@ class SourceMatch:
 
     @classmethod
     def of(cls, retrieved: Any) -> "SourceMatch":
-        """From a source's `rest_core.drafting.retrieval.Retrieved` (before the weights are spread over rows)."""
+        """From a source's `rest_core.drafting.source.Retrieved` (before the weights are spread over rows)."""
         r = retrieved
         return cls(int(r.source_bit), int(r.suffix_len), int(r.occurrences), int(r.continuations.shape[0]), float(r.weight))
 

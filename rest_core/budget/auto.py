@@ -31,7 +31,7 @@ from rest_core.drafting.trie import Trie
 
 if TYPE_CHECKING:
     from rest_core.drafting.draft import Draft
-    from rest_core.drafting.retrieval import Retrieved
+    from rest_core.drafting.source import Retrieved
 
 
 HALF_LIFE = 16  # steps: an observed cost not seen again for this long is trusted half as much

@@ -68,7 +68,7 @@ def load_texts(corpus: str) -> list[str]:
 
 def replay(sources: list, ids_list: list, steps: int, c: int) -> dict[str, Any]:
     """Time `steps` drafting steps over the token lists; returns per-step stats. The sources
-    (`rest_core.drafting.retrieval.DraftSource`s) draft exactly as in the engine, through `build_draft`."""
+    (`rest_core.drafting.source.DraftSource`s) draft exactly as in the engine, through `build_draft`."""
     log = _step_log(steps)
     step = 0
     while step < steps:
@@ -167,7 +167,8 @@ def _replay_stats(log: dict[str, Any], steps: int) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from rest_core.config import RetrievalConfig
     from rest_core.decode.models import load_tokenizer
-    from rest_core.drafting.retrieval import ContextSource, DatastoreSource
+    from rest_core.drafting.context_source import ContextSource
+    from rest_core.drafting.datastore_source import DatastoreSource
     from rest_core.store.datastore import Datastore
 
     if args.steps < 1:

@@ -36,7 +36,9 @@ from rest_core.decode.kv import keep_rows, truncate
 from rest_core.decode.masks import mask_kind, mask_layout, tree_forward
 from rest_core.decode.models import input_device
 from rest_core.decode.processors import ModelProcessors, model_processors, resolve_sampling
-from rest_core.drafting.retrieval import ContextSource, DatastoreSource, DraftSource, Retrieved
+from rest_core.drafting.context_source import ContextSource
+from rest_core.drafting.datastore_source import DatastoreSource
+from rest_core.drafting.source import DraftSource, Retrieved
 from rest_core.decode.sampling import Uniforms, accept
 from rest_core.sources import SourceTable
 from rest_core.drafting.trie import select_top_c

@@ -14,7 +14,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from rest_core.config import RetrievalConfig
-from rest_core.drafting.retrieval import ContextSource, Retrieved, search_shards
+from rest_core.drafting.context_source import ContextSource
+from rest_core.drafting.source import Retrieved
+from rest_core.drafting.suffix_search import search_shards
 from rest_core.sources import SOURCE_DATASTORE
 from rest_core.drafting.tree import TreeLayout, layout
 from rest_core.drafting.trie import Trie, build_trie, select_top_c, subtree

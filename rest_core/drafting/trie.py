@@ -10,7 +10,7 @@ import numpy as np
 from rest_core._jit import jit
 
 if TYPE_CHECKING:
-    from rest_core.drafting.retrieval import Retrieved
+    from rest_core.drafting.source import Retrieved
 
 
 @dataclass(frozen=True)
