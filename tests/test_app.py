@@ -15,8 +15,9 @@ import pytest
 import app
 from rest_core.config import PRESETS
 from rest_core.knobs import APP_KNOBS
-from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
+from rest_core.ui.settings import ROOT, Settings, parse_args
 from tests.app_fixtures import ANSWER, knob_args
 
 
@@ -48,7 +49,7 @@ def final(outputs: list[tuple]) -> tuple:
 
 def test_import_builds_the_page_without_torch_or_a_model():
     code = "import sys, app, gradio; sys.exit(0 if isinstance(app.demo, gradio.Blocks) and 'torch' not in sys.modules else 1)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=app.ROOT).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
 def test_page_components_follow_the_knobs_and_the_device_preset(tmp_path):
@@ -240,9 +241,9 @@ def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):
 
 def test_settings_from_flags_and_env(tmp_path):
     env = {"REST_PORT": "9999", "REST_DEVICE": "cpu"}
-    s = app.parse_args([], env)
+    s = parse_args([], env)
     assert s.port == 9999 and s.device == "cpu" and s.model == "embedded"
-    s = app.parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env)
+    s = parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env)
     assert s.port == 7000 and s.datastores == tmp_path and not s.build and s.model == "x" and s.device == "cuda"
     assert Runtime(s).preset == PRESETS["gpu"]  # the page's knob defaults follow the flag, not the environment
     with pytest.raises(AttributeError):

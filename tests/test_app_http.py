@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 import app
-from rest_core.ui.runtime import Settings, StoreBuilds
+from rest_core.ui.runtime import StoreBuilds
 from rest_core.ui.session import Session
+from rest_core.ui.settings import Settings
 from tests.app_fixtures import knob_args
 
 gradio_client = pytest.importorskip("gradio_client")

@@ -15,8 +15,9 @@ import pytest
 
 import app
 from rest_core.ui import render
-from rest_core.ui.runtime import Runtime, Settings, StoreBuilds, StoreSet
+from rest_core.ui.runtime import Runtime, StoreBuilds, StoreSet
 from rest_core.ui.session import Session
+from rest_core.ui.settings import Settings, parse_args, settings_from_env
 from tests.app_fixtures import ANSWER, knob_args
 
 NOTES = "Retrieval drafts tokens from a suffix array. " * 40
@@ -169,11 +170,11 @@ def test_published_uploads_are_everyones(tmp_path):
 
 
 def test_settings_flags_for_uploads(tmp_path):
-    s = app.parse_args([], {})
+    s = parse_args([], {})
     assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (False, 20, 3, 1, 500)
-    s = app.parse_args(["--publish-uploads", "--max-upload-mb", "5", "--max-stores-per-session", "2", "--max-concurrent-builds", "3", "--uploads-disk-mb", "100"], {})
+    s = parse_args(["--publish-uploads", "--max-upload-mb", "5", "--max-stores-per-session", "2", "--max-concurrent-builds", "3", "--uploads-disk-mb", "100"], {})
     assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (True, 5, 2, 3, 100)
-    s = app.settings_from_env({"REST_PUBLISH_UPLOADS": "1", "REST_MAX_UPLOAD_MB": "7"})
+    s = settings_from_env({"REST_PUBLISH_UPLOADS": "1", "REST_MAX_UPLOAD_MB": "7"})
     assert s.publish_uploads and s.max_upload_mb == 7
 
 

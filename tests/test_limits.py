@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 import app
-from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
+from rest_core.ui.settings import Settings, parse_args, settings_from_env
 from tests.app_fixtures import knob_args
 
 
@@ -100,15 +101,15 @@ def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
 
 def test_limits_from_flags_and_environment(tmp_path):
     env = {"REST_MAX_MESSAGE_CHARS": "500", "REST_MAX_SECONDS": "12.5", "REST_MAX_JOBS": "2", "REST_SESSION_TTL": "60"}
-    s = app.parse_args([], env)
+    s = parse_args([], env)
     assert (s.max_message_chars, s.max_seconds, s.max_jobs, s.session_ttl) == (500, 12.5, 2, 60)
-    s = app.parse_args(["--max-message-chars", "9", "--max-seconds", "0", "--max-jobs", "0", "--session-ttl", "5"], env)
+    s = parse_args(["--max-message-chars", "9", "--max-seconds", "0", "--max-jobs", "0", "--session-ttl", "5"], env)
     assert (s.max_message_chars, s.max_seconds, s.max_jobs, s.session_ttl) == (9, 0, 0, 5)
-    d = app.parse_args([], {})
+    d = parse_args([], {})
     assert (d.max_message_chars, d.max_seconds, d.max_jobs) == (8000, 60.0, 1)
     for bad in (["--max-seconds", "-1"], ["--max-seconds", "nan"], ["--max-message-chars", "1.5"]):
         with pytest.raises(SystemExit) as exit_:
-            app.parse_args(bad, {})
+            parse_args(bad, {})
         assert exit_.value.code == 2
     with pytest.raises(ValueError, match="REST_MAX_SECONDS"):
-        app.settings_from_env({"REST_MAX_SECONDS": "soon"})
+        settings_from_env({"REST_MAX_SECONDS": "soon"})

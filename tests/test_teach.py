@@ -21,7 +21,8 @@ from rest_core.knobs import make_config
 from rest_core.bench.prompt_lookup import run_prompt_lookup
 from rest_core.drafting.retrieval import ContextSource, DatastoreSource
 from rest_core.ui.session import Session
-from rest_core.ui.runtime import Runtime, Settings
+from rest_core.ui.runtime import Runtime
+from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
 from rest_core.drafting.tree import tree_attention_mask
 from tests.app_fixtures import knob_args, knob_values
