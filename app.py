@@ -29,24 +29,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import traceback
-import weakref
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from rest_core.ui import render
-
-from rest_core.ui import teach
-from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
+from rest_core.ui import actions, render, teach
+from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec, start_warm_up
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
-from rest_core.ui.session import Session, Update, blank_view, status_html
+from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
-from rest_core.ui.upload_jobs import UploadJob
 
 ASSETS = ROOT / "assets"
 
@@ -92,10 +85,6 @@ def new_session() -> Session:
     return Session()
 
 
-def _session(value: Any) -> Session:
-    return value if isinstance(value, Session) else Session()
-
-
 class Handlers:
     """The page's event handlers over what all sessions share (the runtime and the store builds).
     Generating handlers take (message, session, store, *knob values in rest_core.knobs order)."""
@@ -103,7 +92,7 @@ class Handlers:
     def __init__(self, runtime: Runtime, builds: StoreBuilds) -> None:
         self.runtime = runtime
         self.builds = builds
-        self._open: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()  # page session -> its Session
+        self.pages = actions.OpenPages(runtime)
 
     def admit(self, message: str, session: Session, store: str, *knobs: Any) -> list[dict]:
         """Validator of the generating events, run when a request is queued (before it waits):
@@ -113,15 +102,14 @@ class Handlers:
         if not isinstance(session, Session):
             return ok
         s = self.runtime.settings
-        horizon = (QUEUE_SIZE + 1) * s.max_seconds + 60 if s.max_seconds else 3600.0  # the longest a job can wait and run
-        if session.admit(s.max_jobs, horizon):
+        if session.admit(s.max_jobs, actions.job_horizon(s, QUEUE_SIZE)):
             return ok
         return [gr.validate(False, BUSY), *ok[1:]]  # shown on the message box
 
     @gpu
     def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
         """Send: stream the answer. Yields (chat, stats, trie, inspector, step slider, status, session, textbox)."""
-        session = _session(session)
+        session = actions.as_session(session)
         try:
             with contextlib.closing(session.respond(self.runtime, message, store, values_in_order(knobs))) as updates:
                 for u in updates:
@@ -131,36 +119,24 @@ class Handlers:
 
     def stop(self, session: Session) -> tuple:
         """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
-        session = _session(session)
+        session = actions.as_session(session)
         session.jobs = []  # Stop cancels this session's queued requests too
         return _answer_outputs(session.stop(self.runtime), session)[:7]
 
     def clear(self, session: Session, current: Any = None) -> tuple:
         """Clear: forget the conversation, its events, the comparison and the saved KV cache,
         and this session's uploaded corpora (their build stops, their folder goes)."""
-        session = self.release(session)
+        session = self.pages.release(session)
         hidden = gr.update(value=None, visible=False)
         return (*_answer_outputs(blank_view(self.runtime), session), "", hidden, hidden, self._choices(current, session), "")
 
-    def release(self, session: Any) -> Session:
-        """Clear, the session state's expiry and a closed page: free everything the session
-        holds (the same object stays the page's state, empty)."""
-        if not isinstance(session, Session):
-            return Session()
-        session.release(self.runtime)
-        return session
-
     def opened(self, session: Session, request: gr.Request) -> None:
         """Page load: remember which Session a page holds (weakly), so closing it frees it."""
-        if isinstance(session, Session) and request is not None and request.session_hash:
-            self._open[request.session_hash] = session
+        self.pages.opened(request.session_hash if request is not None else None, session)
 
     def closed(self, request: gr.Request) -> None:
         """Page closed: Gradio keeps a closed page's state for an hour; its data goes now."""
-        session = self._open.pop(request.session_hash, None) if request is not None and request.session_hash else None
-        logging.getLogger("rest.app").info("page closed (%s): %s", getattr(request, "session_hash", None), "released" if session is not None else "no session held")
-        if session is not None:
-            self.release(session)
+        self.pages.closed(request.session_hash if request is not None else None)
 
     def replay(self, step: float, session: Session) -> tuple:
         """Step slider (after generation): that step's tree and inspector."""
@@ -172,7 +148,7 @@ class Handlers:
     @gpu
     def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
         """Compare with plain decoding and prompt lookup. Yields (comparison html, speed figure, status, timeline figure)."""
-        session = _session(session)
+        session = actions.as_session(session)
         try:
             with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
                 for u in updates:
@@ -183,84 +159,33 @@ class Handlers:
             session.job_done()
 
     def _choices(self, current: Any, session: Any, default_first: bool = False) -> Any:
-        """The datastore multi-select for this page: everyone's stores and this session's own
-        (never another session's); the user's choice is kept while its stores exist."""
-        names = session.store_choices(self.runtime) if isinstance(session, Session) else self.runtime.store_names()
-        choices, value = choose_stores(names, current, default_first)
+        choices, value = actions.store_choices(self.runtime, session, current, default_first)
         return gr.update(choices=choices, value=value)
 
     def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> tuple:
         """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-        message = self.builds.message()
-        banner = status_html(message, "info") if message else ""
-        return self._choices(current, session, default_first), banner, gr.update(active=self.builds.active)
+        return self._choices(current, session, default_first), actions.builds_banner(self.builds), gr.update(active=self.builds.active)
 
     def on_load(self, current: Any, session: Any = None) -> tuple:
         """Page load: the stores built since the app started; the first built store by default."""
         return self.refresh_stores(current, session, default_first=True)
 
     def legend(self, current: Any) -> str:
-        """The colour key of the chosen stores (each its own colour, in the order chosen)."""
-        try:
-            return render.legend_html(selected_names(current))
-        except ValueError:  # more stores than bits: generation says so; the key shows the first ones
-            return render.legend_html(selected_names(current)[:6])
+        return actions.legend_html(current)
 
     def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[tuple]:
-        """Build: a datastore from the uploaded files and pasted text, in the background; the
-        status line follows its progress (polled: the build runs in its own thread, chat goes
-        on). Yields (status line, datastore choice, file input)."""
-        if not isinstance(session, Session):
-            yield corpus_status("The page lost its session: reload it.", "err"), gr.skip(), gr.skip()
-            return
-        paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
-        try:
-            job = session.start_upload(self.runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
-        except ValueError as exc:  # a refusal: a message, never a traceback
-            yield corpus_status(render.esc(str(exc)), "warn"), gr.skip(), gr.skip()
-            return
-        except Exception as exc:  # noqa: BLE001 - the model (its tokenizer) failed to load
-            logging.getLogger("rest.app").error("upload failed to start", exc_info=True)
-            yield corpus_status(render.esc(f"the build could not start: {exc}"), "err"), gr.skip(), gr.skip()
-            return
-        while not job.done.wait(0.4):
-            if session.build is not job:  # released (Clear, the page closed): it was cancelled
-                return
-            yield progress_html(job), gr.skip(), gr.skip()
-        if session.build is not job:
-            return
-        try:
-            line = session.finish_upload(self.runtime)
-        except ValueError as exc:
-            yield corpus_status(render.esc(f"Nothing built: {exc}"), "warn"), gr.skip(), gr.skip()
-            return
-        where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
-        value = [*selected_names(current), job.name]
-        msg = f"Built <b>{render.esc(job.name)}</b>, added to {where} and selected: {render.esc(line)}."
-        yield corpus_status(msg, "info"), self._choices(value, session), gr.update(value=None)
-
-
-def corpus_status(message: str, kind: str = "info") -> str:
-    return f'<div class="status {kind}" id="corpus-msg">{message}</div>'
-
-
-def progress_html(job: UploadJob) -> str:
-    """The build's status line: a bar, then documents and tokens read, or the suffix array."""
-    p = job.progress
-    fraction = p.fraction if p is not None else 0.0
-    text = p.describe() if p is not None else "starting"
-    return (
-        f'<div class="status info" id="corpus-msg"><progress max="1" value="{fraction:.3f}"></progress> '
-        f"Building <b>{render.esc(job.name)}</b>: {render.esc(text)}…</div>"
-    )
+        """Build: a datastore from the uploaded files and pasted text, in the background. Yields
+        (status line, datastore choice, file input)."""
+        for step in actions.build_corpus(self.runtime, session, files, pasted, name, current):
+            if step.selected is None:
+                yield step.status, gr.skip(), gr.skip()
+            else:
+                yield step.status, self._choices(step.selected, session), gr.update(value=None)
 
 
 # ----------------------------------------------------------------------------------------------
 # Teaching: "How REST works", guided examples and "Step through" (one REST step per click, each
-# shown as its phases, and "Why this c?"). The state is a rest_core.ui.stepper.Stepper; the
-# captions and figures come from rest_core.ui.teach.
-
-log = logging.getLogger("rest.app")
+# shown as its phases, and "Why this c?"); what they do is rest_core/ui/actions.py's.
 
 STEP_NOTE = (
     "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
@@ -294,16 +219,6 @@ def _svg() -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
-def _stepper(value: Any) -> Stepper:
-    return value if isinstance(value, Stepper) else Stepper()
-
-
-def _new_answer(st: Stepper, message: str) -> bool:
-    """Whether Next / Run to end start a new answer: none is under way, or the box holds another message."""
-    typed = (message or "").strip()
-    return not st.started or bool(typed and typed != st.message)
-
-
 class TeachHandlers:
     """Step-through handlers. Each returns the step view: (header, answer, retrieve, trie caption,
     trie figure, verify, mask figure, accept, status, stepper)."""
@@ -313,100 +228,48 @@ class TeachHandlers:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def view(self, st: Stepper, status: str = "") -> tuple:
-        ev = st.event
-        if ev is None:
-            empty = render.empty_figure("Press Next step.", height=260)
-            return ("", "", "", "", empty, "", empty, "", status, st)
-        p = teach.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
-        answer = render.highlight_html(st.events[: st.pos + 1], st.tokenizer)
-        return (p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status, st)
-
-    def _guard(self, st: Stepper, action) -> tuple:
-        try:
-            action()
-        except (ConfigError, ValueError) as exc:
-            return self.view(st, status_html(render.esc(str(exc)), "err"))
-        except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
-            log.error("step-through failed:\n%s", traceback.format_exc())
-            st.close()
-            return self.view(st, status_html(render.esc(f"step-through failed: {exc}"), "err"))
-        note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
-        return self.view(st, status_html(note) if note else "")
-
-    def _start(self, st: Stepper, message: str, session: Any, store: Any, c: float, knobs: tuple) -> None:
-        """A new answer on the chosen stores (this page's own uploads included)."""
-        private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
-        st.start(self.runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
+    @staticmethod
+    def _show(v: actions.StepView) -> tuple:
+        return (v.header, v.answer, v.retrieve, v.trie_caption, v.trie, v.verify, v.mask, v.accept, v.status, v.stepper)
 
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
         """Next step: starts an answer to the message when none is under way."""
-        return self._advance(Stepper.next, message, st, session, store, c, knobs)
+        return self._show(actions.advance(self.runtime, Stepper.next, message, actions.as_stepper(st), session, store, c, knobs))
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
-        return self._advance(Stepper.run_to_end, message, st, session, store, c, knobs)
-
-    def _advance(self, move: Any, message: str, st: Any, session: Any, store: Any, c: float, knobs: tuple) -> tuple:
-        st = _stepper(st)
-
-        def act() -> None:
-            if _new_answer(st, message):
-                self._start(st, message, session, store, c, knobs)
-            move(st)
-
-        return self._guard(st, act)
+        return self._show(actions.advance(self.runtime, Stepper.run_to_end, message, actions.as_stepper(st), session, store, c, knobs))
 
     def back(self, st: Any) -> tuple:
-        st = _stepper(st)
-        return self._guard(st, st.back)
+        st = actions.as_stepper(st)
+        return self._show(actions.run_step(st, st.back))
 
     def restart(self, st: Any) -> tuple:
         """Back to start / new prompt: the held generation is closed."""
-        st = _stepper(st)
+        st = actions.as_stepper(st)
         st.close()
-        return self.view(st)
+        return self._show(actions.step_view(st))
 
     def why_c(self, st: Any, session: Any, c: float) -> tuple:
         """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
-        st = _stepper(st)
-        events = list(st.events)
-        if not events and getattr(session, "view", None) is not None:
-            events = list(session.view.events)
-        try:
-            engine = self.runtime.engine("none")
-            with self.runtime.lock:
-                curve = engine.forward_cost(STEP_C_MAX + 1)
-        except Exception as exc:  # noqa: BLE001
-            log.error("cost curve failed:\n%s", traceback.format_exc())
-            return gr.skip(), status_html(render.esc(f"could not measure the forward cost: {exc}"), "err")
-        chosen = events[-1].budget if events else int(c)
-        fig = teach.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{render.esc(teach.why_c_caption(curve, events, chosen))}</p>'
-
+        fig, caption = actions.why_c(self.runtime, actions.as_stepper(st), session, c)
+        return (gr.skip() if fig is None else gr.update(value=fig, visible=True)), caption
 
     def example(self, title: str, *knobs: Any) -> tuple:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
         step-through opened for step mode. Returns (box, step box, step c, store, step accordion,
         note, *knob values)."""
-        ex = next((e for e in teach.GUIDED_EXAMPLES if e.title == title), None)
+        ex = actions.guided_example(self.runtime, title, knobs)
         if ex is None:
             return (gr.skip(),) * (6 + len(knobs))
-        values = teach.example_settings(ex, values_in_order(knobs))
-        names = self.runtime.store_names()
-        store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
-        missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
-        chosen = [] if store == NO_STORE else [store]  # the datastores multi-select
         step = ex.mode == "step"
-        where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
-        note = f'<p class="example-note"><b>{render.esc(where)}.</b> {render.esc(ex.watch)}{render.esc(missing)}</p>'
         return (
             gr.skip() if step else ex.prompt,
             ex.prompt if step else gr.skip(),
-            int(values["c"]) if step else gr.skip(),
-            chosen,
+            ex.c if step else gr.skip(),
+            ex.stores,
             gr.update(open=True) if step else gr.skip(),
-            note,
-            *(values[k.name] for k in APP_KNOBS),
+            ex.note,
+            *(ex.knobs[k.name] for k in APP_KNOBS),
         )
 
 
@@ -589,8 +452,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
     h = Handlers(runtime, builds or StoreBuilds(settings))
     with gr.Blocks(title="REST speculative decoding") as demo:
         # A callable value: every page session gets its own Session (its own key). Expired states
-        # (no update for session_ttl seconds) are freed by h.release.
-        session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=h.release)
+        # (no update for session_ttl seconds) are freed by h.pages.release.
+        session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=h.pages.release)
         gr.HTML(HEADER)
         legend = gr.HTML(render.legend_html(), elem_id="legend")
         banner = gr.HTML("", elem_id="status-banner")

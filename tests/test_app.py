@@ -183,7 +183,7 @@ def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, t
 
     h = handlers(tiny_runtime)
     engine = tiny_runtime.engine(NO_STORE)
-    for free in (h.clear, h.release):
+    for free in (h.clear, h.pages.release):
         session = Session()
         run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=12)))
         run_all(h.compare("", session, *knobs(max_new_tokens=12)))

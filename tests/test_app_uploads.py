@@ -102,7 +102,7 @@ def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
     job = session.start_upload(rt, [str(big)], ["big.txt"], "")
     while job.progress is None and not job.done.is_set():
         job.done.wait(0.01)
-    h.release(session)  # waits a moment for the build; a busy machine may need longer
+    h.pages.release(session)  # waits a moment for the build; a busy machine may need longer
     assert job.done.wait(120) and job.error == "the build was cancelled"
     assert not job.folder.exists() and not rt.uploads.session_dir(session.key).exists()
     assert rt.uploads.building == 0  # its build slot is free again
@@ -165,7 +165,7 @@ def test_published_uploads_are_everyones(tmp_path):
     assert "lesson" in h.on_load([], student)[0]["choices"]
     out = list(h.respond("hi", student, ["lesson"], *knob_args(max_new_tokens=4)))[-1]
     assert 'class="status err' not in out[5]
-    h.release(author)  # published stores outlive their author's session
+    h.pages.release(author)  # published stores outlive their author's session
     assert "lesson" in rt.store_names()
 
 
@@ -260,6 +260,6 @@ def test_the_answer_keeps_streaming_while_a_corpus_builds(tmp_path):
     job = session.start_upload(rt, [str(big)], ["big.txt"], "")
     out = list(h.respond("abc", session, [], *knob_args(max_new_tokens=6)))[-1]
     assert 'class="status err' not in out[5] and session.view.totals.new_tokens > 0
-    h.release(session)
+    h.pages.release(session)
     assert job.done.wait(120) and job.error == "the build was cancelled"
     assert not rt.uploads.session_dir(session.key).exists()
