@@ -36,7 +36,8 @@ class CountingTokenizer:
 
 
 def handlers(runtime: Runtime) -> app.Handlers:
-    return app.Handlers(runtime, StoreBuilds(runtime.settings))
+    """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
+    return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
 
 def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(scripted):
@@ -46,12 +47,14 @@ def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(
     h = handlers(rt)
     session = Session()
     long = "y" * 101
-    chat, stats, fig, ins, slider, status, session, box = list(h.respond(long, session, NO_STORE, *knob_args()))[-1]
+    out = list(h.respond(long, session, NO_STORE, *knob_args()))[-1]
+    status = out[h.ui.banner]
     assert "101 characters" in status and "at most 100" in status
-    assert box == ""  # the box is emptied
+    assert out[h.ui.answer.box] == ""  # the box is emptied
+    assert h.ui.answer.chat not in out  # the chat never holds it
     assert counting.uses == 0 and engine.calls == []  # never tokenized, never generated
     assert session.turns == [] and session.messages == [] and "yyyy" not in session.chat_html()
-    comparison, speed, status, timeline = list(h.compare(long, session, NO_STORE, *knob_args()))[-1]
+    status = list(h.compare(long, session, NO_STORE, *knob_args()))[-1][h.ui.banner]
     assert "at most 100" in status and counting.uses == 0
     # at the limit it is an ordinary message
     list(h.respond("y" * 100, session, NO_STORE, *knob_args()))
@@ -89,12 +92,13 @@ def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
     rt = Runtime(Settings(max_seconds=0.3), loader=lambda: tiny_loaded("llama", max_positions=4096))
     h = handlers(rt)
     session = Session()
-    chat, stats, fig, ins, slider, status, session, box = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    out = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    chat, status = out[h.ui.answer.chat], out[h.ui.banner]
     n = session.view.totals.new_tokens
     assert 0 < n < 1024
     assert "stopped after 0.3 s (server limit)" in chat and "server limit" in status
     assert session.messages[-1] == {"role": "assistant", "content": session.view.text}  # the partial answer is kept
-    comparison, speed, status, timeline = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    status = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1][h.ui.banner]
     # Three methods share the limit: a third each, prompt lookup (transformers' generate) included.
     assert "stopped after 0.1 s (server limit)" in status and "prompt lookup" in status
 
