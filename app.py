@@ -2,9 +2,9 @@
 
 Layout and event wiring only; every handler returns {component: new value} for what it changes.
 What the app shares between users (model, engines, datastore builds) is rest_core/ui/runtime.py;
-one user's chat, streaming and comparison rest_core/ui/session.py; what the other controls do
-(corpus builds, the step-through, guided examples) rest_core/ui/actions.py; the HTML and figures
-rest_core/ui/render.py; the knobs rest_core/knobs.py. `demo` (for Hugging Face Spaces) is built
+one user's chat, streaming and comparison rest_core/ui/session.py; the page's words and what its
+other controls do (corpus builds, the step-through, guided examples) rest_core/ui/page.py; the
+HTML and figures rest_core/ui/render.py; the knobs rest_core/knobs.py. `demo` (for Hugging Face Spaces) is built
 from the environment at import, without importing torch or loading a model: the model loads on
 the first request.
 
@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 import gradio as gr
 
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.ui import actions, render, teach
+from rest_core.ui import page, render, teach
 from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec, start_warm_up
 from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
@@ -49,57 +49,6 @@ except ImportError:  # anywhere else the decorator does nothing
 QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
 BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
 
-# ----------------------------------------------------------------------------------------------
-# The page's text
-
-HEADER = """
-<div id="header">
-<h1>REST: retrieval-based speculative decoding, live</h1>
-<p>Each step, REST looks up the last few tokens of the conversation in a <b>datastore</b> (a suffix array over a real
-corpus) and in the <b>conversation itself</b>, merges what followed them into a trie, and lets the model check the
-heaviest draft tokens in <b>one</b> forward pass. Accepted drafts cost no extra steps; the text is exactly what plain
-decoding would write.</p>
-</div>
-"""
-
-EXAMPLES = [
-    ["Write a Python function that checks whether a string is a palindrome, with a docstring and two tests."],
-    ["Write a Python class Stack with push, pop, peek and is_empty methods."],
-    ["What are three tips for staying productive when working from home?"],
-    ["Explain the difference between a list and a tuple in Python."],
-]
-
-STEP_NOTE = (
-    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
-    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
-    "between steps and the budget is not the fast one. Use Send and Compare for speed."
-)
-
-GLOSSARY = """
-| term | meaning |
-|---|---|
-| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search |
-| **context source** | the conversation itself, searched the same way: an answer that repeats earlier text drafts itself |
-| **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
-| **m** | how many tokens after each occurrence are taken as a continuation |
-| **K** | at most K occurrences are used; above K a fair sample of K is taken |
-| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
-| **weight** | how likely a node's path is: each source's weight (the *datastore weight* and *context weight* knobs) is split evenly over that source's continuations, and a node adds up the shares of every continuation through it, from both sources |
-| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
-| **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
-| **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
-| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
-| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
-| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
-| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
-| **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
-"""
-
-WHY_C_NOTE = (
-    "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
-    "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
-)
-
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
     primary_hue="blue",
@@ -111,7 +60,7 @@ THEME = gr.themes.Soft(
 # The components the handlers update, by panel
 
 
-@dataclass
+@dataclass(frozen=True)
 class AnswerPanel:
     """The chat column: the chat, the message row, the stats, the step's trie and inspector, the comparison."""
 
@@ -130,7 +79,7 @@ class AnswerPanel:
     speed: gr.Plot
 
 
-@dataclass
+@dataclass(frozen=True)
 class CorpusPanel:
     """Your corpus: files and pasted text -> a datastore of this page's."""
 
@@ -141,8 +90,8 @@ class CorpusPanel:
     status: gr.HTML
 
 
-@dataclass
-class Page:
+@dataclass(frozen=True)
+class ChatPage:
     """The chat page: the session's state, the banners, the datastore choice, the knobs (name ->
     widget, in rest_core.knobs order) and the panels."""
 
@@ -156,7 +105,7 @@ class Page:
     corpus: CorpusPanel
 
 
-@dataclass
+@dataclass(frozen=True)
 class TeachPanel:
     """Guided examples and "Step through": its controls, one panel per phase, "Why this c?"."""
 
@@ -243,7 +192,7 @@ def _answer_column(max_chars: int) -> AnswerPanel:
         send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
         stop = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
         clear = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
-    gr.Examples(EXAMPLES, inputs=[box], label="Examples: code and chat")
+    gr.Examples(page.EXAMPLES, inputs=[box], label="Examples: code and chat")
     stats = gr.HTML(render.stats_html([]), elem_id="stats")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
@@ -268,7 +217,7 @@ def _how_rest_works() -> None:
     svg = ASSETS / "how_rest_works.svg"
     with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
         gr.HTML(f'<div class="how-svg">{svg.read_text(encoding="utf-8") if svg.exists() else ""}</div>')
-        gr.Markdown(GLOSSARY)
+        gr.Markdown(page.GLOSSARY)
         gr.HTML(render.tree_legend_html())
 
 
@@ -280,7 +229,7 @@ def _teaching() -> TeachPanel:
         note = gr.HTML("", elem_id="guided-note")
     _how_rest_works()
     with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
-        gr.Markdown(STEP_NOTE)
+        gr.Markdown(page.STEP_NOTE)
         with gr.Row(elem_id="teach-row"):
             msg = gr.Textbox(placeholder="A message to step through…", show_label=False, lines=1, scale=5, min_width=160, elem_id="teach-prompt")
             c = gr.Slider(1, STEP_C_MAX, value=16, step=1, label="c in step mode", info="draft tokens verified per step (fixed here)",
@@ -305,7 +254,7 @@ def _teaching() -> TeachPanel:
         gr.Markdown("#### 4. Accept")
         accept = gr.HTML("", elem_id="teach-accept")
         with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
-            gr.Markdown(WHY_C_NOTE)
+            gr.Markdown(page.WHY_C_NOTE)
             why_btn = gr.Button("Measure and explain", elem_id="why-c-btn")
             why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
             why_cap = gr.HTML("", elem_id="why-c-cap")
@@ -318,12 +267,12 @@ def new_session() -> Session:
     return Session()
 
 
-def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any]) -> tuple[Page, TeachPanel]:
+def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any]) -> tuple[ChatPage, TeachPanel]:
     """The whole page, top to bottom; `release` frees an expired session's state."""
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
-    gr.HTML(HEADER)
+    gr.HTML(page.HEADER)
     legend = gr.HTML(render.legend_html(), elem_id="legend")
     banner = gr.HTML("", elem_id="status-banner")
     with gr.Row(equal_height=False, elem_id="main-row"):
@@ -334,7 +283,7 @@ def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any])
             store, corpus, knobs = _settings_column(runtime)
     teaching = _teaching()
     timer = gr.Timer(3, active=False)
-    return Page(session, legend, banner, timer, store, knobs, answer, corpus), teaching
+    return ChatPage(session, legend, banner, timer, store, knobs, answer, corpus), teaching
 
 
 # ----------------------------------------------------------------------------------------------
@@ -363,7 +312,7 @@ class Handlers:
     and the open pages). Generating handlers take (message, session, store, *knob values in
     rest_core.knobs order)."""
 
-    def __init__(self, runtime: Runtime, builds: StoreBuilds, pages: actions.OpenPages, ui: Page) -> None:
+    def __init__(self, runtime: Runtime, builds: StoreBuilds, pages: page.OpenPages, ui: ChatPage) -> None:
         self.runtime = runtime
         self.builds = builds
         self.pages = pages
@@ -376,7 +325,7 @@ class Handlers:
         return {**_given(parts), self.ui.session: session}
 
     def _stores(self, current: Any, session: Any, default_first: bool = False) -> Any:
-        choices, value = actions.store_choices(self.runtime, session, current, default_first)
+        choices, value = page.store_choices(self.runtime, session, current, default_first)
         return gr.update(choices=choices, value=value)
 
     def admit(self, message: str, session: Session, store: str, *knobs: Any) -> list[dict]:
@@ -387,14 +336,14 @@ class Handlers:
         if not isinstance(session, Session):
             return ok
         s = self.runtime.settings
-        if session.admit(s.max_jobs, actions.job_horizon(s, QUEUE_SIZE)):
+        if session.admit(s.max_jobs, page.job_horizon(s, QUEUE_SIZE)):
             return ok
         return [gr.validate(False, BUSY), *ok[1:]]  # shown on the message box
 
     @gpu
     def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:
         """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
-        session = actions.as_session(session)
+        session = page.as_session(session)
         try:
             with contextlib.closing(session.respond(self.runtime, message, store, values_in_order(knobs))) as updates:
                 for u in updates:
@@ -404,7 +353,7 @@ class Handlers:
 
     def stop(self, session: Session) -> dict:
         """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
-        session = actions.as_session(session)
+        session = page.as_session(session)
         session.jobs = []  # Stop cancels this session's queued requests too
         return self._answer(session.stop(self.runtime), session)
 
@@ -434,7 +383,7 @@ class Handlers:
     @gpu
     def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[Any]:
         """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
-        session = actions.as_session(session)
+        session = page.as_session(session)
         a = self.ui.answer
         try:
             with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
@@ -446,7 +395,7 @@ class Handlers:
 
     def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> dict:
         """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-        return {self.ui.store: self._stores(current, session, default_first), self.ui.banner: actions.builds_banner(self.builds),
+        return {self.ui.store: self._stores(current, session, default_first), self.ui.banner: page.builds_banner(self.builds),
                 self.ui.timer: gr.update(active=self.builds.active)}
 
     def on_load(self, current: Any, session: Any = None) -> dict:
@@ -455,13 +404,13 @@ class Handlers:
 
     def legend(self, current: Any) -> str:
         """The colour key of the chosen stores."""
-        return actions.legend_html(current)
+        return page.legend_html(current)
 
     def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[dict]:
         """Build: a datastore from the uploaded files and pasted text, in the background; the
         status line follows it, then the new store is selected and the file input emptied."""
         c = self.ui.corpus
-        for step in actions.build_corpus(self.runtime, session, files, pasted, name, current):
+        for step in page.build_corpus(self.runtime, session, files, pasted, name, current):
             if step.selected is None:
                 yield {c.status: step.status}
             else:
@@ -472,45 +421,45 @@ class TeachHandlers:
     """The guided examples' and the step-through's handlers; each step handler updates
     `TeachPanel.view_components()`."""
 
-    def __init__(self, runtime: Runtime, ui: TeachPanel, page: Page) -> None:
+    def __init__(self, runtime: Runtime, ui: TeachPanel, chat: ChatPage) -> None:
         self.runtime = runtime
         self.ui = ui
-        self.page = page
+        self.chat = chat
 
-    def _show(self, v: actions.StepView) -> dict:
+    def _show(self, v: page.StepView) -> dict:
         t = self.ui
         return {t.header: v.header, t.answer: v.answer, t.retrieve: v.retrieve, t.trie_cap: v.trie_caption, t.trie: v.trie,
                 t.verify: v.verify, t.mask: v.mask, t.accept: v.accept, t.status: v.status, t.stepper: v.stepper}
 
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
-        return self._show(actions.advance(self.runtime, Stepper.next, message, actions.as_stepper(st), session, store, c, knobs))
+        return self._show(page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs))
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
-        return self._show(actions.advance(self.runtime, Stepper.run_to_end, message, actions.as_stepper(st), session, store, c, knobs))
+        return self._show(page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs))
 
     def back(self, st: Any) -> dict:
-        st = actions.as_stepper(st)
-        return self._show(actions.run_step(st, st.back))
+        st = page.as_stepper(st)
+        return self._show(page.run_step(st, st.back))
 
     def restart(self, st: Any) -> dict:
         """Back to start / new prompt: the held generation is closed."""
-        st = actions.as_stepper(st)
+        st = page.as_stepper(st)
         st.close()
-        return self._show(actions.step_view(st))
+        return self._show(page.step_view(st))
 
     def why_c(self, st: Any, session: Any, c: float) -> dict:
         """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
-        fig, caption = actions.why_c(self.runtime, actions.as_stepper(st), session, c)
+        fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
         return {**_given([(self.ui.why_fig, _shown(fig))]), self.ui.why_cap: caption}
 
     def example(self, title: str, *knobs: Any) -> Any:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
         step-through opened for step mode."""
-        ex = actions.guided_example(self.runtime, title, knobs)
+        ex = page.guided_example(self.runtime, title, knobs)
         if ex is None:
             return gr.skip()
-        t, p = self.ui, self.page
+        t, p = self.ui, self.chat
         out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
         if ex.mode == "step":
             return {**out, t.msg: ex.prompt, t.c: ex.c, t.accordion: gr.update(open=True)}
@@ -521,7 +470,7 @@ class TeachHandlers:
 # Wiring
 
 
-def _wire_teaching(h: TeachHandlers, t: TeachPanel, ui: Page) -> None:
+def _wire_teaching(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     knobs = list(ui.knobs.values())
     outs = t.view_components()
     model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
@@ -535,7 +484,7 @@ def _wire_teaching(h: TeachHandlers, t: TeachPanel, ui: Page) -> None:
     t.pick.input(h.example, [t.pick, *knobs], [ui.answer.box, t.msg, t.c, ui.store, t.accordion, t.note, *knobs], concurrency_limit=None)
 
 
-def _wire_chat(h: Handlers, ui: Page) -> None:
+def _wire_chat(h: Handlers, ui: ChatPage) -> None:
     a = ui.answer
     inputs = [a.box, ui.session, ui.store, *ui.knobs.values()]
     shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
@@ -551,7 +500,7 @@ def _wire_chat(h: Handlers, ui: Page) -> None:
     a.step.change(h.replay, [a.step, ui.session], [a.trie, a.inspector], concurrency_limit=None)
 
 
-def _wire_page(h: Handlers, ui: Page, demo: gr.Blocks) -> None:
+def _wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
     """Page load and close, the start-up builds' timer, the legend and the corpus build."""
     demo.load(h.on_load, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
     demo.load(h.opened, [ui.session], None)
@@ -564,7 +513,7 @@ def _wire_page(h: Handlers, ui: Page, demo: gr.Blocks) -> None:
                   concurrency_limit=None, concurrency_id="corpus")
 
 
-@dataclass
+@dataclass(frozen=True)
 class App:
     """The page and its handlers (tests drive the handlers directly)."""
 
@@ -576,7 +525,7 @@ class App:
 def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> App:
     """The page for these settings, wired. Nothing loads here: the model loads on the first request."""
     runtime = runtime or Runtime(settings)
-    pages = actions.OpenPages(runtime)
+    pages = page.OpenPages(runtime)
     with gr.Blocks(title="REST speculative decoding") as demo:
         ui, panel = _layout(settings, runtime, pages.release)
         teaching = TeachHandlers(runtime, panel, ui)

@@ -1,6 +1,6 @@
 """Teaching mode on real step events of a tiny model: the phase captions and figures
 (rest_core.ui.teach), the step-through state (rest_core.ui.stepper), what its controls do
-(rest_core.ui.actions) and its page handlers (app.py)."""
+(rest_core.ui.page) and its page handlers (app.py)."""
 
 from __future__ import annotations
 
@@ -374,7 +374,7 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
     from rest_core.knobs import APP_KNOBS
 
     h = teach_handlers(runtime)
-    t, page = h.ui, h.page
+    t, page = h.ui, h.chat
     knobs = knob_args(**KNOBS)
     for ex in teach.GUIDED_EXAMPLES:
         out = h.example(ex.title, *knobs)

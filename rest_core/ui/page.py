@@ -1,8 +1,9 @@
-"""What the page's controls do beyond a chat turn, without Gradio: the pages open now (a closed
-one frees its session at once), the datastores a page may choose, the start-up builds' banner,
-building an uploaded corpus ("Your corpus"), and the step-through (one REST step per click, "Why
-this c?", the guided examples). Each returns plain values (HTML, figures, names) that app.py puts
-in its components; a chat turn and the comparison are rest_core/ui/session.py's.
+"""The page without Gradio: its words (the header, the example prompts, the step-through's notes and
+the glossary) and what its controls do beyond a chat turn: the pages open now (a closed one frees
+its session at once), the datastores a page may choose, the start-up builds' banner, building an
+uploaded corpus ("Your corpus"), and the step-through (one REST step per click, "Why this c?", the
+guided examples). Each returns plain values (HTML, figures, names) that app.py puts in its
+components; a chat turn and the comparison are rest_core/ui/session.py's.
 """
 
 from __future__ import annotations
@@ -26,6 +27,58 @@ from rest_core.ui.upload_jobs import UploadJob
 log = logging.getLogger("rest.app")
 
 # ----------------------------------------------------------------------------------------------
+# The page's words
+
+HEADER = """
+<div id="header">
+<h1>REST: retrieval-based speculative decoding, live</h1>
+<p>Each step, REST looks up the last few tokens of the conversation in a <b>datastore</b> (a suffix array over a real
+corpus) and in the <b>conversation itself</b>, merges what followed them into a trie, and lets the model check the
+heaviest draft tokens in <b>one</b> forward pass. Accepted drafts cost no extra steps; the text is exactly what plain
+decoding would write.</p>
+</div>
+"""
+
+EXAMPLES = [
+    ["Write a Python function that checks whether a string is a palindrome, with a docstring and two tests."],
+    ["Write a Python class Stack with push, pop, peek and is_empty methods."],
+    ["What are three tips for staying productive when working from home?"],
+    ["Explain the difference between a list and a tuple in Python."],
+]
+
+STEP_NOTE = (
+    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
+    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
+    "between steps and the budget is not the fast one. Use Send and Compare for speed."
+)
+
+GLOSSARY = """
+| term | meaning |
+|---|---|
+| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search |
+| **context source** | the conversation itself, searched the same way: an answer that repeats earlier text drafts itself |
+| **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
+| **m** | how many tokens after each occurrence are taken as a continuation |
+| **K** | at most K occurrences are used; above K a fair sample of K is taken |
+| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
+| **weight** | how likely a node's path is: each source's weight (the *datastore weight* and *context weight* knobs) is split evenly over that source's continuations, and a node adds up the shares of every continuation through it, from both sources |
+| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
+| **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
+| **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
+| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
+| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
+| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
+| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
+| **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
+"""
+
+WHY_C_NOTE = (
+    "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
+    "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
+)
+
+
+# ----------------------------------------------------------------------------------------------
 # Sessions and the pages that hold them
 
 
@@ -40,7 +93,7 @@ class OpenPages:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._open: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()  # page -> its Session
+        self._open: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()  # page -> its Session
 
     def release(self, session: Any) -> Session:
         """Clear, the session state's expiry and a closed page: free everything the session holds:
