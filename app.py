@@ -60,7 +60,7 @@ THEME = gr.themes.Soft(
 # The components the handlers update, by panel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnswerPanel:
     """The chat column: the chat, the message row, the stats, the step's trie and inspector, the comparison."""
 
@@ -79,7 +79,7 @@ class AnswerPanel:
     speed: gr.Plot
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CorpusPanel:
     """Your corpus: files and pasted text -> a datastore of this page's."""
 
@@ -90,7 +90,7 @@ class CorpusPanel:
     status: gr.HTML
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChatPage:
     """The chat page: the session's state, the banners, the datastore choice, the knobs (name ->
     widget, in rest_core.knobs order) and the panels."""
@@ -105,7 +105,7 @@ class ChatPage:
     corpus: CorpusPanel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TeachPanel:
     """Guided examples and "Step through": its controls, one panel per phase, "Why this c?"."""
 
@@ -180,7 +180,7 @@ def _corpus_panel(settings: Settings) -> CorpusPanel:
         name = gr.Textbox(label="Name", placeholder="my-corpus", max_length=40, elem_id="corpus-name")
         build = gr.Button("Build", elem_id="corpus-build")
         status = gr.HTML("", elem_id="corpus-status")
-    return CorpusPanel(files, pasted, name, build, status)
+    return CorpusPanel(files=files, pasted=pasted, name=name, build=build, status=status)
 
 
 def _answer_column(max_chars: int) -> AnswerPanel:
@@ -210,7 +210,8 @@ def _answer_column(max_chars: int) -> AnswerPanel:
         compare_out = gr.HTML("", elem_id="compare-out")
         timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
         speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
-    return AnswerPanel(chat, box, send, stop, clear, stats, trie, step, inspector, compare, compare_out, timeline, speed)
+    return AnswerPanel(chat=chat, box=box, send=send, stop=stop, clear=clear, stats=stats, trie=trie, step=step, inspector=inspector,
+                       compare=compare, compare_out=compare_out, timeline=timeline, speed=speed)
 
 
 def _how_rest_works() -> None:
@@ -259,8 +260,9 @@ def _teaching() -> TeachPanel:
             why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
             why_cap = gr.HTML("", elem_id="why-c-cap")
         stepper = gr.State(Stepper())
-    return TeachPanel(pick, note, accordion, msg, c, next_, back, end, restart, status, header, answer, retrieve, trie_cap, trie,
-                      mask, verify, accept, why_btn, why_fig, why_cap, stepper)
+    return TeachPanel(pick=pick, note=note, accordion=accordion, msg=msg, c=c, next=next_, back=back, end=end, restart=restart,
+                      status=status, header=header, answer=answer, retrieve=retrieve, trie_cap=trie_cap, trie=trie, mask=mask,
+                      verify=verify, accept=accept, why_btn=why_btn, why_fig=why_fig, why_cap=why_cap, stepper=stepper)
 
 
 def new_session() -> Session:
@@ -283,7 +285,8 @@ def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any])
             store, corpus, knobs = _settings_column(runtime)
     teaching = _teaching()
     timer = gr.Timer(3, active=False)
-    return ChatPage(session, legend, banner, timer, store, knobs, answer, corpus), teaching
+    chat = ChatPage(session=session, legend=legend, banner=banner, timer=timer, store=store, knobs=knobs, answer=answer, corpus=corpus)
+    return chat, teaching
 
 
 # ----------------------------------------------------------------------------------------------
@@ -534,7 +537,7 @@ def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreB
         _wire_chat(handlers, ui)
         _wire_page(handlers, ui, demo)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
-    return App(demo, handlers, teaching)
+    return App(demo=demo, handlers=handlers, teaching=teaching)
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> gr.Blocks:
