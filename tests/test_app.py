@@ -1,5 +1,5 @@
 """The app's Gradio handlers, driven directly (no browser): what each event sends to the page's
-components, with a scripted engine for the UI logic and the real engine on a tiny random model.
+components (a dict keyed by component), with a scripted engine for the UI logic and the real engine on a tiny random model.
 The session and runtime logic behind them is tested on its own in test_session.py and
 test_runtime.py."""
 
@@ -15,8 +15,9 @@ import pytest
 import app
 from rest_core.config import PRESETS
 from rest_core.knobs import APP_KNOBS
-from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
+from rest_core.ui.settings import ROOT, Settings, parse_args
 from tests.app_fixtures import ANSWER, knob_args
 
 
@@ -26,7 +27,8 @@ def knobs(store: str = NO_STORE, **over) -> list:
 
 
 def handlers(runtime: Runtime) -> app.Handlers:
-    return app.Handlers(runtime, StoreBuilds(runtime.settings))
+    """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
+    return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
 
 @pytest.fixture
@@ -38,17 +40,27 @@ def h(scripted):
     return out
 
 
-def run_all(gen) -> list[tuple]:
+def run_all(gen) -> list[dict]:
     return list(gen)
 
 
-def final(outputs: list[tuple]) -> tuple:
+def final(outputs: list[dict]) -> dict:
     return outputs[-1]
+
+
+def answer(h: app.Handlers, out: dict) -> tuple:
+    """A generation's outputs: (chat, stats, trie, inspector, step slider, banner, session, box)."""
+    a = h.ui.answer
+    return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box))
+
+
+def banner(h: app.Handlers, out: dict) -> str:
+    return out[h.ui.banner]
 
 
 def test_import_builds_the_page_without_torch_or_a_model():
     code = "import sys, app, gradio; sys.exit(0 if isinstance(app.demo, gradio.Blocks) and 'torch' not in sys.modules else 1)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=app.ROOT).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
 def test_page_components_follow_the_knobs_and_the_device_preset(tmp_path):
@@ -72,7 +84,8 @@ def test_page_components_follow_the_knobs_and_the_device_preset(tmp_path):
 def test_respond_streams_highlighted_answer_and_keeps_history(h):
     session = Session()
     outs = run_all(h.respond("add two numbers", session, *knobs()))
-    chat, stats, fig, inspector, slider, status, session, box = final(outs)
+    assert all(out[h.ui.session] is session for out in outs)
+    chat, stats, fig, inspector, slider, status, session, box = answer(h, final(outs))
     assert 'class="tok d' in chat and 'class="tok m' in chat
     # escaped model output (the byte-level tokenizer makes one span per byte / character)
     assert ">&lt;</span>" in chat and ">&amp;</span>" in chat and ">&quot;</span>" in chat
@@ -88,11 +101,11 @@ def test_respond_streams_highlighted_answer_and_keeps_history(h):
 def test_bad_settings_give_a_message_not_a_traceback(h):
     session = Session()
     outs = run_all(h.respond("hi", session, *knobs(n_min=10, n_max=2)))
-    status = final(outs)[5]
+    status = banner(h, final(outs))
     assert "Settings:" in status and "n_max" in status
     assert session.turns == []
     outs = run_all(h.respond("   ", session, *knobs()))
-    assert "Type a message" in final(outs)[5]
+    assert "Type a message" in banner(h, final(outs))
 
 
 @pytest.mark.parametrize(
@@ -109,10 +122,10 @@ def test_bad_settings_give_a_message_not_a_traceback(h):
 def test_settings_outside_the_knobs_ranges_are_refused(h, bad, message):
     """Whatever sends them (an API client need not respect the widgets' ranges)."""
     session = Session()
-    status = final(run_all(h.respond("hi", session, *knobs(**bad))))[5]
+    status = banner(h, final(run_all(h.respond("hi", session, *knobs(**bad)))))
     assert message in status and "err" in status
     assert h.engine.calls == [] and session.turns == []
-    assert message in final(run_all(h.compare("hi", session, *knobs(**bad))))[2]
+    assert message in banner(h, final(run_all(h.compare("hi", session, *knobs(**bad)))))
 
 
 def test_top_k_reaches_the_engine(h):
@@ -129,7 +142,9 @@ def test_stop_keeps_the_partial_answer_and_cancels_the_run(h):
         if session.view is not None and session.view.events:
             break
     run = session.run
-    chat, *_ = h.stop(session)
+    out = h.stop(session)
+    chat = out[h.ui.answer.chat]
+    assert h.ui.answer.box not in out  # Stop leaves the message box as it is
     gen.close()
     assert not session.active and run is not None
     assert run.done.wait(5)
@@ -142,7 +157,7 @@ def test_context_overflow_is_a_clear_message(h, monkeypatch):
     monkeypatch.setattr(h.engine, "max_positions", 40)
     session = Session()
     outs = run_all(h.respond("x" * 60, session, *knobs()))
-    status = final(outs)[5]
+    status = banner(h, final(outs))
     assert "too long" in status and "Clear" in status
     assert session.turns[-1].error and not session.active
 
@@ -153,25 +168,29 @@ def test_answer_is_shortened_to_fit_the_context(h, monkeypatch):
     outs = run_all(h.respond("hi", session, *knobs(max_new_tokens=500)))
     _, config = h.engine.calls[-1]
     assert config.max_new_tokens < 60
-    assert "answer limited" in final(outs)[0]
+    assert "answer limited" in final(outs)[h.ui.answer.chat]
 
 
 def test_replay_shows_any_step(h):
     session = Session()
     run_all(h.respond("go", session, *knobs()))
-    fig, ins = h.replay(1, session)
-    assert "Step 1 of" in ins
-    fig_last, ins_last = h.replay(len(session.view.events), session)
-    assert f"Step {len(session.view.events)} of" in ins_last
+    a = h.ui.answer
+    out = h.replay(1, session)
+    assert set(out) == {a.trie, a.inspector} and "Step 1 of" in out[a.inspector]
+    out = h.replay(len(session.view.events), session)
+    assert f"Step {len(session.view.events)} of" in out[a.inspector]
 
 
 def test_clear_resets_everything(h):
     session = Session()
     run_all(h.respond("go", session, *knobs()))
     out = h.clear(session)
-    chat, stats, fig, ins, slider, banner, cleared, box, cmp, speed, timeline, stores, corpus = out
-    assert cleared is session and session.turns == [] and session.messages == [] and session.view is None
-    assert "placeholder" in chat and box == ""
+    a = h.ui.answer
+    cleared = [a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box, a.compare_out, a.speed, a.timeline,
+               h.ui.store, h.ui.corpus.status]
+    assert set(out) == set(cleared)  # every part of the page that shows the conversation is reset
+    assert out[h.ui.session] is session and session.turns == [] and session.messages == [] and session.view is None
+    assert "placeholder" in out[a.chat] and out[a.box] == "" and out[a.speed]["visible"] is False
 
 
 def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, tmp_path):
@@ -182,7 +201,7 @@ def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, t
 
     h = handlers(tiny_runtime)
     engine = tiny_runtime.engine(NO_STORE)
-    for free in (h.clear, h.release):
+    for free in (h.clear, h.pages.release):
         session = Session()
         run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=12)))
         run_all(h.compare("", session, *knobs(max_new_tokens=12)))
@@ -208,7 +227,8 @@ def test_compare_reports_speedup_and_identity(h):
     session = Session()
     run_all(h.respond("go", session, *knobs()))
     outs = run_all(h.compare("", session, *knobs()))
-    html, fig, status, timeline = final(outs)
+    a = h.ui.answer
+    html, fig, timeline = (final(outs)[c] for c in (a.compare_out, a.speed, a.timeline))
     assert {y for tr in timeline["value"].data for y in tr.y} == {"REST", "plain"}  # a scripted engine: no prompt lookup lane
     assert re.search(r'id="speedup-value">[0-9.]+×', html)
     assert "identical output" in html
@@ -220,7 +240,7 @@ def test_compare_reports_speedup_and_identity(h):
 
 def test_compare_without_any_prompt_asks_for_one(h):
     outs = run_all(h.compare("", Session(), *knobs()))
-    assert "Send a message first" in final(outs)[2]
+    assert "Send a message first" in banner(h, final(outs))
 
 
 def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):
@@ -230,19 +250,21 @@ def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):
     (tmp_path / "mine" / "meta.json").write_text("{}")
     (tmp_path / "half-built").mkdir()
     h = handlers(Runtime(Settings(datastores=tmp_path)))
-    dropdown, banner, timer = h.on_load([], Session())
+    out = h.on_load([], Session())
+    dropdown = out[h.ui.store]
     assert dropdown["choices"] == ["chat", "mine"]
     assert dropdown["value"] == ["chat"]  # the first built store by default
-    assert h.refresh_stores([], Session())[0]["value"] == []  # a user's choice (none) is kept
-    assert h.refresh_stores(["mine", "chat"], Session())[0]["value"] == ["mine", "chat"]
-    assert h.refresh_stores(["gone", "mine"], Session())[0]["value"] == ["mine"]
+    assert out[h.ui.banner] == "" and out[h.ui.timer]["active"] is False  # no build running
+    assert h.refresh_stores([], Session())[h.ui.store]["value"] == []  # a user's choice (none) is kept
+    assert h.refresh_stores(["mine", "chat"], Session())[h.ui.store]["value"] == ["mine", "chat"]
+    assert h.refresh_stores(["gone", "mine"], Session())[h.ui.store]["value"] == ["mine"]
 
 
 def test_settings_from_flags_and_env(tmp_path):
     env = {"REST_PORT": "9999", "REST_DEVICE": "cpu"}
-    s = app.parse_args([], env)
+    s = parse_args([], env)
     assert s.port == 9999 and s.device == "cpu" and s.model == "embedded"
-    s = app.parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env)
+    s = parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env)
     assert s.port == 7000 and s.datastores == tmp_path and not s.build and s.model == "x" and s.device == "cuda"
     assert Runtime(s).preset == PRESETS["gpu"]  # the page's knob defaults follow the flag, not the environment
     with pytest.raises(AttributeError):
@@ -267,13 +289,13 @@ def test_real_engine_tiny_model_respond_and_compare(tiny_runtime):
     h = handlers(tiny_runtime)
     session = Session()
     outs = run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=24)))
-    chat, stats, fig, inspector, slider, status, session, box = final(outs)
+    chat, stats, fig, inspector, slider, status, session, box = answer(h, final(outs))
     assert 'class="tok' in chat and not status.startswith('<div class="status err')
     assert session.view.totals.new_tokens > 0
     assert session.view.text == tiny_runtime.loaded().tokenizer.decode(
         [t for e in session.view.events for t in e.tokens], skip_special_tokens=True
     )
-    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=24))))[0]
+    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=24))))[h.ui.answer.compare_out]
     assert "identical output" in html  # greedy REST == greedy plain decoding
 
 
@@ -283,18 +305,16 @@ def test_model_load_failure_is_a_message(monkeypatch):
 
     h = handlers(Runtime(Settings(), loader=broken))
     session = Session()
-    status = final(run_all(h.respond("hi", session, *knobs())))[5]
+    status = banner(h, final(run_all(h.respond("hi", session, *knobs()))))
     assert "no model at" in status and 'class="status err"' in status
     assert session.messages == [] and not session.active
-    assert "no model at" in final(run_all(h.compare("hi", session, *knobs())))[2]
+    assert "no model at" in banner(h, final(run_all(h.compare("hi", session, *knobs()))))
 
 
 def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
     h = handlers(tiny_runtime)
     session = Session()
-    chat, stats, fig, inspector, slider, status, session, box = final(
-        run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
-    )
+    status = banner(h, final(run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))))
     assert 'class="status err' not in status and session.view.totals.new_tokens > 0
-    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[0]
+    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[h.ui.answer.compare_out]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling

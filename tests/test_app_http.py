@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 import app
-from rest_core.ui.runtime import Settings, StoreBuilds
+from rest_core.ui.runtime import StoreBuilds
 from rest_core.ui.session import Session
+from rest_core.ui.settings import Settings
 from tests.app_fixtures import knob_args
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -28,30 +29,31 @@ def free_port() -> int:
 
 @pytest.fixture
 def served(scripted, tmp_path):
-    """(client, engine): the app on a folder holding a built store 'chat', served on 127.0.0.1."""
+    """(client, handlers, engine): the app on a folder holding a built store 'chat', served on 127.0.0.1."""
     runtime, engine = scripted
     (tmp_path / "chat").mkdir()
     (tmp_path / "chat" / "meta.json").write_text("{}")
     settings = Settings(datastores=tmp_path)
     runtime.settings = settings
-    demo = app.create_app(settings, runtime, StoreBuilds(settings))
+    built = app.build_app(settings, runtime, StoreBuilds(settings))
+    demo = built.demo
     demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
-        yield gradio_client.Client(demo.local_url, verbose=False), runtime, engine
+        yield gradio_client.Client(demo.local_url, verbose=False), built.handlers, engine
     finally:
         demo.close()
 
 
 def test_api_client_can_choose_a_built_store_without_the_load_event(served):
-    client, runtime, engine = served
+    client, h, engine = served
     chat, stats, trie, inspector, step, status, box = client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")
     assert not status and 'class="tok d' in chat
     (prompt_ids, config), = engine.calls
     assert config.draft.use_datastore  # the store was taken, not replaced by 'none'
     assert engine.tokenizer.decode(prompt_ids).count("add two numbers") == 1
     # the same page as the handler gives in-process: the whole answer, highlighted
-    direct = list(app.Handlers(runtime, StoreBuilds(runtime.settings)).respond("add two numbers", Session(), "chat", *knob_args()))
-    assert chat == direct[-1][0]
+    direct = list(h.respond("add two numbers", Session(), "chat", *knob_args()))
+    assert chat == direct[-1][h.ui.answer.chat]
 
 
 def test_api_client_cannot_pass_settings_outside_the_knobs_ranges(served):

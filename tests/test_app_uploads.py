@@ -15,19 +15,20 @@ import pytest
 
 import app
 from rest_core.ui import answer_view, trie_view
-from rest_core.ui.runtime import Runtime, Settings, StoreBuilds, StoreSet
+from rest_core.ui.runtime import Runtime, StoreBuilds, StoreSet
 from rest_core.ui.session import Session
+from rest_core.ui.settings import Settings, parse_args, settings_from_env
 from tests.app_fixtures import ANSWER, knob_args
 
 NOTES = "Retrieval drafts tokens from a suffix array. " * 40
 
 
 def handlers(runtime: Runtime) -> app.Handlers:
-    return app.Handlers(runtime, StoreBuilds(runtime.settings))
+    """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
+    return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
 
 def tiny(tmp_path: Path, **settings) -> Runtime:
-    pytest.importorskip("rest_core.decode.engine")
     from tests.tiny_models import tiny_loaded
 
     stores = tmp_path / "datastores"
@@ -45,12 +46,17 @@ def markdown_folder(tmp_path: Path) -> list[str]:
     return [str(folder / n) for n in ("intro.md", "usage.md", "more.zip")]
 
 
-def build(h: app.Handlers, session: Session, files=None, pasted: str = "", name: str = "", current=None) -> list[tuple]:
+def build(h: app.Handlers, session: Session, files=None, pasted: str = "", name: str = "", current=None) -> list[dict]:
     return list(h.build_corpus(files, pasted, name, session, current if current is not None else []))
 
 
-def status_of(outs: list[tuple]) -> str:
-    return html.unescape(outs[-1][0])
+def status_of(h: app.Handlers, outs: list[dict]) -> str:
+    """The corpus status line of the build's last update."""
+    return html.unescape(outs[-1][h.ui.corpus.status])
+
+
+def banner(h: app.Handlers, out: dict) -> str:
+    return out[h.ui.banner]
 
 
 # ------------------------------------------------------------------ build, privacy, release
@@ -60,8 +66,8 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     rt = tiny(tmp_path)
     h = handlers(rt)
     mine, other = Session(), Session()
-    outs = build(h, mine, markdown_folder(tmp_path), pasted="pasted notes", name="my notes", current=["chat"])
-    status, choice, files = outs[-1]
+    last = build(h, mine, markdown_folder(tmp_path), pasted="pasted notes", name="my notes", current=["chat"])[-1]
+    status, choice, files = last[h.ui.corpus.status], last[h.ui.store], last[h.ui.corpus.files]
     assert "Built <b>my-notes</b>" in status and "private" in status, status
     assert "4 documents" in status and "from 3 file(s)" in status  # two .md, one zip member, the pasted text
     assert choice["choices"] == ["my-notes"] and choice["value"] == ["my-notes"]  # chat is not built here
@@ -72,23 +78,23 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     assert folder.name.startswith("store-") and (folder / "meta.json").is_file()
 
     # Another session never sees it: not among its choices, and asking for it by name is refused.
-    assert "my-notes" not in h.on_load([], other)[0]["choices"]
-    assert "my-notes" not in h.refresh_stores(["my-notes"], other)[0]["choices"]
+    assert "my-notes" not in h.on_load([], other)[h.ui.store]["choices"]
+    assert "my-notes" not in h.refresh_stores(["my-notes"], other)[h.ui.store]["choices"]
     out = list(h.respond("hello", other, ["my-notes"], *knob_args(max_new_tokens=4)))[-1]
-    assert "is not built" in out[5] and other.turns[-1].error
+    assert "is not built" in banner(h, out) and other.turns[-1].error
 
     # This session drafts from it: an engine of its own, whose source is named as chosen.
     out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], *knob_args(max_new_tokens=8)))[-1]
-    assert 'class="status err' not in out[5]
+    assert 'class="status err' not in banner(h, out)
     engines = {k: e for k, e in rt._engines.items() if isinstance(k, StoreSet) and k.names}
     (key, engine), = engines.items()
     assert key.owner == mine.key and [s.name for s in engine.source_table.stores] == ["my-notes"]
 
     # Clear (the same release as expiry and a closed page) deletes the folder and the engine.
-    h.clear(mine, ["my-notes"])
+    assert "my-notes" not in h.clear(mine, ["my-notes"])[h.ui.store]["choices"]
     assert not folder.exists() and not folder.parent.exists() and mine.uploads == {}
     assert not [k for k in rt._engines if isinstance(k, StoreSet) and k.owner == mine.key]
-    assert "my-notes" not in h.on_load([], mine)[0]["choices"]
+    assert "my-notes" not in h.on_load([], mine)[h.ui.store]["choices"]
 
 
 def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
@@ -101,7 +107,7 @@ def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
     job = session.start_upload(rt, [str(big)], ["big.txt"], "")
     while job.progress is None and not job.done.is_set():
         job.done.wait(0.01)
-    h.release(session)  # waits a moment for the build; a busy machine may need longer
+    h.pages.release(session)  # waits a moment for the build; a busy machine may need longer
     assert job.done.wait(120) and job.error == "the build was cancelled"
     assert not job.folder.exists() and not rt.uploads.session_dir(session.key).exists()
     assert rt.uploads.building == 0  # its build slot is free again
@@ -131,7 +137,7 @@ def test_refusals_are_messages_in_the_page(tmp_path):
         (dict(pasted="fine text", name="context"), "cannot be named 'context'"),
     ]
     for kwargs, message in cases:
-        status = status_of(build(h, session, **kwargs))
+        status = status_of(h, build(h, session, **kwargs))
         assert message in status and 'class="status warn"' in status, (kwargs, status)
         assert "Traceback" not in status
     assert session.uploads == {} and not (tmp_path / "escaped.md").exists()
@@ -144,14 +150,14 @@ def test_per_session_count_concurrent_builds_and_disk_are_bounded(tmp_path):
     rt = tiny(tmp_path, max_stores_per_session=1, uploads_disk_mb=1)
     h = handlers(rt)
     session = Session()
-    assert "Built" in status_of(build(h, session, pasted="first corpus " * 20))
-    assert "most one session may build" in status_of(build(h, session, pasted="second"))
+    assert "Built" in status_of(h, build(h, session, pasted="first corpus " * 20))
+    assert "most one session may build" in status_of(h, build(h, session, pasted="second"))
 
     other = Session()
     rt.uploads._building = rt.uploads.limits.max_concurrent_builds  # another user's build holds the slot
-    assert "building other users' corpora" in status_of(build(h, other, pasted="text"))
+    assert "building other users' corpora" in status_of(h, build(h, other, pasted="text"))
     rt.uploads._building = 0
-    assert "space for uploaded corpora is full" in status_of(build(h, other, pasted="y" * 600_000))
+    assert "space for uploaded corpora is full" in status_of(h, build(h, other, pasted="y" * 600_000))
     assert other.uploads == {}
 
 
@@ -159,21 +165,21 @@ def test_published_uploads_are_everyones(tmp_path):
     rt = tiny(tmp_path, publish_uploads=True)
     h = handlers(rt)
     author, student = Session(), Session()
-    status = status_of(build(h, author, pasted=NOTES, name="lesson"))
+    status = status_of(h, build(h, author, pasted=NOTES, name="lesson"))
     assert "published" in status and author.uploads == {}
-    assert "lesson" in h.on_load([], student)[0]["choices"]
+    assert "lesson" in h.on_load([], student)[h.ui.store]["choices"]
     out = list(h.respond("hi", student, ["lesson"], *knob_args(max_new_tokens=4)))[-1]
-    assert 'class="status err' not in out[5]
-    h.release(author)  # published stores outlive their author's session
+    assert 'class="status err' not in banner(h, out)
+    h.pages.release(author)  # published stores outlive their author's session
     assert "lesson" in rt.store_names()
 
 
 def test_settings_flags_for_uploads(tmp_path):
-    s = app.parse_args([], {})
+    s = parse_args([], {})
     assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (False, 20, 3, 1, 500)
-    s = app.parse_args(["--publish-uploads", "--max-upload-mb", "5", "--max-stores-per-session", "2", "--max-concurrent-builds", "3", "--uploads-disk-mb", "100"], {})
+    s = parse_args(["--publish-uploads", "--max-upload-mb", "5", "--max-stores-per-session", "2", "--max-concurrent-builds", "3", "--uploads-disk-mb", "100"], {})
     assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (True, 5, 2, 3, 100)
-    s = app.settings_from_env({"REST_PUBLISH_UPLOADS": "1", "REST_MAX_UPLOAD_MB": "7"})
+    s = settings_from_env({"REST_PUBLISH_UPLOADS": "1", "REST_MAX_UPLOAD_MB": "7"})
     assert s.publish_uploads and s.max_upload_mb == 7
 
 
@@ -207,9 +213,9 @@ def test_two_real_stores_draft_as_two_named_sources(tmp_path):
     h = handlers(rt)
     session = Session()
     out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1]
-    assert 'class="status err' not in out[5]
+    assert 'class="status err' not in banner(h, out)
     assert {m.source for e in session.view.events for m in e.matches} >= {"code", "chat"}
-    html = list(h.compare("", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1][0]
+    html = list(h.compare("", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1][h.ui.answer.compare_out]
     assert "identical output" in html  # greedy with two stores == plain greedy
 
 
@@ -258,7 +264,7 @@ def test_the_answer_keeps_streaming_while_a_corpus_builds(tmp_path):
     big.write_text("".join(f"row {i}: {i * 13 % 997} apples\n" for i in range(150_000)))
     job = session.start_upload(rt, [str(big)], ["big.txt"], "")
     out = list(h.respond("abc", session, [], *knob_args(max_new_tokens=6)))[-1]
-    assert 'class="status err' not in out[5] and session.view.totals.new_tokens > 0
-    h.release(session)
+    assert 'class="status err' not in banner(h, out) and session.view.totals.new_tokens > 0
+    h.pages.release(session)
     assert job.done.wait(120) and job.error == "the build was cancelled"
     assert not rt.uploads.session_dir(session.key).exists()

