@@ -322,6 +322,7 @@ class Handlers:
         self.builds = builds
         self.pages = pages
         self.ui = ui
+        self.demo: gr.Blocks | None = None  # set once the page is built (closed() reads its state)
 
     def _answer(self, u: Update, session: Session) -> dict:
         a = self.ui.answer
@@ -370,13 +371,18 @@ class Handlers:
         return {**self._answer(blank_view(self.runtime), session), a.compare_out: "", a.speed: hidden, a.timeline: hidden,
                 self.ui.store: self._stores(current, session), self.ui.corpus.status: ""}
 
-    def opened(self, session: Session, request: gr.Request) -> None:
-        """Page load: remember which Session a page holds (weakly), so closing it frees it."""
-        self.pages.opened(request.session_hash if request is not None else None, session)
-
     def closed(self, request: gr.Request) -> None:
-        """Page closed: Gradio keeps a closed page's state for an hour; its data goes now."""
-        self.pages.closed(request.session_hash if request is not None else None)
+        """Page closed: Gradio keeps a closed page's state for an hour; its data goes now. Both
+        the Session the load event saw and the one Gradio holds are freed: two events at page
+        load can each create the page's state, and the last one written is the one kept."""
+        page_id = request.session_hash if request is not None else None
+        self.pages.closed(page_id, held=self._held_session(page_id))
+
+    def _held_session(self, page_id: str | None) -> Any:
+        holder = getattr(self.demo, "state_holder", None) if self.demo is not None else None
+        if not page_id or holder is None or page_id not in holder:
+            return None
+        return holder.session_data[page_id].state_data.get(self.ui.session._id)
 
     def replay(self, step: float, session: Session) -> Any:
         """Step slider (after generation): that step's tree and inspector."""
@@ -403,8 +409,10 @@ class Handlers:
         return {self.ui.store: self._stores(current, session, default_first), self.ui.banner: page.builds_banner(self.builds),
                 self.ui.timer: gr.update(active=self.builds.active)}
 
-    def on_load(self, current: Any, session: Any = None) -> dict:
-        """Page load: the stores built since the app started; the first built store by default."""
+    def on_load(self, current: Any, session: Any = None, request: gr.Request = None) -> dict:
+        """Page load: remember which Session the page holds (so closing it frees it); the stores
+        built since the app started, the first built store by default."""
+        self.pages.opened(request.session_hash if request is not None else None, session)
         return self.refresh_stores(current, session, default_first=True)
 
     def legend(self, current: Any) -> str:
@@ -507,8 +515,8 @@ def _wire_chat(h: Handlers, ui: ChatPage) -> None:
 
 def _wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
     """Page load and close, the start-up builds' timer, the legend and the corpus build."""
+    h.demo = demo
     demo.load(h.on_load, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
-    demo.load(h.opened, [ui.session], None)
     demo.unload(h.closed)
     ui.timer.tick(h.refresh_stores, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
     ui.store.change(h.legend, [ui.store], [ui.legend], concurrency_limit=None, show_progress="hidden")
@@ -532,7 +540,7 @@ def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreB
     runtime = runtime or Runtime(settings)
     pages = page.OpenPages(runtime)
     with gr.Blocks(title="REST speculative decoding") as demo:
-        ui, panel = _layout(settings, runtime, pages.release)
+        ui, panel = _layout(settings, runtime, page.NotCopied(pages.release))
         teaching = TeachHandlers(runtime, panel, ui)
         _wire_teaching(teaching, panel, ui)
         handlers = Handlers(runtime, builds or StoreBuilds(settings), pages, ui)

@@ -86,3 +86,45 @@ def test_a_session_gets_one_job_queued_or_running_at_a_time(served):
     # once it finished, the session may send again
     client.predict("and again", "chat", *knob_args(), api_name="/respond")
     assert len(engine.calls) == 2
+
+
+class CopyCounter:
+    """Counts deep copies of itself: placed in the runtime, it tells whether serving a page copies
+    the runtime (and with it the model and the datastores)."""
+
+    copies = 0
+
+    def __deepcopy__(self, memo):
+        type(self).copies += 1
+        return self
+
+
+def test_a_page_load_never_copies_the_runtime(served):
+    """Gradio deep-copies the page config on every GET / and /config; a bound method of the
+    handlers in it (the session state's delete callback) dragged the runtime along: seconds and
+    gigabytes per page load, and ten visitors at once took the server down (issue 19)."""
+    client, handlers, _ = served
+    runtime = handlers.runtime
+    # First in the runtime's attributes: a deep copy reaches it before anything it cannot copy.
+    runtime.__dict__ = {"copy_counter": CopyCounter(), **runtime.__dict__}
+    CopyCounter.copies = 0
+    client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")  # after an answer
+    for path in ("/config", "/", "/config"):
+        r = httpx.get(client.src.rstrip("/") + path, timeout=30)
+        assert r.status_code == 200
+    assert CopyCounter.copies == 0
+
+
+def test_closing_a_page_frees_the_session_gradio_holds(served):
+    """The page's state can be created by two events at page load at once; the close must free
+    the Session Gradio keeps for the page, not only the one the load event saw (issue 19: 1 of
+    3 closes left the page's private upload on disk). Here no load event ran at all (an API
+    client), so only the held state knows the session."""
+    from types import SimpleNamespace
+
+    client, handlers, _ = served
+    client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")
+    held = handlers._held_session(client.session_hash)
+    assert isinstance(held, Session) and held.turns  # the answer is in the page's state
+    handlers.closed(SimpleNamespace(session_hash=client.session_hash))
+    assert held.turns == [] and held.view is None

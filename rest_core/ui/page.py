@@ -87,6 +87,27 @@ def as_session(value: Any) -> Session:
     return value if isinstance(value, Session) else Session()
 
 
+class NotCopied:
+    """A callable that copies and deep copies return as it is.
+
+    Gradio deep-copies the page config on every page load (GET / and /config), and the config
+    holds the session state's delete callback: a bound method there would drag its object, and
+    through it the runtime (model, engines, datastores), into every copy: seconds and gigabytes
+    per page load."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+    def __copy__(self) -> NotCopied:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> NotCopied:
+        return self
+
+
 class OpenPages:
     """Which Session each open page holds (weakly), so that closing a page frees its data at once
     (Gradio would keep a closed page's state for an hour)."""
@@ -108,10 +129,13 @@ class OpenPages:
         if isinstance(session, Session) and page:
             self._open[page] = session
 
-    def closed(self, page: str | None) -> None:
-        session = self._open.pop(page, None) if page else None
-        log.info("page closed (%s): %s", page, "released" if session is not None else "no session held")
-        if session is not None:
+    def closed(self, page: str | None, held: Any = None) -> None:
+        """The page closed: free the Session its load saw and `held`, the one the page's state
+        holds now (they differ when two events at page load each created the state)."""
+        seen = self._open.pop(page, None) if page else None
+        freed = [s for s in {id(x): x for x in (seen, held) if isinstance(x, Session)}.values()]
+        log.info("page closed (%s): %s", page, f"released {len(freed)}" if freed else "no session held")
+        for session in freed:
             self.release(session)
 
 
