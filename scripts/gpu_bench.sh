@@ -25,7 +25,7 @@
 #   that many training problems: HumanEval 100+, MT-Bench 101+); else the quick auto tuning.
 # - the exit status is 1 when a suite failed or its greedy outputs differ from ar's.
 #
-# SMOKE=1 keeps this script from rotting while no GPU is at hand (tests/test_gpu_bench.py runs
+# SMOKE=1 keeps this script from rotting while no GPU is at hand (tests/bench/test_gpu_bench.py runs
 # it): the same commands with the "gpu" preset's c and budget, on --device cpu with one torch
 # thread and no CUDA check, 1 problem per suite, 8 new tokens, no warm-up, prompt lookup tuned on
 # 1 problem x 4 tokens. Its datastores are built small (CHAT_DOCS = CODE_DOCS = 200) in

@@ -433,7 +433,7 @@ def test_benchmark_modules_import_no_cli_and_no_cycle():
     from collections import Counter
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     graph: dict[str, set[str]] = {}
     classes: Counter[str] = Counter()
     for path in (root / "rest_core").rglob("*.py"):

@@ -93,7 +93,7 @@ def test_matches_brute_force_on_random_corpora(seed):
 
 def test_real_text_matches_brute_force():
     # Real text, one byte per token: this repository's own retrieval module.
-    text = Path(__file__).resolve().parents[1].joinpath("rest_core", "drafting", "context_source.py").read_bytes()[:6000]
+    text = Path(__file__).resolve().parents[2].joinpath("rest_core", "drafting", "context_source.py").read_bytes()[:6000]
     sep = 256
     tokens = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
     tokens = np.concatenate([tokens[:3000], [sep], tokens[3000:], [sep]])
@@ -307,7 +307,7 @@ def test_warm_up_compiles_every_kernel_a_step_uses():
     import sys
 
     pytest.importorskip("numba")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", WARM_UP_CHECK], cwd=root, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     built, late = out.stdout.strip().splitlines()

@@ -329,7 +329,7 @@ def test_build_killed_mid_way_leaves_no_store(tmp_path):
     out = tmp_path / "store"
     script = (
         "import os, signal, sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
         "from rest_core.store.build import build_from_token_ids\n"
         "def docs():\n"
         "    for i in range(1000):\n"
@@ -694,7 +694,7 @@ print("ok")
 def test_retrieval_survives_a_damaged_suffix_array():
     """Whatever the files hold, the compiled search never reads outside the tokens: run in a
     child process, because an out-of-bounds read there is a segmentation fault, not an error."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-c", _DAMAGED_SEARCH], cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])
 

