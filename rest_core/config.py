@@ -153,7 +153,7 @@ class GenerationConfig:
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
 
-    def with_method(self, method: Literal["rest", "ar"]) -> "GenerationConfig":
+    def with_method(self, method: Literal["rest", "ar"]) -> GenerationConfig:
         return replace(self, method=method)
 
 

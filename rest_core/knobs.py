@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from rest_core.config import ConfigError, GenerationConfig
 
@@ -71,7 +72,9 @@ class Knob:
         if self.kind is int and not x.is_integer():
             raise ConfigError(f"{self.name} must be a whole number, got {value!r}")
         if (self.minimum is not None and x < self.minimum) or (self.maximum is not None and x > self.maximum):
-            raise ConfigError(f"{self.name} must be between {_num(self.minimum)} and {_num(self.maximum)}, got {_num(x)}")
+            raise ConfigError(
+                f"{self.name} must be between {_num(self.minimum)} and {_num(self.maximum)}, got {_num(x)}"
+            )
         return int(x) if self.kind is int else x
 
 
@@ -87,42 +90,164 @@ def _num(x: float | None) -> str:
 MAX_MATCHES = 5000
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("use_datastore", "draft.use_datastore", bool, "Draft from the datastore", widget="checkbox",
-         help="look the conversation's last tokens up in the chosen corpus and draft what followed them"),
-    Knob("use_context", "draft.use_context", bool, "Draft from the conversation (context)", widget="checkbox",
-         flag="--context", help="also draft from the conversation itself: text that repeats earlier text drafts itself"),
-    Knob("datastore_weight", "draft.datastore_weight", float, "datastore weight", minimum=0, maximum=100, step=0.25,
-         widget="number", help="the datastore's share of a trie node's weight: its weight split evenly over its continuations"),
-    Knob("context_weight", "draft.context_weight", float, "context weight", minimum=0, maximum=100, step=0.25,
-         widget="number", help="the conversation's share of a trie node's weight: its weight split evenly over its continuations"),
-    Knob("c", "draft.c", int, "c: draft tokens verified per step", minimum=1, maximum=128, step=1,
-         help="how many of the heaviest trie nodes one forward checks: large pays on a GPU (flat cost), small on a CPU"),
-    Knob("budget", "draft.budget", str, "draft budget", choices=("fixed", "auto"), widget="radio",
-         help="fixed: always c; auto: per step, the c (up to this one) whose expected accepted tokens best pay for the forward's cost measured on this device"),
-    Knob("n_max", "retrieval.n_max", int, "n_max: longest suffix tried", minimum=1, maximum=32, step=1,
-         help="the last n_max tokens are looked up first; longer matches give more specific drafts"),
-    Knob("n_min", "retrieval.n_min", int, "n_min: shortest suffix tried", minimum=1, maximum=16, step=1,
-         help="no draft when not even the last n_min tokens occur; small values match often but loosely"),
-    Knob("m", "retrieval.m", int, "m: continuation length", minimum=1, maximum=32, step=1,
-         help="how many tokens after each occurrence are taken: the deepest a draft can reach"),
-    Knob("max_matches", "retrieval.max_matches", int, "K: max matches used", minimum=1, maximum=MAX_MATCHES, step=100,
-         widget="number", help=f"above K occurrences a fair sample of K is used (at most {MAX_MATCHES})"),
-    Knob("temperature", "sampling.temperature", float, "temperature (0 = greedy)", minimum=0, maximum=2, step=0.05,
-         help="0: always the likeliest token; above 0 the model samples, and REST stays exact (same distribution)"),
-    Knob("top_p", "sampling.top_p", float, "top-p", minimum=0.05, maximum=1, step=0.05,
-         help="sampling only: draw from the smallest set of tokens whose probabilities sum to p"),
-    Knob("top_k", "sampling.top_k", int, "top-k (0 = the model's default)", minimum=0, maximum=200, step=1,
-         help="sample from the k likeliest tokens; 0 = the model's own default, as generate() (50 when it sets none)"),
-    Knob("max_new_tokens", "max_new_tokens", int, "max new tokens", minimum=1, maximum=1024, step=1,
-         help="the answer stops after this many tokens (or at the end of text)"),
-    Knob("seed", "sampling.seed", int, "seed", minimum=0, maximum=2**32 - 1, widget="number", app=False,
-         help="for sampling; unset: a different one each run"),
+    Knob(
+        "use_datastore",
+        "draft.use_datastore",
+        bool,
+        "Draft from the datastore",
+        widget="checkbox",
+        help="look the conversation's last tokens up in the chosen corpus and draft what followed them",
+    ),
+    Knob(
+        "use_context",
+        "draft.use_context",
+        bool,
+        "Draft from the conversation (context)",
+        widget="checkbox",
+        flag="--context",
+        help="also draft from the conversation itself: text that repeats earlier text drafts itself",
+    ),
+    Knob(
+        "datastore_weight",
+        "draft.datastore_weight",
+        float,
+        "datastore weight",
+        minimum=0,
+        maximum=100,
+        step=0.25,
+        widget="number",
+        help="the datastore's share of a trie node's weight: its weight split evenly over its continuations",
+    ),
+    Knob(
+        "context_weight",
+        "draft.context_weight",
+        float,
+        "context weight",
+        minimum=0,
+        maximum=100,
+        step=0.25,
+        widget="number",
+        help="the conversation's share of a trie node's weight: its weight split evenly over its continuations",
+    ),
+    Knob(
+        "c",
+        "draft.c",
+        int,
+        "c: draft tokens verified per step",
+        minimum=1,
+        maximum=128,
+        step=1,
+        help="how many of the heaviest trie nodes one forward checks: large pays on a GPU (flat cost), small on a CPU",
+    ),
+    Knob(
+        "budget",
+        "draft.budget",
+        str,
+        "draft budget",
+        choices=("fixed", "auto"),
+        widget="radio",
+        help="fixed: always c; auto: per step, the c (up to this one) whose expected accepted tokens best pay for the forward's cost measured on this device",
+    ),
+    Knob(
+        "n_max",
+        "retrieval.n_max",
+        int,
+        "n_max: longest suffix tried",
+        minimum=1,
+        maximum=32,
+        step=1,
+        help="the last n_max tokens are looked up first; longer matches give more specific drafts",
+    ),
+    Knob(
+        "n_min",
+        "retrieval.n_min",
+        int,
+        "n_min: shortest suffix tried",
+        minimum=1,
+        maximum=16,
+        step=1,
+        help="no draft when not even the last n_min tokens occur; small values match often but loosely",
+    ),
+    Knob(
+        "m",
+        "retrieval.m",
+        int,
+        "m: continuation length",
+        minimum=1,
+        maximum=32,
+        step=1,
+        help="how many tokens after each occurrence are taken: the deepest a draft can reach",
+    ),
+    Knob(
+        "max_matches",
+        "retrieval.max_matches",
+        int,
+        "K: max matches used",
+        minimum=1,
+        maximum=MAX_MATCHES,
+        step=100,
+        widget="number",
+        help=f"above K occurrences a fair sample of K is used (at most {MAX_MATCHES})",
+    ),
+    Knob(
+        "temperature",
+        "sampling.temperature",
+        float,
+        "temperature (0 = greedy)",
+        minimum=0,
+        maximum=2,
+        step=0.05,
+        help="0: always the likeliest token; above 0 the model samples, and REST stays exact (same distribution)",
+    ),
+    Knob(
+        "top_p",
+        "sampling.top_p",
+        float,
+        "top-p",
+        minimum=0.05,
+        maximum=1,
+        step=0.05,
+        help="sampling only: draw from the smallest set of tokens whose probabilities sum to p",
+    ),
+    Knob(
+        "top_k",
+        "sampling.top_k",
+        int,
+        "top-k (0 = the model's default)",
+        minimum=0,
+        maximum=200,
+        step=1,
+        help="sample from the k likeliest tokens; 0 = the model's own default, as generate() (50 when it sets none)",
+    ),
+    Knob(
+        "max_new_tokens",
+        "max_new_tokens",
+        int,
+        "max new tokens",
+        minimum=1,
+        maximum=1024,
+        step=1,
+        help="the answer stops after this many tokens (or at the end of text)",
+    ),
+    Knob(
+        "seed",
+        "sampling.seed",
+        int,
+        "seed",
+        minimum=0,
+        maximum=2**32 - 1,
+        widget="number",
+        app=False,
+        help="for sampling; unset: a different one each run",
+    ),
 )
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
 APP_KNOBS: tuple[Knob, ...] = tuple(k for k in KNOBS if k.app)
 
 
-def make_config(values: Mapping[str, Any], base: GenerationConfig | None = None, method: str | None = None) -> GenerationConfig:
+def make_config(
+    values: Mapping[str, Any], base: GenerationConfig | None = None, method: str | None = None
+) -> GenerationConfig:
     """`base` (default: GenerationConfig()) with the knob `values` set, each checked against its
     range; raises ConfigError with a one-line message naming the knob."""
     base = base or GenerationConfig()
@@ -149,8 +274,12 @@ def values_in_order(values: Iterable[Any], knobs: tuple[Knob, ...] = APP_KNOBS) 
 # Command-line flags
 
 
-def add_flags(parser: argparse.ArgumentParser | Any, exclude: Iterable[str] = (), base: GenerationConfig | None = None,
-              defaults: Mapping[str, Any] | None = None) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser | Any,
+    exclude: Iterable[str] = (),
+    base: GenerationConfig | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
     """One flag per knob (except `exclude`, which the command sets otherwise), parsed and
     range-checked by argparse (a bad value exits 2 with the knob's message). Without `base` a flag
     that is not given stays None (`flag_values` leaves it out: the preset's value applies)."""
@@ -161,11 +290,23 @@ def add_flags(parser: argparse.ArgumentParser | Any, exclude: Iterable[str] = ()
         default = defaults.get(knob.name, knob.default(base) if base is not None else None)
         shown = "" if default is None else f" (default {default})"
         if knob.kind is bool:
-            parser.add_argument(knob.option, dest=knob.name, action=argparse.BooleanOptionalAction, default=default,
-                                help=(knob.help or knob.label) + shown)
+            parser.add_argument(
+                knob.option,
+                dest=knob.name,
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=(knob.help or knob.label) + shown,
+            )
             continue
-        parser.add_argument(knob.option, dest=knob.name, type=_arg_type(knob), default=default, choices=knob.choices or None,
-                            metavar=None if knob.choices else ("N" if knob.kind is int else "X"), help=f"{knob.label}; {knob.help}".rstrip("; ") + _range(knob) + shown)
+        parser.add_argument(
+            knob.option,
+            dest=knob.name,
+            type=_arg_type(knob),
+            default=default,
+            choices=knob.choices or None,
+            metavar=None if knob.choices else ("N" if knob.kind is int else "X"),
+            help=f"{knob.label}; {knob.help}".rstrip("; ") + _range(knob) + shown,
+        )
 
 
 def _range(knob: Knob) -> str:
@@ -193,4 +334,6 @@ def _number(text: str) -> Any:
 def flag_values(args: argparse.Namespace, exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The knob values a command line set (flags left at None are left out)."""
     skip = set(exclude)
-    return {k.name: getattr(args, k.name) for k in KNOBS if k.name not in skip and getattr(args, k.name, None) is not None}
+    return {
+        k.name: getattr(args, k.name) for k in KNOBS if k.name not in skip and getattr(args, k.name, None) is not None
+    }

@@ -14,8 +14,9 @@ drafted by one or more stores alone, "context", "both" = stores and context toge
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Literal, Mapping, Sequence
+from typing import Literal
 
 SOURCE_DATASTORE = 1
 SOURCE_CONTEXT = 2
@@ -95,7 +96,7 @@ class SourceTable:
     sources: tuple[Source, ...]
 
     @classmethod
-    def for_stores(cls, names: Sequence[str]) -> "SourceTable":
+    def for_stores(cls, names: Sequence[str]) -> SourceTable:
         """The table of stores named `names` (in order) plus the context. Refuses more than
         MAX_STORES stores, empty, repeated or reserved names."""
         names = list(names)

@@ -59,18 +59,21 @@ def _event_records(event) -> tuple[NodeFeatures, np.ndarray] | None:
 def collect(args: argparse.Namespace) -> int:
     import torch
 
+    from rest_core.bench.suites import load_suite
     from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
     from rest_core.decode.engine import Engine
     from rest_core.decode.models import load_model
-    from rest_core.bench.suites import load_suite
 
     torch.set_num_threads(args.threads)
     loaded = load_model("embedded", device="cpu")
     engine = Engine(loaded.model, loaded.tokenizer, args.datastore, reuse_cache=False)
     config = GenerationConfig(
-        method="rest", max_new_tokens=args.max_new_tokens, retrieval=RetrievalConfig(),
-        draft=DraftConfig(c=args.c, budget="fixed", use_datastore=not args.no_datastore,
-                          use_context=not args.no_context),
+        method="rest",
+        max_new_tokens=args.max_new_tokens,
+        retrieval=RetrievalConfig(),
+        draft=DraftConfig(
+            c=args.c, budget="fixed", use_datastore=not args.no_datastore, use_context=not args.no_context
+        ),
     )
     problems = load_suite(args.suite, limit=args.limit, split="train")
     parts: list[NodeFeatures] = []
@@ -121,12 +124,14 @@ def fit(args: argparse.Namespace) -> int:
     base_loss = -float(np.mean(yt * np.log(base) + (1 - yt) * np.log(1 - base)))
     print(f"{y.shape[0]} nodes, {y.mean():.3f} accepted; held-out log loss {logloss:.4f} (constant {base_loss:.4f})")
     for row in reliability(p, yt):
-        print(f"  p in [{row['lo']:.1f}, {row['hi']:.1f}): n={row['n']:5d} predicted {row['predicted']:.3f} observed {row['observed']:.3f}")
+        print(
+            f"  p in [{row['lo']:.1f}, {row['hi']:.1f}): n={row['n']:5d} predicted {row['predicted']:.3f} observed {row['observed']:.3f}"
+        )
     w = fit_logistic(x, y, l2=args.l2)  # the shipped weights use every record
     out = {
         "about": "Acceptance model prior (rest_core.budget.acceptance): logistic weights over FEATURE_NAMES, "
-                 "fitted by scripts/fit_acceptance.py on the training split (HumanEval 100-163, "
-                 "MT-Bench 101-160), SmolLM2-135M-Instruct, greedy.",
+        "fitted by scripts/fit_acceptance.py on the training split (HumanEval 100-163, "
+        "MT-Bench 101-160), SmolLM2-135M-Instruct, greedy.",
         "records": [str(Path(p).name) for p in args.records],
         "nodes": int(y.shape[0]),
         "held_out_log_loss": round(logloss, 4),
@@ -157,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fit", help="fit the logistic model to recorded nodes and write its JSON")
     f.add_argument("records", nargs="+")
     f.add_argument("--l2", type=float, default=1.0)
-    f.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "rest_core" / "budget" / "acceptance_prior.json"))
+    f.add_argument(
+        "--out", default=str(Path(__file__).resolve().parents[1] / "rest_core" / "budget" / "acceptance_prior.json")
+    )
     args = parser.parse_args(argv)
     return collect(args) if args.command == "collect" else fit(args)
 

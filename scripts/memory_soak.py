@@ -15,7 +15,6 @@ the first answer once all answers are in, and within --back-mb of it once cleare
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import subprocess
 import sys
@@ -28,7 +27,9 @@ sys.path.insert(0, str(ROOT))
 from rest_core.config import PRESETS  # noqa: E402
 from rest_core.knobs import APP_KNOBS  # noqa: E402
 
-WORST = dict(n_min=1, n_max=1, m=32, max_matches=5000, c=2, budget="fixed", use_datastore=True, use_context=True, temperature=0.0)
+WORST = dict(
+    n_min=1, n_max=1, m=32, max_matches=5000, c=2, budget="fixed", use_datastore=True, use_context=True, temperature=0.0
+)
 QUESTIONS = [
     "Tell me about your favourite city and why people like to visit it.",
     "What are three tips for staying productive when working from home?",
@@ -62,8 +63,21 @@ def knob_values(max_new_tokens: int) -> list:
 
 def start_app(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [sys.executable, str(ROOT / "app.py"), "--datastores", str(args.datastores), "--no-build", "--host", "127.0.0.1",
-           "--port", str(port), "--device", args.device, "--max-seconds", str(args.max_seconds)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "app.py"),
+        "--datastores",
+        str(args.datastores),
+        "--no-build",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        args.device,
+        "--max-seconds",
+        str(args.max_seconds),
+    ]
     if args.expire:
         cmd += ["--session-ttl", str(args.expire)]
     print("starting:", " ".join(cmd[1:]), flush=True)
@@ -85,14 +99,23 @@ def start_app(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datastores", type=Path, default=ROOT / "datastores", help="the app's datastores folder (read only)")
+    p.add_argument(
+        "--datastores", type=Path, default=ROOT / "datastores", help="the app's datastores folder (read only)"
+    )
     p.add_argument("--store", default="chat")
     p.add_argument("--sessions", type=int, default=10)
     p.add_argument("--answers", type=int, default=3, help="answers per session (one conversation)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--max-seconds", type=float, default=0, help="the app's time limit (0: none, so every answer is whole)")
-    p.add_argument("--expire", type=float, default=0, help="start the app with this --session-ttl and wait for expiry instead of pressing Clear")
+    p.add_argument(
+        "--max-seconds", type=float, default=0, help="the app's time limit (0: none, so every answer is whole)"
+    )
+    p.add_argument(
+        "--expire",
+        type=float,
+        default=0,
+        help="start the app with this --session-ttl and wait for expiry instead of pressing Clear",
+    )
     p.add_argument("--url", help="an app already running (with --pid)")
     p.add_argument("--pid", type=int, help="the process id of that app")
     p.add_argument("--log", help="file for the started app's output")
@@ -144,12 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     base = rows[1][1]["VmRSS"]
     print(f"\n{'':34} {'VmRSS MB':>9} {'vs first':>9} {'RssAnon':>9} {'RssFile':>9}")
     for label, r in rows:
-        print(f"{label:34} {r['VmRSS']:9.0f} {r['VmRSS'] - base:+9.0f} {r.get('RssAnon', 0):9.0f} {r.get('RssFile', 0):9.0f}")
+        print(
+            f"{label:34} {r['VmRSS']:9.0f} {r['VmRSS'] - base:+9.0f} {r.get('RssAnon', 0):9.0f} {r.get('RssFile', 0):9.0f}"
+        )
     grown = rows[2][1]["VmRSS"] - base
     back = rows[3][1]["VmRSS"] - base
     ok = grown < args.grow_mb and abs(back) <= args.back_mb
-    print(f"\ngrowth over all answers {grown:+.0f} MB (target < {args.grow_mb:g}); "
-          f"after {'expiry' if args.expire else 'Clear'} {back:+.0f} MB vs the first answer (target within {args.back_mb:g}): {'OK' if ok else 'MISSED'}")
+    print(
+        f"\ngrowth over all answers {grown:+.0f} MB (target < {args.grow_mb:g}); "
+        f"after {'expiry' if args.expire else 'Clear'} {back:+.0f} MB vs the first answer (target within {args.back_mb:g}): {'OK' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

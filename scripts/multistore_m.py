@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig  # noqa: E402
 from rest_core.bench.suites import load_suite  # noqa: E402
+from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig  # noqa: E402
 
 
 def open_store(path: Path, tokenizer, tries: int = 5):
@@ -87,10 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     stores = {name: open_store(folder / name, lm.tokenizer) for name in ("code", "chat")}
     engine = Engine(lm.model, lm.tokenizer, datastores=stores, reuse_cache=False)
 
-    prompts = [("code", p.id, engine.encode(p.turns[0], chat=False))
-               for p in load_suite("humaneval", limit=args.code_prompts, split="train")]
-    prompts += [("chat", p.id, engine.encode(p.turns[0], chat=True))
-                for p in load_suite("mtbench", limit=args.chat_prompts, split="train")]
+    prompts = [
+        ("code", p.id, engine.encode(p.turns[0], chat=False))
+        for p in load_suite("humaneval", limit=args.code_prompts, split="train")
+    ]
+    prompts += [
+        ("chat", p.id, engine.encode(p.turns[0], chat=True))
+        for p in load_suite("mtbench", limit=args.chat_prompts, split="train")
+    ]
     budgets = [int(c) for c in args.c.split(",")]
     chosen = selections([s for s in args.splits.split(",") if s])
     retrieval = RetrievalConfig()
@@ -100,21 +104,39 @@ def main(argv: list[str] | None = None) -> int:
     for c in budgets:
         for label, shares in chosen.items():
             draft = DraftConfig(c=c, budget="fixed", use_context=args.context, stores=shares)
-            cfg = GenerationConfig(max_new_tokens=args.tokens, retrieval=retrieval, draft=draft, sampling=SamplingConfig())
+            cfg = GenerationConfig(
+                max_new_tokens=args.tokens, retrieval=retrieval, draft=draft, sampling=SamplingConfig()
+            )
             for kind, pid, ids in prompts:
                 res = collect(engine.generate(ids, cfg))
                 same = outputs.setdefault(pid, res.token_ids) == res.token_ids
                 by_store = engine.source_table.count_sources(s for ev in res.events for s in ev.token_sources)
-                rows.append({"c": c, "stores": label, "kind": kind, "prompt": pid, "new_tokens": res.totals.new_tokens,
-                             "steps": res.totals.steps, "accepted_by_store": by_store, "same_output": same})
-                print(f"c={c} {label:<11} {pid:<16} M={res.totals.mean_generated_length:.2f} {by_store}", file=sys.stderr, flush=True)
+                rows.append(
+                    {
+                        "c": c,
+                        "stores": label,
+                        "kind": kind,
+                        "prompt": pid,
+                        "new_tokens": res.totals.new_tokens,
+                        "steps": res.totals.steps,
+                        "accepted_by_store": by_store,
+                        "same_output": same,
+                    }
+                )
+                print(
+                    f"c={c} {label:<11} {pid:<16} M={res.totals.mean_generated_length:.2f} {by_store}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def m(c: int, label: str, kind: str) -> float:
         sel = [r for r in rows if r["c"] == c and r["stores"] == label and r["kind"] == kind]
         return sum(r["new_tokens"] for r in sel) / sum(r["steps"] for r in sel)
 
-    print(f"\nM (new tokens per step, pooled over prompts), greedy, {args.tokens} new tokens, "
-          f"{args.code_prompts} code + {args.chat_prompts} chat prompts, context {'on' if args.context else 'off'}\n")
+    print(
+        f"\nM (new tokens per step, pooled over prompts), greedy, {args.tokens} new tokens, "
+        f"{args.code_prompts} code + {args.chat_prompts} chat prompts, context {'on' if args.context else 'off'}\n"
+    )
     print("| c | prompts | " + " | ".join(chosen) + " |")
     print("|---|---|" + "---|" * len(chosen))
     for c in budgets:

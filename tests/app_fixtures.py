@@ -10,7 +10,9 @@ from rest_core.knobs import APP_KNOBS
 ANSWER = 'def add(a, b):\n    return a + b  # <ok> & "done" 世界\n\nprint(add(1, 2))\n'
 
 # The page's settings in the tests: the CPU preset's, with a bigger tree and both sources on.
-KNOB_DEFAULTS: dict[str, Any] = {k.name: k.default(PRESETS["cpu"]) for k in APP_KNOBS} | dict(c=8, m=6, use_context=True, max_new_tokens=200)
+KNOB_DEFAULTS: dict[str, Any] = {k.name: k.default(PRESETS["cpu"]) for k in APP_KNOBS} | dict(
+    c=8, m=6, use_context=True, max_new_tokens=200
+)
 
 
 def knob_values(**over: Any) -> dict[str, Any]:

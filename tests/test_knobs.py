@@ -59,8 +59,11 @@ def test_every_knob_maps_to_a_config_field_and_its_defaults_are_in_range():
                 assert value in knob.choices
     # every field a user sets is a knob (seed is a command-line knob only); which stores draft
     # (draft.stores) is chosen with the datastores themselves (--datastore, the page's store choice)
-    fields = {f"{s}.{f.name}" for s, cls in (("retrieval", RetrievalConfig), ("draft", DraftConfig), ("sampling", SamplingConfig))
-              for f in dataclasses.fields(cls)} - {"draft.stores"}
+    fields = {
+        f"{s}.{f.name}"
+        for s, cls in (("retrieval", RetrievalConfig), ("draft", DraftConfig), ("sampling", SamplingConfig))
+        for f in dataclasses.fields(cls)
+    } - {"draft.stores"}
     assert fields == {k.path for k in KNOBS if "." in k.path}
     assert [k.name for k in APP_KNOBS if not k.app] == []
 
@@ -106,7 +109,21 @@ def test_generate_flags_come_from_the_knobs_and_default_to_the_device_preset():
     args = p.parse_args(["--prompt", "x"])
     assert generate_cmd.build_config(args, "cuda") == PRESETS["gpu"]
     assert generate_cmd.build_config(args, "cpu") == PRESETS["cpu"]
-    args = p.parse_args(["--prompt", "x", "--top-k", "20", "--temperature", "0.8", "--max-matches", "300", "--no-context", "--method", "ar"])
+    args = p.parse_args(
+        [
+            "--prompt",
+            "x",
+            "--top-k",
+            "20",
+            "--temperature",
+            "0.8",
+            "--max-matches",
+            "300",
+            "--no-context",
+            "--method",
+            "ar",
+        ]
+    )
     config = generate_cmd.build_config(args, "cpu")
     assert (config.sampling.top_k, config.sampling.temperature, config.retrieval.max_matches) == (20, 0.8, 300)
     assert not config.draft.use_context and config.method == "ar" and config.draft.c == PRESETS["cpu"].draft.c
@@ -122,7 +139,9 @@ def test_bench_flags_come_from_the_knobs():
     assert draft.c == PRESETS["cpu"].draft.c and not hasattr(args, "use_context")  # the methods choose the sources
 
 
-@pytest.mark.parametrize("argv", [["--max-matches", "100000"], ["--temperature", "nan"], ["--c", "0"], ["--top-k", "x"]])
+@pytest.mark.parametrize(
+    "argv", [["--max-matches", "100000"], ["--temperature", "nan"], ["--c", "0"], ["--top-k", "x"]]
+)
 def test_cli_flags_out_of_range_exit_2_with_the_knobs_message(argv, capsys):
     for add, base in ((generate_cmd.add_arguments, ["--prompt", "x"]), (bench_cmd.add_arguments, [])):
         with pytest.raises(SystemExit) as exc:

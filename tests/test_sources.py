@@ -5,27 +5,42 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from rest_core.bench.runs import run_from_events
-from rest_core.ui import stats
 from rest_core.commands.generate import summary
 from rest_core.config import GenerationConfig
 from rest_core.decode.engine import collect
 from rest_core.decode.events import MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, count_origins, origin
+from rest_core.ui import stats
 
 BOTH = SOURCE_DATASTORE | SOURCE_CONTEXT
 
 
 def _event(step: int, sources: tuple[int, ...], new: int, finished: bool = False) -> StepEvent:
     return StepEvent(
-        step=step, method="rest", matches=(MatchInfo(SOURCE_CONTEXT, 1, (7,), 2, ()),), trie=None, draft_idx=(),
-        draft=None, accepted=(), tokens=tuple(range(len(sources))), token_sources=sources, c=4,
-        timings=StepTimings(total_ms=1.0), totals=Totals(3, new, step + 1, 0, 0.001 * (step + 1), 1.0, 0.0),
-        finished=finished, finish_reason="length" if finished else None,
+        step=step,
+        method="rest",
+        matches=(MatchInfo(SOURCE_CONTEXT, 1, (7,), 2, ()),),
+        trie=None,
+        draft_idx=(),
+        draft=None,
+        accepted=(),
+        tokens=tuple(range(len(sources))),
+        token_sources=sources,
+        c=4,
+        timings=StepTimings(total_ms=1.0),
+        totals=Totals(3, new, step + 1, 0, 0.001 * (step + 1), 1.0, 0.0),
+        finished=finished,
+        finish_reason="length" if finished else None,
     )
 
 
 def test_origin_table():
-    assert [origin(m).key for m in (0, SOURCE_DATASTORE, SOURCE_CONTEXT, BOTH)] == ["model", "datastore", "context", "both"]
+    assert [origin(m).key for m in (0, SOURCE_DATASTORE, SOURCE_CONTEXT, BOTH)] == [
+        "model",
+        "datastore",
+        "context",
+        "both",
+    ]
     assert origin(BOTH).label == "datastore + context" and origin(SOURCE_CONTEXT).css == "cx"
     assert MatchInfo(SOURCE_CONTEXT, 1, (7,), 2, ()).source == "context"
     assert count_origins([BOTH, 0, BOTH]) == {"model": 1, "datastore": 0, "context": 0, "both": 2}

@@ -95,32 +95,56 @@ def tiny_model(
     common = dict(vocab_size=VOCAB_SIZE, bos_token_id=EOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID)
     if arch == "llama":
         config = LlamaConfig(
-            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-            tie_word_embeddings=False, **common,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=max_positions,
+            tie_word_embeddings=False,
+            **common,
         )
         cls = LlamaForCausalLM
     elif arch == "qwen2":
         config = Qwen2Config(
-            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-            tie_word_embeddings=False, use_sliding_window=False, **common,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=max_positions,
+            tie_word_embeddings=False,
+            use_sliding_window=False,
+            **common,
         )
         cls = Qwen2ForCausalLM
     elif arch == "qwen2_sliding":
         # Layers 1.. slide, layer 0 attends to everything (Qwen2's max_window_layers rule).
         config = Qwen2Config(
-            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers + 1,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-            tie_word_embeddings=False, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers + 1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=max_positions,
+            tie_word_embeddings=False,
+            use_sliding_window=True,
+            sliding_window=WINDOW,
+            max_window_layers=1,
             **common,
         )
         cls = Qwen2ForCausalLM
     elif arch in ("mistral", "phi3", "starcoder2"):
         shared = dict(
-            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=max_positions, sliding_window=WINDOW,
-            tie_word_embeddings=False, **common,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=max_positions,
+            sliding_window=WINDOW,
+            tie_word_embeddings=False,
+            **common,
         )
         if arch == "phi3":
             config, cls = Phi3Config(original_max_position_embeddings=max_positions, **shared), Phi3ForCausalLM
@@ -130,10 +154,18 @@ def tiny_model(
             config, cls = MistralConfig(**shared), MistralForCausalLM
     elif arch == "llama4":
         config = Llama4TextConfig(
-            hidden_size=hidden, intermediate_size=2 * hidden, intermediate_size_mlp=2 * hidden,
-            num_hidden_layers=2 * layers, num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4,
-            attention_chunk_size=WINDOW, num_local_experts=2, max_position_embeddings=max_positions,
-            tie_word_embeddings=False, **common,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            intermediate_size_mlp=2 * hidden,
+            num_hidden_layers=2 * layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=hidden // 4,
+            attention_chunk_size=WINDOW,
+            num_local_experts=2,
+            max_position_embeddings=max_positions,
+            tie_word_embeddings=False,
+            **common,
         )
         cls = Llama4ForCausalLM
     elif arch == "gpt2":
@@ -146,10 +178,17 @@ def tiny_model(
         # Alternating sliding-window (8 tokens) and full layers, like Gemma 3: exercises the
         # per-layer-type masks once a sequence is longer than the window.
         config = Gemma3TextConfig(
-            hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2 * layers,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4, sliding_window=WINDOW,
-            layer_types=["sliding_attention", "full_attention"] * layers, max_position_embeddings=max_positions,
-            tie_word_embeddings=False, **common,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=2 * layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=hidden // 4,
+            sliding_window=WINDOW,
+            layer_types=["sliding_attention", "full_attention"] * layers,
+            max_position_embeddings=max_positions,
+            tie_word_embeddings=False,
+            **common,
         )
         cls = Gemma3ForCausalLM
     else:

@@ -198,7 +198,9 @@ def sweep_chart(rows: Sequence[VariantRow], param: str, title: str, log_x: bool 
     xs = [r.value for r in rows]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(
-        go.Scatter(x=xs, y=[r.summary.speedup_vs_ar for r in rows], name="speedup vs ar (with prefill)", mode="lines+markers"),
+        go.Scatter(
+            x=xs, y=[r.summary.speedup_vs_ar for r in rows], name="speedup vs ar (with prefill)", mode="lines+markers"
+        ),
         secondary_y=False,
     )
     fig.add_trace(
@@ -209,7 +211,10 @@ def sweep_chart(rows: Sequence[VariantRow], param: str, title: str, log_x: bool 
     )
     fig.add_trace(
         go.Scatter(
-            x=xs, y=[r.summary.mean_generated_length for r in rows], name="M (tokens / step)", mode="lines+markers",
+            x=xs,
+            y=[r.summary.mean_generated_length for r in rows],
+            name="M (tokens / step)",
+            mode="lines+markers",
             line=dict(dash="dot"),
         ),
         secondary_y=True,
@@ -229,8 +234,13 @@ def histogram_chart(hist: dict[str, dict[int, int]], title: str) -> Any:
         total = sum(counts.values())
         fig.add_trace(go.Bar(x=list(counts), y=[v / total for v in counts.values()], name=source))
     fig.update_layout(
-        title=title, xaxis_title="matched suffix length (0 = no match)", yaxis_title="share of steps",
-        yaxis_tickformat=".0%", template="plotly_white", height=450, barmode="group",
+        title=title,
+        xaxis_title="matched suffix length (0 = no match)",
+        yaxis_title="share of steps",
+        yaxis_tickformat=".0%",
+        template="plotly_white",
+        height=450,
+        barmode="group",
     )
     return fig
 
@@ -307,13 +317,18 @@ class AblationPlan:
     with_ar: bool = True
 
 
-def plan_ablation(kind: str, values: Sequence[float], factory: RunnerFactory, method: str, *, seed: int = 0) -> AblationPlan:
+def plan_ablation(
+    kind: str, values: Sequence[float], factory: RunnerFactory, method: str, *, seed: int = 0
+) -> AblationPlan:
     """The plan of one ablation kind (see the module docstring) varying engine `method`."""
     if method not in ENGINE_METHODS:
         raise ValueError(f"ablations vary an engine method ({', '.join(ENGINE_METHODS)}), not {method!r}")
     builders = {
-        "c-sweep": _c_sweep, "n-max-sweep": _n_max_sweep, "datastore-size": _datastore_size,
-        "selection": _selection, "suffix-hist": _suffix_hist,
+        "c-sweep": _c_sweep,
+        "n-max-sweep": _n_max_sweep,
+        "datastore-size": _datastore_size,
+        "selection": _selection,
+        "suffix-hist": _suffix_hist,
     }
     if kind not in builders:
         raise ValueError(f"unknown ablation kind {kind!r}; choose from {', '.join(KINDS)}")
@@ -338,8 +353,14 @@ def _n_max_sweep(factory: RunnerFactory, method: str, values: list[float], seed:
 
 
 def _datastore_size(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
-    plan = AblationPlan("datastore-size", [], [], "fraction of datastore documents", log_x=True,
-                        notes={"subset": "nested random document subsets (suffix array filtered, exact)"})
+    plan = AblationPlan(
+        "datastore-size",
+        [],
+        [],
+        "fraction of datastore documents",
+        log_x=True,
+        notes={"subset": "nested random document subsets (suffix array filtered, exact)"},
+    )
     for f in values:
         store = document_subset(factory.datastore, f, seed=seed)
         name = f"size={f:g}"
@@ -359,8 +380,9 @@ def _selection(factory: RunnerFactory, method: str, values: list[float], seed: i
 
 
 def _suffix_hist(factory: RunnerFactory, method: str, values: list[float], seed: int) -> AblationPlan:
-    return AblationPlan("suffix-hist", [factory.engine_runner(method)], [], "suffix length", histogram_of=method,
-                        with_ar=False)
+    return AblationPlan(
+        "suffix-hist", [factory.engine_runner(method)], [], "suffix length", histogram_of=method, with_ar=False
+    )
 
 
 def random_selection_runner(factory: RunnerFactory, method: str, c: int, seed: int = 0) -> Runner:
@@ -368,7 +390,9 @@ def random_selection_runner(factory: RunnerFactory, method: str, c: int, seed: i
     (same node budget, same depth limit, same retrieved continuations)."""
     rng = np.random.default_rng(seed)
     return factory.engine_runner(
-        method, name=f"random c={c}", draft=replace(factory.draft, c=c),
+        method,
+        name=f"random c={c}",
+        draft=replace(factory.draft, c=c),
         selector=lambda pool, budget: select_random_continuations(pool, budget, rng),
     )
 
@@ -404,7 +428,9 @@ class AblationOutcome:
     histogram: dict[str, dict[int, int]] | None
 
 
-def run_ablation(plan: AblationPlan, problems: Sequence[Problem], factory: RunnerFactory, timing: Timing) -> AblationOutcome:
+def run_ablation(
+    plan: AblationPlan, problems: Sequence[Problem], factory: RunnerFactory, timing: Timing
+) -> AblationOutcome:
     """Time the plan's runners (and `ar` if the plan asks for it) interleaved per problem."""
     runners = ([factory.hf_runner("ar")] if plan.with_ar else []) + plan.runners
     result = measure(problems, runners, factory, timing, check_identity=plan.with_ar)
@@ -415,9 +441,17 @@ def run_ablation(plan: AblationPlan, problems: Sequence[Problem], factory: Runne
 def write_outcome(out_dir: Path, outcome: AblationOutcome, *, title: str, meta: dict[str, Any]) -> list[str]:
     """results.json, results.md and chart.html of a finished ablation; prints its table."""
     plan = outcome.plan
-    written = write_ablation(out_dir, kind=plan.kind, title=title, rows=outcome.rows, result=outcome.result,
-                             meta={**meta, **plan.notes}, param=plan.param, histogram=outcome.histogram,
-                             log_x=plan.log_x)
+    written = write_ablation(
+        out_dir,
+        kind=plan.kind,
+        title=title,
+        rows=outcome.rows,
+        result=outcome.result,
+        meta={**meta, **plan.notes},
+        param=plan.param,
+        histogram=outcome.histogram,
+        log_x=plan.log_x,
+    )
     if outcome.rows:
         print(sweep_table(outcome.rows, plan.param))
     if outcome.histogram:

@@ -89,12 +89,20 @@ def run_benchmark(
         for turn, text in enumerate(problem.turns):
             prompts = {
                 r.name: encode(history[r.name] + [{"role": "user", "content": text}], True)
-                if problem.kind == "chat" else encode(text, False)
+                if problem.kind == "chat"
+                else encode(text, False)
                 for r in runners
             }
             run_seed = None if seed is None else seed + 1000 * pi + turn
-            best = _time_turn(runners, prompts, max_new_tokens, run_seed, rotate=pi, repeats=repeats,
-                              on_done=lambda run: _advance(bar, problem.id, run))
+            best = _time_turn(
+                runners,
+                prompts,
+                max_new_tokens,
+                run_seed,
+                rotate=pi,
+                repeats=repeats,
+                on_done=lambda run, pid=problem.id: _advance(bar, pid, run),
+            )
             for runner in runners:
                 run = best[runner.name]
                 run.problem_id, run.turn = problem.id, turn
@@ -167,9 +175,18 @@ def _compare_turn(
         same = strip_eos(out, eos_ids) == strip_eos(ref_out, eos_ids)
         result.identical[name].append(same)
         if not same:
-            result.differences.append(Difference(
-                problem_id, turn, name, _first_diff(out, ref_out), list(ref_out), list(out), decode(ref_out), decode(out)
-            ))
+            result.differences.append(
+                Difference(
+                    problem_id,
+                    turn,
+                    name,
+                    _first_diff(out, ref_out),
+                    list(ref_out),
+                    list(out),
+                    decode(ref_out),
+                    decode(out),
+                )
+            )
 
 
 @dataclass(frozen=True)
@@ -211,7 +228,14 @@ def measure(
         for _ in range(timing.warmup):
             warm_up(runner, problems[0], factory.encode, min(16, timing.max_new_tokens))
     return run_benchmark(
-        problems, runners, encode=factory.encode, decode=factory.decode, max_new_tokens=timing.max_new_tokens,
-        eos_ids=factory.stop_ids, greedy=factory.sampling.greedy and check_identity, seed=timing.seed,
-        progress=timing.progress, repeats=timing.repeats,
+        problems,
+        runners,
+        encode=factory.encode,
+        decode=factory.decode,
+        max_new_tokens=timing.max_new_tokens,
+        eos_ids=factory.stop_ids,
+        greedy=factory.sampling.greedy and check_identity,
+        seed=timing.seed,
+        progress=timing.progress,
+        repeats=timing.repeats,
     )

@@ -78,7 +78,9 @@ def summarize_method(method: str, runs: Sequence[TimedRun], identical: Sequence[
         retrieval_share_of_decode=retrieval / decode if decode else 0.0,
         draft_share=drafted / tokens if tokens else 0.0,
         mean_draft_nodes=sum(r.drafted_nodes for r in runs) / steps if steps else 0.0,
-        forward_ms_per_step=(sum(r.forward_ms for r in runs) / steps) if steps and any(r.forward_ms for r in runs) else None,
+        forward_ms_per_step=(sum(r.forward_ms for r in runs) / steps)
+        if steps and any(r.forward_ms for r in runs)
+        else None,
         source_share={k: v / source_total for k, v in sorted(sources.items())} if source_total else {},
         accepted_share_by_source=dict(sorted(accepted_by.items())),
         prefill_ms_mean=sum(r.prefill_ms for r in runs) / len(runs) if runs else 0.0,
@@ -111,9 +113,15 @@ def reliability_rows(table: dict[str, list[list[float]]]) -> dict[str, list[dict
     out: dict[str, list[dict[str, float]]] = {}
     for key, cells in merged.items():
         rows = [
-            {"lo": b / RELIABILITY_BINS, "hi": (b + 1) / RELIABILITY_BINS, "n": int(n),
-             "predicted": total / n, "observed": hits / n}
-            for b, (n, total, hits) in enumerate(cells) if n
+            {
+                "lo": b / RELIABILITY_BINS,
+                "hi": (b + 1) / RELIABILITY_BINS,
+                "n": int(n),
+                "predicted": total / n,
+                "observed": hits / n,
+            }
+            for b, (n, total, hits) in enumerate(cells)
+            if n
         ]
         if rows:
             out[key] = rows

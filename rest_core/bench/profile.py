@@ -9,8 +9,9 @@ the full head against lazy logits (the body over q rows plus the head over one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent, StepTimings
@@ -110,8 +111,7 @@ def cost_curves(model: Any, head: Any, max_q: int = 64) -> dict[str, CostCurve]:
 def curve_table(curves: Mapping[str, CostCurve]) -> str:
     names = list(curves)
     sizes = next(iter(curves.values())).sizes
-    lines = ["| q (tokens) | " + " | ".join(f"{n} ms" for n in names) + " |",
-             "|---:|" + "---:|" * len(names)]
+    lines = ["| q (tokens) | " + " | ".join(f"{n} ms" for n in names) + " |", "|---:|" + "---:|" * len(names)]
     for i, q in enumerate(sizes):
         lines.append(f"| {q} | " + " | ".join(f"{curves[n].ms[i]:.1f}" for n in names) + " |")
     return "\n".join(lines)
@@ -119,38 +119,61 @@ def curve_table(curves: Mapping[str, CostCurve]) -> str:
 
 def breakdown_table(parts: Mapping[str, Breakdown]) -> str:
     names = list(parts)
-    lines = ["| phase | " + " | ".join(f"{n} ms/step (share)" for n in names) + " | what |",
-             "|---|" + "---:|" * len(names) + "---|"]
+    lines = [
+        "| phase | " + " | ".join(f"{n} ms/step (share)" for n in names) + " | what |",
+        "|---|" + "---:|" * len(names) + "---|",
+    ]
     for p in PHASES:
         cells = [f"{b.ms[p]:.2f} ({100 * b.ms[p] / b.step_ms:.1f}%)" if b.step_ms else "-" for b in parts.values()]
         lines.append(f"| {p} | " + " | ".join(cells) + f" | {PHASE_HELP[p]} |")
     lines.append("| **step** | " + " | ".join(f"**{b.step_ms:.2f}**" for b in parts.values()) + " | |")
-    lines.append("| outside the model | " + " | ".join(f"{100 * b.overhead_share:.1f}%" for b in parts.values())
-                 + " | mask + retrieve + draft + walk + commit |")
-    lines.append("| steps / M / mean q | " + " | ".join(f"{b.steps} / {b.M:.2f} / {b.mean_q:.2f}"
-                                                       for b in parts.values()) + " | |")
-    lines.append("| ms per token | " + " | ".join(f"{b.step_ms / b.M:.2f}" if b.M else "-" for b in parts.values())
-                 + " | decode only |")
+    lines.append(
+        "| outside the model | "
+        + " | ".join(f"{100 * b.overhead_share:.1f}%" for b in parts.values())
+        + " | mask + retrieve + draft + walk + commit |"
+    )
+    lines.append(
+        "| steps / M / mean q | "
+        + " | ".join(f"{b.steps} / {b.M:.2f} / {b.mean_q:.2f}" for b in parts.values())
+        + " | |"
+    )
+    lines.append(
+        "| ms per token | "
+        + " | ".join(f"{b.step_ms / b.M:.2f}" if b.M else "-" for b in parts.values())
+        + " | decode only |"
+    )
     return "\n".join(lines)
 
 
-def report(title: str, curves: Mapping[str, CostCurve], parts: Mapping[str, Breakdown], identical: bool,
-           meta: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def report(
+    title: str,
+    curves: Mapping[str, CostCurve],
+    parts: Mapping[str, Breakdown],
+    identical: bool,
+    meta: Mapping[str, Any],
+) -> tuple[str, dict[str, Any]]:
     """(results.md text, results.json data)."""
-    md = "\n\n".join([
-        f"# {title}",
-        f"Command: `{meta.get('command', '')}`",
-        "## Forward cost (one forward over q tokens after 256 cached; fastest of 2)",
-        curve_table(curves),
-        "## One step, phase by phase (mean over all steps)",
-        breakdown_table(parts),
-        f"Outputs identical between the engines: {'yes' if identical else '**NO**'}.",
-    ]) + "\n"
+    md = (
+        "\n\n".join(
+            [
+                f"# {title}",
+                f"Command: `{meta.get('command', '')}`",
+                "## Forward cost (one forward over q tokens after 256 cached; fastest of 2)",
+                curve_table(curves),
+                "## One step, phase by phase (mean over all steps)",
+                breakdown_table(parts),
+                f"Outputs identical between the engines: {'yes' if identical else '**NO**'}.",
+            ]
+        )
+        + "\n"
+    )
     data = {
         **meta,  # (the bench's run metadata, its date included)
         "cost_curves": {n: asdict(c) for n, c in curves.items()},
-        "breakdown": {n: {**asdict(b), "M": b.M, "step_ms": b.step_ms, "overhead_share": b.overhead_share}
-                      for n, b in parts.items()},
+        "breakdown": {
+            n: {**asdict(b), "M": b.M, "step_ms": b.step_ms, "overhead_share": b.overhead_share}
+            for n, b in parts.items()
+        },
         "identical": identical,
     }
     return md, data

@@ -11,8 +11,9 @@ the request's time limit.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rest_core.config import SamplingConfig
 
@@ -76,8 +77,13 @@ def run_prompt_lookup(
             return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
     eos = [int(t) for t in stop_ids]
-    kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, eos_token_id=eos or None,
-                                  pad_token_id=eos[0] if eos else 0, do_sample=not sampling.greedy)
+    kwargs: dict[str, Any] = dict(
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        eos_token_id=eos or None,
+        pad_token_id=eos[0] if eos else 0,
+        do_sample=not sampling.greedy,
+    )
     if not sampling.greedy:
         kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
         if sampling.seed is not None:
@@ -87,9 +93,13 @@ def run_prompt_lookup(
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
     with torch.inference_mode():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=HFGenerationConfig(**kwargs),
-                             stopping_criteria=StoppingCriteriaList([ForwardClock()]))
-    new = [int(t) for t in out[0, len(prompt_ids):].tolist()]
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            generation_config=HFGenerationConfig(**kwargs),
+            stopping_criteria=StoppingCriteriaList([ForwardClock()]),
+        )
+    new = [int(t) for t in out[0, len(prompt_ids) :].tolist()]
     cut = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))  # up to the first EOS, kept
     new = new[:cut]
     if not stamps:

@@ -27,10 +27,16 @@ def git_commit() -> str | None:
 
     root = Path(__file__).resolve().parents[2]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (head + ("+dirty" if dirty else "")) or None
@@ -48,7 +54,9 @@ def machine_info() -> dict[str, Any]:
         import torch
         import transformers
 
-        info.update(torch=torch.__version__, transformers=transformers.__version__, torch_threads=torch.get_num_threads())
+        info.update(
+            torch=torch.__version__, transformers=transformers.__version__, torch_threads=torch.get_num_threads()
+        )
         if torch.cuda.is_available():
             info["gpu"] = torch.cuda.get_device_name(0)
     except ImportError:
@@ -119,15 +127,35 @@ def reliability_chart(summaries: dict[str, MethodSummary], title: str) -> Any | 
     colors["all"] = "#6b7280"
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=[f"{n}: observed vs predicted" for n in names])
     for col, name in enumerate(names, 1):
-        fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(dash="dot", color="#9ca3af"),
-                                 name="perfect", showlegend=col == 1), 1, col)
+        fig.add_trace(
+            go.Scatter(
+                x=[0, 1],
+                y=[0, 1],
+                mode="lines",
+                line=dict(dash="dot", color="#9ca3af"),
+                name="perfect",
+                showlegend=col == 1,
+            ),
+            1,
+            col,
+        )
         for key, bins in summaries[name].reliability.items():
-            fig.add_trace(go.Scatter(
-                x=[b["predicted"] for b in bins], y=[b["observed"] for b in bins], mode="lines+markers",
-                marker=dict(size=[6 + 2 * math.log2(1 + b["n"]) for b in bins], color=colors.get(key, "#111827")),
-                line=dict(color=colors.get(key, "#111827")), name=key, legendgroup=key, showlegend=col == 1,
-                text=[f"{b['n']} nodes" for b in bins], hovertemplate="predicted %{x:.2f}, observed %{y:.2f}, %{text}",
-            ), 1, col)
+            fig.add_trace(
+                go.Scatter(
+                    x=[b["predicted"] for b in bins],
+                    y=[b["observed"] for b in bins],
+                    mode="lines+markers",
+                    marker=dict(size=[6 + 2 * math.log2(1 + b["n"]) for b in bins], color=colors.get(key, "#111827")),
+                    line=dict(color=colors.get(key, "#111827")),
+                    name=key,
+                    legendgroup=key,
+                    showlegend=col == 1,
+                    text=[f"{b['n']} nodes" for b in bins],
+                    hovertemplate="predicted %{x:.2f}, observed %{y:.2f}, %{text}",
+                ),
+                1,
+                col,
+            )
         fig.update_xaxes(range=[0, 1], title_text="predicted", row=1, col=col)
         fig.update_yaxes(range=[0, 1], title_text="observed", row=1, col=col)
     fig.update_layout(title=f"{title}: calibration of the auto budget", height=450, template="plotly_white")
@@ -171,7 +199,9 @@ def methods_chart(summaries: dict[str, MethodSummary], title: str) -> Any:
         1,
     )
     fig.add_trace(
-        go.Bar(name="decode only", x=names, y=[summaries[n].mean_token_ms_decode for n in names], marker_color="#9ecae9"),
+        go.Bar(
+            name="decode only", x=names, y=[summaries[n].mean_token_ms_decode for n in names], marker_color="#9ecae9"
+        ),
         1,
         1,
     )
@@ -236,8 +266,9 @@ def write_report(
     md_path.write_text("\n".join(md))
     written = [str(json_path), str(md_path)]
     reliability = reliability_chart(summaries, title)
-    written += _plotly_html(methods_chart(summaries, title), out_dir / "chart.html",
-                            [reliability] if reliability is not None else [])
+    written += _plotly_html(
+        methods_chart(summaries, title), out_dir / "chart.html", [reliability] if reliability is not None else []
+    )
     return written
 
 
@@ -250,7 +281,22 @@ def _json_default(o: Any) -> Any:
 
 
 def _meta_lines(meta: dict[str, Any]) -> str:
-    keys = ("date", "git_commit", "suite", "problems_run", "model", "device", "dtype", "max_new_tokens", "repeats", "torch_threads", "preset", "settings", "pld", "command")
+    keys = (
+        "date",
+        "git_commit",
+        "suite",
+        "problems_run",
+        "model",
+        "device",
+        "dtype",
+        "max_new_tokens",
+        "repeats",
+        "torch_threads",
+        "preset",
+        "settings",
+        "pld",
+        "command",
+    )
     lines = []
     for k in keys:
         if k in meta:
@@ -273,4 +319,4 @@ def print_differences(result: BenchResult, file: Any = sys.stdout) -> None:
 
 
 def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from rest_core.bench.runs import TimedRun, run_from_events
 from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
 
-
 # Engine methods: name -> which draft sources are on. "rest" is the paper's method (datastore only).
 ENGINE_METHODS: dict[str, tuple[bool, bool]] = {
     "rest": (True, False),
@@ -88,7 +87,9 @@ class HFRunner:
         )
         if not self.sampling.greedy:
             # top_k 0 = unset: generate then takes the model's default, as the engine does (processors.resolve_sampling).
-            kwargs.update(temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k or None)
+            kwargs.update(
+                temperature=self.sampling.temperature, top_p=self.sampling.top_p, top_k=self.sampling.top_k or None
+            )
         if self.prompt_lookup_num_tokens:
             kwargs["prompt_lookup_num_tokens"] = self.prompt_lookup_num_tokens
             if self.max_matching_ngram_size:
@@ -259,8 +260,15 @@ class RunnerFactory:
 
     def hf_runner(self, name: str = "ar", k: int | None = None) -> HFRunner:
         """transformers `generate`: plain (`k` None) or prompt lookup with k draft tokens."""
-        return HFRunner(self.model, self.tokenizer, stop_ids=self.stop_ids, name=name, sampling=self.sampling,
-                        prompt_lookup_num_tokens=k, max_matching_ngram_size=self.pld_ngram)
+        return HFRunner(
+            self.model,
+            self.tokenizer,
+            stop_ids=self.stop_ids,
+            name=name,
+            sampling=self.sampling,
+            prompt_lookup_num_tokens=k,
+            max_matching_ngram_size=self.pld_ngram,
+        )
 
     def engine_runner(
         self,
@@ -276,15 +284,21 @@ class RunnerFactory:
         of them replaced; methods that use the datastore get the factory's unless one is given."""
         needs_store = method in ENGINE_METHODS and ENGINE_METHODS[method][0]
         store = datastore if datastore is not None else (self.datastore if needs_store else None)
-        config = engine_config(method, retrieval=retrieval or self.retrieval, draft=draft or self.draft,
-                               sampling=self.sampling)
+        config = engine_config(
+            method, retrieval=retrieval or self.retrieval, draft=draft or self.draft, sampling=self.sampling
+        )
         return EngineRunner(self.engine(store, selector), config, name=name or method)
 
     def settings(self) -> dict[str, Any]:
         """The base settings, for reports. Each engine method sets its own draft sources, so the
         draft's source switches are reported per method, not as the base's defaults."""
         draft = {k: v for k, v in asdict(self.draft).items() if k not in ("use_datastore", "use_context")}
-        sources = {m: [name for name, on in zip(("datastore", "context"), flags) if on]
-                   for m, flags in ENGINE_METHODS.items()}
-        return {"retrieval": asdict(self.retrieval), "draft": draft, "sources_by_method": sources,
-                "sampling": asdict(self.sampling)}
+        sources = {
+            m: [name for name, on in zip(("datastore", "context"), flags) if on] for m, flags in ENGINE_METHODS.items()
+        }
+        return {
+            "retrieval": asdict(self.retrieval),
+            "draft": draft,
+            "sources_by_method": sources,
+            "sampling": asdict(self.sampling),
+        }

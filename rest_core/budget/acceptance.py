@@ -21,9 +21,10 @@ Pure numpy; what it predicts only chooses what to draft, never what is emitted.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,10 +64,12 @@ class SourceMatch:
     weight: float = 1.0  # the source's weight in the trie
 
     @classmethod
-    def of(cls, retrieved: Any) -> "SourceMatch":
+    def of(cls, retrieved: Any) -> SourceMatch:
         """From a source's `rest_core.drafting.source.Retrieved` (before the weights are spread over rows)."""
         r = retrieved
-        return cls(int(r.source_bit), int(r.suffix_len), int(r.occurrences), int(r.continuations.shape[0]), float(r.weight))
+        return cls(
+            int(r.source_bit), int(r.suffix_len), int(r.occurrences), int(r.continuations.shape[0]), float(r.weight)
+        )
 
     def row_weight(self) -> float:
         rows = self.rows if self.rows is not None else min(self.occurrences, _K_DEFAULT)
@@ -91,18 +94,18 @@ class NodeFeatures:
     def n(self) -> int:
         return int(self.mask.shape[0])
 
-    def take(self, rows: np.ndarray) -> "NodeFeatures":
+    def take(self, rows: np.ndarray) -> NodeFeatures:
         return NodeFeatures(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "NodeFeatures":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> NodeFeatures:
         return cls(**{f.name: np.asarray(arrays[f.name]) for f in fields(cls)})
 
     @classmethod
-    def concat(cls, parts: Sequence["NodeFeatures"]) -> "NodeFeatures":
+    def concat(cls, parts: Sequence[NodeFeatures]) -> NodeFeatures:
         return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
     def design(self) -> np.ndarray:
@@ -232,7 +235,9 @@ class AcceptanceModel:
     def __init__(self, weights: Sequence[float], *, prior_strength: float = 8.0, forget: float = 0.98) -> None:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (len(FEATURE_NAMES),):
-            raise ValueError(f"the acceptance model needs {len(FEATURE_NAMES)} weights, got {w.shape[0] if w.ndim else 0}")
+            raise ValueError(
+                f"the acceptance model needs {len(FEATURE_NAMES)} weights, got {w.shape[0] if w.ndim else 0}"
+            )
         self.weights = w.copy()
         self.prior_strength = float(prior_strength)
         self.forget = float(forget)
@@ -244,7 +249,7 @@ class AcceptanceModel:
         self._curvature = np.full(4, self.prior_strength * 0.25)
 
     @classmethod
-    def load(cls, path: str | Path = PRIOR_PATH, **kwargs: float) -> "AcceptanceModel":
+    def load(cls, path: str | Path = PRIOR_PATH, **kwargs: float) -> AcceptanceModel:
         """The model with the weights of a fitted JSON file (default: the shipped prior)."""
         data = json.loads(Path(path).read_text())
         if list(data.get("features", [])) != list(FEATURE_NAMES):
@@ -299,8 +304,13 @@ def reliability(predicted: np.ndarray, observed: np.ndarray, bins: int = 10) -> 
     for b in range(bins):
         sel = which == b
         if sel.any():
-            out.append({
-                "lo": b / bins, "hi": (b + 1) / bins, "n": int(sel.sum()),
-                "predicted": float(predicted[sel].mean()), "observed": float(observed[sel].mean()),
-            })
+            out.append(
+                {
+                    "lo": b / bins,
+                    "hi": (b + 1) / bins,
+                    "n": int(sel.sum()),
+                    "predicted": float(predicted[sel].mean()),
+                    "observed": float(observed[sel].mean()),
+                }
+            )
     return out

@@ -19,13 +19,14 @@ deterministic (they change only what is drafted, never what is emitted):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rest_core.budget.cost_curve import CostCurve
 from rest_core.budget.acceptance import AcceptanceModel, SourceMatch, node_features, observable
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.budget.selection import choose_draft
 from rest_core.drafting.trie import Trie
 
@@ -113,7 +114,7 @@ class AutoBudget:
         q_all = sorted(points)
         return CostCurve(tuple(q_all), tuple(np.maximum.accumulate([points[q] for q in q_all]).tolist()))
 
-    def model_for(self, retrieved: Sequence["Retrieved"]) -> AcceptanceModel:
+    def model_for(self, retrieved: Sequence[Retrieved]) -> AcceptanceModel:
         """The acceptance model recalibrated for this set of sources (a fresh copy of the prior
         the first time)."""
         key = tuple(sorted(int(r.source_bit) for r in retrieved))
@@ -122,7 +123,7 @@ class AutoBudget:
             self._by_sources[key] = AcceptanceModel(a.weights, prior_strength=a.prior_strength, forget=a.forget)
         return self._by_sources[key]
 
-    def plan(self, pool: Trie, retrieved: Sequence["Retrieved"], c_max: int) -> tuple[np.ndarray, np.ndarray]:
+    def plan(self, pool: Trie, retrieved: Sequence[Retrieved], c_max: int) -> tuple[np.ndarray, np.ndarray]:
         """The step's draft among the candidate nodes `pool`: (sorted indices into it, each
         one's predicted path probability), at most c_max nodes, possibly none (but not for
         more than EXPLORE_EVERY steps in a row)."""
@@ -135,12 +136,12 @@ class AutoBudget:
 
     def learn(
         self,
-        draft: "Draft",
+        draft: Draft,
         accepted: Sequence[int],
         *,
         overhead_ms: float,
         forward_ms: float,
-        retrieved: Sequence["Retrieved"] = (),
+        retrieved: Sequence[Retrieved] = (),
     ) -> None:
         """One step's outcome: `accepted` (indices into draft.nodes) of the verified draft, what
         the sources retrieved for it, the step's time outside the forward, and the forward's

@@ -18,8 +18,9 @@ no node pays for its share of the forward.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -74,8 +75,8 @@ POOL_MIN = 32  # candidate nodes scored per step at least (see `choose_draft`)
 
 def choose_draft(
     trie: Trie,
-    matches: Sequence["SourceMatch"],
-    model: "AcceptanceModel",
+    matches: Sequence[SourceMatch],
+    model: AcceptanceModel,
     c: int,
     cost: Cost,
     overhead_ms: float = 0.0,

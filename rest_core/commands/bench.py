@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rest_core.knobs import flag_values, make_config
 from rest_core.bench.suites import SPLITS
+from rest_core.knobs import flag_values, make_config
 
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (runners.ENGINE_METHODS)
@@ -36,15 +36,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from rest_core.bench.runners import ALL_METHODS
     from rest_core.knobs import add_flags
 
-    p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
-                   help="run (default), ablation, pld-sweep (prompt lookup's k on the training split), or "
-                   "profile (where a step's time goes, lazy against full logits)")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=ACTIONS,
+        default="run",
+        help="run (default), ablation, pld-sweep (prompt lookup's k on the training split), or "
+        "profile (where a step's time goes, lazy against full logits)",
+    )
     p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
     p.add_argument("--methods", default="ar,pld,rest", help=f"comma-separated, from {','.join(ALL_METHODS)}")
     p.add_argument("--limit", type=int, default=10, help="number of problems (0 = the whole suite)")
     p.add_argument("--offset", type=int, default=0, help="skip this many problems first (within --split)")
-    p.add_argument("--split", choices=SPLITS, default=None,
-                   help="all (default), eval (HumanEval 0-99, MT-Bench 81-100) or train (the rest; pld-sweep's only split)")
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=None,
+        help="all (default), eval (HumanEval 0-99, MT-Bench 81-100) or train (the rest; pld-sweep's only split)",
+    )
     p.add_argument("--out", default=None, help="output folder (default bench_results/<suite>-<action>-<time>)")
     g = p.add_argument_group("model")
     g.add_argument("--model", default="embedded", help="embedded, a local folder, a .gguf file or a hub id")
@@ -59,21 +68,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("timing")
     g.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per method")
     g.add_argument("--repeats", type=int, default=1, help="rounds per problem; each method's fastest run counts")
-    g.add_argument("--pld-k", default="auto", help="prompt_lookup_num_tokens: a number; the results.json (or folder) "
-                   "of a `bench pld-sweep`, whose winner is used; or auto: the fastest of "
-                   f"{','.join(map(str, PLD_CANDIDATES))} on --pld-tune-limit training problems")
+    g.add_argument(
+        "--pld-k",
+        default="auto",
+        help="prompt_lookup_num_tokens: a number; the results.json (or folder) "
+        "of a `bench pld-sweep`, whose winner is used; or auto: the fastest of "
+        f"{','.join(map(str, PLD_CANDIDATES))} on --pld-tune-limit training problems",
+    )
     g.add_argument("--pld-ngram", type=int, default=0, help="max_matching_ngram_size (0 = transformers' default)")
     g.add_argument("--pld-tune-limit", type=int, default=2)
     g.add_argument("--pld-tune-tokens", type=int, default=64)
     g.add_argument("--no-progress", action="store_true")
     g = p.add_argument_group("ablation")
     g.add_argument("--kind", choices=KINDS, default="c-sweep")
-    g.add_argument("--values", default=None, help="comma-separated values of the swept parameter "
-                   "(pld-sweep: k values, default 2..10)")
-    g.add_argument("--method", default="rest", help="engine method the ablation (or profile) runs (rest, hybrid, context)")
+    g.add_argument(
+        "--values",
+        default=None,
+        help="comma-separated values of the swept parameter (pld-sweep: k values, default 2..10)",
+    )
+    g.add_argument(
+        "--method", default="rest", help="engine method the ablation (or profile) runs (rest, hybrid, context)"
+    )
     g.add_argument("--max-q", type=int, default=64, help="profile: the forward-cost curve's largest size")
-
-
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +141,7 @@ class BenchSetup:
     git_commit: str | None = None
 
     @classmethod
-    def open(cls, args: argparse.Namespace, settings: tuple[Any, Any, Any], commit: str | None) -> "BenchSetup":
+    def open(cls, args: argparse.Namespace, settings: tuple[Any, Any, Any], commit: str | None) -> BenchSetup:
         import torch
 
         from rest_core.decode.models import load_model
@@ -135,15 +151,28 @@ class BenchSetup:
         return cls.build(args, load_model(args.model, args.device, args.dtype), settings, commit=commit)
 
     @classmethod
-    def build(cls, args: argparse.Namespace, loaded: Any, settings: tuple[Any, Any, Any] | None = None, *,
-              open_datastore: Any = None, commit: str | None = None) -> "BenchSetup":
+    def build(
+        cls,
+        args: argparse.Namespace,
+        loaded: Any,
+        settings: tuple[Any, Any, Any] | None = None,
+        *,
+        open_datastore: Any = None,
+        commit: str | None = None,
+    ) -> BenchSetup:
         """From a loaded model; `settings` default to the flags over the model's device preset."""
         from rest_core.bench.runners import RunnerFactory
 
         retrieval, draft, sampling = settings or settings_from_args(args, loaded.device.type)
-        factory = RunnerFactory(loaded.model, loaded.tokenizer, retrieval, draft, sampling,
-                                open_datastore=open_datastore or (lambda: open_datastore_for(args, loaded.tokenizer)),
-                                pld_ngram=args.pld_ngram or None)
+        factory = RunnerFactory(
+            loaded.model,
+            loaded.tokenizer,
+            retrieval,
+            draft,
+            sampling,
+            open_datastore=open_datastore or (lambda: open_datastore_for(args, loaded.tokenizer)),
+            pld_ngram=args.pld_ngram or None,
+        )
         return cls(args, loaded, factory, commit)
 
     @property
@@ -151,8 +180,9 @@ class BenchSetup:
         from rest_core.bench.loop import Timing
 
         a = self.args
-        return Timing(max_new_tokens=a.max_new_tokens, warmup=a.warmup, repeats=a.repeats, seed=a.seed,
-                      progress=not a.no_progress)
+        return Timing(
+            max_new_tokens=a.max_new_tokens, warmup=a.warmup, repeats=a.repeats, seed=a.seed, progress=not a.no_progress
+        )
 
     def meta(self, problems: list, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         from rest_core.bench.report import now_utc
@@ -163,14 +193,21 @@ class BenchSetup:
         device_type = self.loaded.device.type
         given = [k for k in flag_values(a, exclude=NOT_FLAGS) if k not in FLAG_DEFAULTS]
         return {
-            "date": now_utc(), "git_commit": self.git_commit, "suite": a.suite,
+            "date": now_utc(),
+            "git_commit": self.git_commit,
+            "suite": a.suite,
             "problems_run": f"{len(problems)} ({problems[0].id} .. {problems[-1].id})",
             "problem_ids": [p.id for p in problems],
-            "model": self.loaded.name, "device": str(self.loaded.device),
+            "model": self.loaded.name,
+            "device": str(self.loaded.device),
             "dtype": str(self.loaded.dtype).replace("torch.", ""),
-            "max_new_tokens": a.max_new_tokens, "repeats": a.repeats, "torch_threads": _torch_threads(),
+            "max_new_tokens": a.max_new_tokens,
+            "repeats": a.repeats,
+            "torch_threads": _torch_threads(),
             "preset": _preset_name(device_type) + (f" with {', '.join(given)} from flags" if given else ""),
-            "settings": self.factory.settings(), "datastore": store, "command": _command_line(),
+            "settings": self.factory.settings(),
+            "datastore": store,
+            "command": _command_line(),
             **(extra or {}),
         }
 
@@ -213,8 +250,13 @@ def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
     greedy = factory.sampling.greedy
     mode = "greedy" if greedy else f"T={args.temperature} top-p={args.top_p}"
     title = f"{args.suite}: {', '.join(methods)} ({setup.loaded.name}, {mode}, {len(problems)} problems)"
-    written = write_report(out, title=title, summaries=summaries, result=result,
-                           meta=setup.meta(problems, {"methods_order": methods, "pld": pld_meta}))
+    written = write_report(
+        out,
+        title=title,
+        summaries=summaries,
+        result=result,
+        meta=setup.meta(problems, {"methods_order": methods, "pld": pld_meta}),
+    )
     print(markdown_table(summaries))
     print_differences(result)
     print("wrote " + ", ".join(written))
@@ -228,8 +270,12 @@ def run_ablation(setup: BenchSetup, problems: list, out: Path) -> int:
     values = _values(args.values, ablations.DEFAULT_VALUES[args.kind])
     plan = ablations.plan_ablation(args.kind, values, setup.factory, args.method, seed=args.seed)
     outcome = ablations.run_ablation(plan, problems, setup.factory, setup.timing)
-    title = f"ablation {args.kind}: {args.method} on {args.suite}, {len(problems)} problems x {args.max_new_tokens} tokens"
-    meta = setup.meta(problems, {"kind": args.kind, "method": args.method, "values": [_int_or_float(v) for v in values]})
+    title = (
+        f"ablation {args.kind}: {args.method} on {args.suite}, {len(problems)} problems x {args.max_new_tokens} tokens"
+    )
+    meta = setup.meta(
+        problems, {"kind": args.kind, "method": args.method, "values": [_int_or_float(v) for v in values]}
+    )
     meta.pop("problem_ids", None)
     written = ablations.write_outcome(out, outcome, title=title, meta=meta)
     print("wrote " + ", ".join(written))
@@ -246,7 +292,9 @@ def run_pld_sweep(setup: BenchSetup, problems: list, out: Path) -> int:
     plan = ablations.pld_sweep_plan(setup.factory, ks)
     outcome = ablations.run_ablation(plan, problems, setup.factory, setup.timing)
     winner = ablations.best_pld_k(outcome.rows)
-    title = f"prompt lookup sweep on {args.suite} (training split), {len(problems)} problems x {args.max_new_tokens} tokens"
+    title = (
+        f"prompt lookup sweep on {args.suite} (training split), {len(problems)} problems x {args.max_new_tokens} tokens"
+    )
     meta = setup.meta(problems, {"kind": "pld-sweep", "split": "train", "values": ks, "pld_winner": winner})
     written = ablations.write_outcome(out, outcome, title=title, meta=meta)
     print(f"pld-sweep winner: prompt_lookup_num_tokens={winner}; use it with --pld-k {out / 'results.json'}")
@@ -267,11 +315,15 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
     args, f = setup.args, setup.factory
     if args.method not in ENGINE_METHODS:
         raise ValueError(f"--method must be an engine method ({', '.join(ENGINE_METHODS)}), got {args.method!r}")
-    config = replace(engine_config(args.method, retrieval=f.retrieval, draft=f.draft, sampling=f.sampling),
-                     max_new_tokens=args.max_new_tokens)
+    config = replace(
+        engine_config(args.method, retrieval=f.retrieval, draft=f.draft, sampling=f.sampling),
+        max_new_tokens=args.max_new_tokens,
+    )
     store = f.datastore if ENGINE_METHODS[args.method][0] else None
-    engines = {"lazy logits": Engine(f.model, f.tokenizer, store, reuse_cache=False),
-               "full logits": Engine(f.model, f.tokenizer, store, reuse_cache=False, lazy_logits=False)}
+    engines = {
+        "lazy logits": Engine(f.model, f.tokenizer, store, reuse_cache=False),
+        "full logits": Engine(f.model, f.tokenizer, store, reuse_cache=False, lazy_logits=False),
+    }
     head = engines["lazy logits"].output_head()
     if head is None:
         print("this model's head cannot be split off: both engines run the full forward", file=sys.stderr)
@@ -281,7 +333,9 @@ def run_profile(setup: BenchSetup, problems: list, out: Path) -> int:
     parts = {name: profile.breakdown(evs) for name, evs in events.items()}
     identical = outputs["lazy logits"] == outputs["full logits"]
     title = f"profile: {args.method} on {args.suite}, {len(problems)} first turns x {args.max_new_tokens} tokens"
-    md, data = profile.report(title, curves, parts, identical, setup.meta(problems, {"kind": "profile", "method": args.method}))
+    md, data = profile.report(
+        title, curves, parts, identical, setup.meta(problems, {"kind": "profile", "method": args.method})
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(md)
     (out / "results.json").write_text(json.dumps(data, indent=2, default=str))
@@ -345,10 +399,14 @@ def tune_pld(setup: BenchSetup) -> tuple[int, dict[str, Any]]:
     plan = replace(ablations.pld_sweep_plan(setup.factory, PLD_CANDIDATES), with_ar=False)  # speed only
     timing = Timing(max_new_tokens=tokens, warmup=1, seed=0, progress=not args.no_progress)
     outcome = ablations.run_ablation(plan, single, setup.factory, timing)
-    table = {r.variant: {"mean_token_ms": r.summary.mean_token_ms, "M": r.summary.mean_generated_length}
-             for r in outcome.rows}
+    table = {
+        r.variant: {"mean_token_ms": r.summary.mean_token_ms, "M": r.summary.mean_generated_length}
+        for r in outcome.rows
+    }
     return ablations.best_pld_k(outcome.rows), {
-        "tuned_on": [p.id for p in single], "tune_max_new_tokens": tokens, "candidates": table,
+        "tuned_on": [p.id for p in single],
+        "tune_max_new_tokens": tokens,
+        "candidates": table,
     }
 
 

@@ -86,7 +86,10 @@ def _step_log(steps: int) -> dict[str, Any]:
 
     floats = ("times", "cpu_times", "retrieve_times")
     ints = ("accepted", "matched", "trie_nodes", "draft_nodes")
-    return {**{k: np.empty(steps, dtype=np.float64) for k in floats}, **{k: np.empty(steps, dtype=np.int64) for k in ints}}
+    return {
+        **{k: np.empty(steps, dtype=np.float64) for k in floats},
+        **{k: np.empty(steps, dtype=np.int64) for k in ints},
+    }
 
 
 def _replay_text(sources: list, ids: Any, step: int, steps: int, c: int, log: dict[str, Any]) -> int:
@@ -236,15 +239,25 @@ def _print_result(args: argparse.Namespace, result: dict[str, Any], open_s: floa
     from rest_core._jit import HAVE_NUMBA
 
     gib = result["disk_bytes"] / 2**30
-    print(f"datastore   {args.datastore}: {result['tokens']:,} tokens in {result['shards']} shard(s), "
-          f"{gib:.2f} GiB on disk, built in {result['build_seconds']} s, opened (with tokenizer) in {open_s:.2f} s")
-    print(f"replay      {args.corpus}, sources {'+'.join(result['sources'])}, K={args.max_matches} "
-          f"m={args.m} c={args.c} n={args.n_min}..{args.n_max}, {result['steps']} steps"
-          + ("" if HAVE_NUMBA else " (numba missing: kernels run as plain Python)"))
-    print(f"per step    p50 {result['p50_ms']:.3f} ms   p90 {result['p90_ms']:.3f} ms   "
-          f"p99 {result['p99_ms']:.3f} ms   mean {result['mean_ms']:.3f} ms   max {result['max_ms']:.3f} ms")
+    print(
+        f"datastore   {args.datastore}: {result['tokens']:,} tokens in {result['shards']} shard(s), "
+        f"{gib:.2f} GiB on disk, built in {result['build_seconds']} s, opened (with tokenizer) in {open_s:.2f} s"
+    )
+    print(
+        f"replay      {args.corpus}, sources {'+'.join(result['sources'])}, K={args.max_matches} "
+        f"m={args.m} c={args.c} n={args.n_min}..{args.n_max}, {result['steps']} steps"
+        + ("" if HAVE_NUMBA else " (numba missing: kernels run as plain Python)")
+    )
+    print(
+        f"per step    p50 {result['p50_ms']:.3f} ms   p90 {result['p90_ms']:.3f} ms   "
+        f"p99 {result['p99_ms']:.3f} ms   mean {result['mean_ms']:.3f} ms   max {result['max_ms']:.3f} ms"
+    )
     print(f"cpu time    p50 {result['cpu_p50_ms']:.3f} ms   mean {result['cpu_mean_ms']:.3f} ms (this thread only)")
-    print(f"retrieval   p50 {result['retrieve_p50_ms']:.3f} ms   mean {result['retrieve_mean_ms']:.3f} ms (rest: trie + top-c + layout)")
-    print(f"drafts      {result['tokens_per_step']:.2f} tokens/step if the model wrote this text, "
-          f"{100 * result['no_match_share']:.1f}% steps without a match, mean suffix {result['mean_suffix_len']:.1f}, "
-          f"trie {result['mean_trie_nodes']:.0f} nodes, draft {result['mean_draft_nodes']:.1f} nodes")
+    print(
+        f"retrieval   p50 {result['retrieve_p50_ms']:.3f} ms   mean {result['retrieve_mean_ms']:.3f} ms (rest: trie + top-c + layout)"
+    )
+    print(
+        f"drafts      {result['tokens_per_step']:.2f} tokens/step if the model wrote this text, "
+        f"{100 * result['no_match_share']:.1f}% steps without a match, mean suffix {result['mean_suffix_len']:.1f}, "
+        f"trie {result['mean_trie_nodes']:.0f} nodes, draft {result['mean_draft_nodes']:.1f} nodes"
+    )

@@ -27,11 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--out", required=True, metavar="DIR", help="datastore folder to create")
     b.add_argument("--model", default="embedded", help="model whose tokenizer to use (default: embedded SmolLM2)")
     g = b.add_mutually_exclusive_group()
-    g.add_argument("--force", action="store_true", help="replace DIR if it exists (only once the new store is complete)")
+    g.add_argument(
+        "--force", action="store_true", help="replace DIR if it exists (only once the new store is complete)"
+    )
     g.add_argument("--if-missing", action="store_true", help="do nothing if DIR already holds a valid datastore")
     b.add_argument("--limit-docs", type=int, default=None, metavar="N", help="use only the first N documents")
-    b.add_argument("--shard-tokens", type=int, default=None, metavar="N", help="max tokens per shard (default: by memory)")
-    b.add_argument("--glob", default=None, metavar="PAT", help="file pattern for folders and zips (default: every file) and 'code' (default *.py)")
+    b.add_argument(
+        "--shard-tokens", type=int, default=None, metavar="N", help="max tokens per shard (default: by memory)"
+    )
+    b.add_argument(
+        "--glob",
+        default=None,
+        metavar="PAT",
+        help="file pattern for folders and zips (default: every file) and 'code' (default *.py)",
+    )
     b.add_argument("--all-turns", action="store_true", help="conversations: keep every turn, not only the assistant's")
     b.add_argument("--text-field", default="text", help="JSON records: field holding the text (default: text)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -74,9 +83,7 @@ def _build(args: argparse.Namespace) -> int:
         raise DatastoreError(f"{out} exists (use --force to replace it, or --if-missing to keep it)")
     check_target(out, args.force)  # before the long tokenizing pass: --force replaces only a store
 
-    corpus = open_source(
-        args.source, pattern=args.glob, assistant_only=not args.all_turns, text_field=args.text_field
-    )
+    corpus = open_source(args.source, pattern=args.glob, assistant_only=not args.all_turns, text_field=args.text_field)
     tokenizer = _load_tokenizer(args.model, model_name)
     print(f"source: {corpus.description}", file=sys.stderr)
     documents, total = _first_documents(corpus, args.limit_docs)
@@ -194,8 +201,8 @@ def _info(args: argparse.Namespace) -> int:
     ds = Datastore.open(args.dir)
     open_ms = (time.perf_counter() - t0) * 1000
     if args.model:
-        from rest_core.store.tokenizer_id import check_tokenizer
         from rest_core.decode.models import load_tokenizer
+        from rest_core.store.tokenizer_id import check_tokenizer
 
         check_tokenizer(ds.meta, load_tokenizer(args.model), where=args.dir)
     if args.verify:
@@ -221,11 +228,17 @@ def _info(args: argparse.Namespace) -> int:
     print(f"source      {m.get('source', '?')}")
     print(f"tokenizer   {ds.tokenizer_name} ({m['tokenizer'].get('fingerprint', '')[:23]}...), vocab {ds.vocab_size:,}")
     print(f"separator   {ds.separator} (dtype {ds.dtype})")
-    print(f"documents   {ds.n_documents:,}" + (f" ({m['n_split_documents']} split across shards)" if m.get("n_split_documents") else ""))
+    print(
+        f"documents   {ds.n_documents:,}"
+        + (f" ({m['n_split_documents']} split across shards)" if m.get("n_split_documents") else "")
+    )
     print(f"tokens      {ds.n_tokens:,} in {len(ds.shards)} shard(s)")
     if documents["largest"]:
         width = max(len(f"{d['tokens']:,}") for d in documents["largest"])
-        print("largest     " + "\n            ".join(f"{d['tokens']:>{width},} tokens  {d['name']}" for d in documents["largest"]))
+        print(
+            "largest     "
+            + "\n            ".join(f"{d['tokens']:>{width},} tokens  {d['name']}" for d in documents["largest"])
+        )
     elif documents["note"]:
         print(f"documents   {documents['note']}")
     skipped = m.get("skipped_records")

@@ -23,19 +23,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=("rest", "ar"), default="rest", help="rest (default) or plain decoding")
     p.add_argument("--model", default="embedded", help="'embedded' (SmolLM2-135M-Instruct), a hub id or a folder")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bf16/fp16 on CUDA), float32, bfloat16, float16")
     p.add_argument(
-        "--datastore", action="append", default=None, metavar="STORE",
-        help="a datastore: a name under --datastores, a folder, or NAME=FOLDER; ':WEIGHT' after it sets its share "
-             "(e.g. code:2). Repeat for several stores drafting together (at most 6); 'none' for no datastore "
-             f"(default: {DEFAULT_DATASTORE} if built)",
+        "--dtype", default="auto", help="auto (float32 on CPU, bf16/fp16 on CUDA), float32, bfloat16, float16"
     )
-    p.add_argument("--datastores", default=None, metavar="DIR",
-                   help="the folder of named datastores (default: ./datastores, else the repository's)")
+    p.add_argument(
+        "--datastore",
+        action="append",
+        default=None,
+        metavar="STORE",
+        help="a datastore: a name under --datastores, a folder, or NAME=FOLDER; ':WEIGHT' after it sets its share "
+        "(e.g. code:2). Repeat for several stores drafting together (at most 6); 'none' for no datastore "
+        f"(default: {DEFAULT_DATASTORE} if built)",
+    )
+    p.add_argument(
+        "--datastores",
+        default=None,
+        metavar="DIR",
+        help="the folder of named datastores (default: ./datastores, else the repository's)",
+    )
     g = p.add_argument_group("settings (default: the device's preset, rest_core.config.PRESETS)")
     add_flags(g, exclude=NOT_FLAGS)
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's choice; 1 is much faster on a busy shared CPU)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice; 1 is much faster on a busy shared CPU)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
 
 
@@ -149,8 +162,9 @@ def _default_specs(args: argparse.Namespace, config) -> list[StoreSpec]:
     if default is None and args.method == "rest":
         print(
             f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
-            "drafting from the context only" if config.draft.use_context else
-            f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
+            "drafting from the context only"
+            if config.draft.use_context
+            else f"warning: no datastore ({DEFAULT_DATASTORE} is not built: `make datastores`); "
             "every step is a plain decoding step",
             file=sys.stderr,
         )
@@ -239,7 +253,12 @@ def summary(result, lm, config, stores: list[StoreSpec] | None = None, table: So
         "accepted_by_store": table.count_sources(masks),
         "datastore": str(stores[0].path) if stores else None,
         "datastores": [
-            {"name": s.name, "path": str(s.path), "weight": config.draft.datastore_weight * s.weight, "bit": table.bit(s.name)}
+            {
+                "name": s.name,
+                "path": str(s.path),
+                "weight": config.draft.datastore_weight * s.weight,
+                "bit": table.bit(s.name),
+            }
             for s in stores
         ],
         "config": {

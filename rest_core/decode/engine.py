@@ -17,17 +17,16 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from rest_core.budget.cost_curve import CostCurve
-
 from rest_core.budget.auto import AutoBudget
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.config import GenerationConfig
-from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
 from rest_core.decode.compat import cache_kw, max_positions, stop_ids, sync
 from rest_core.decode.cost import measure_cost_curve
 from rest_core.decode.events import MatchInfo, StepEvent, StepTimings, Totals
@@ -36,12 +35,13 @@ from rest_core.decode.kv import keep_rows, truncate
 from rest_core.decode.masks import mask_kind, mask_layout, tree_forward
 from rest_core.decode.models import input_device
 from rest_core.decode.processors import ModelProcessors, model_processors, resolve_sampling
+from rest_core.decode.sampling import Uniforms, accept
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
+from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
 from rest_core.drafting.source import DraftSource, Retrieved
-from rest_core.decode.sampling import Uniforms, accept
-from rest_core.sources import SourceTable
 from rest_core.drafting.trie import select_top_c
+from rest_core.sources import SourceTable
 
 MATCH_SAMPLE_ROWS = 8  # continuations kept per source in an event (for display)
 
@@ -250,7 +250,9 @@ class Engine:
         config = config or GenerationConfig()
         ids = self._check_prompt(prompt_ids)
         self._store_weights(config)  # an unknown store name: an error now, not at the first step
-        max_new = min(config.max_new_tokens, self.max_positions - len(ids)) if self.max_positions else config.max_new_tokens
+        max_new = (
+            min(config.max_new_tokens, self.max_positions - len(ids)) if self.max_positions else config.max_new_tokens
+        )
         # The model's own generation config, as `generate` applies it (top-k default, penalties).
         config = replace(config, sampling=resolve_sampling(self.model, config.sampling))
         processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
@@ -316,7 +318,12 @@ class Engine:
                 logits, mask_ms = self._verify(state, draft, head)  # one forward over [root] + draft nodes
                 clock.mark("verify")
                 tokens, rows = accept(  # the model's own tokens, along the draft while it agrees
-                    logits, draft.tree.children, config.sampling, uniforms, max_tokens=remaining, stop_ids=self.stop_ids,
+                    logits,
+                    draft.tree.children,
+                    config.sampling,
+                    uniforms,
+                    max_tokens=remaining,
+                    stop_ids=self.stop_ids,
                     process=processors.after(state.ids) if processors else None,
                 )
                 clock.mark("walk")
@@ -334,8 +341,14 @@ class Engine:
                     )
                 totals = tally.add(len(tokens), len(rows), timings)
                 event = self._event(
-                    config, max_new, retrieved=retrieved, draft=draft, accepted=accepted, tokens=tokens,
-                    timings=timings, totals=totals,
+                    config,
+                    max_new,
+                    retrieved=retrieved,
+                    draft=draft,
+                    accepted=accepted,
+                    tokens=tokens,
+                    timings=timings,
+                    totals=totals,
                 )
                 yield event
                 if event.finished:
@@ -380,7 +393,9 @@ class Engine:
                 raise ValueError(f"no datastore named {unknown[0]!r} in this engine (it has: {held})")
         if config.method == "ar" or not d.use_datastore:
             return []
-        return [(n, d.datastore_weight * shares[n]) for n in self.datastores if shares.get(n, 0) * d.datastore_weight > 0]
+        return [
+            (n, d.datastore_weight * shares[n]) for n in self.datastores if shares.get(n, 0) * d.datastore_weight > 0
+        ]
 
     def _prefill(self, prompt: list[int]) -> _DecodeState:
         """A decode state whose cache holds prompt[:-1], reusing the last generation's cache
@@ -410,7 +425,9 @@ class Engine:
                 )
         return _DecodeState(ids=list(prompt), cache=cache, prompt_len=len(prompt))
 
-    def _draft(self, retrieved: list[Retrieved], config: GenerationConfig, n_ids: int, remaining: int, auto: bool) -> Draft:
+    def _draft(
+        self, retrieved: list[Retrieved], config: GenerationConfig, n_ids: int, remaining: int, auto: bool
+    ) -> Draft:
         """The step's draft, never deeper than the tokens still wanted or the context allows."""
         max_depth = remaining
         if self.max_positions:
@@ -432,12 +449,21 @@ class Engine:
         mask_ms = 0.0
         with torch.inference_mode():
             if len(draft) == 0 and not self._layout:
-                out = self.model(input_ids=torch.tensor([[root]], device=self.device), **cache_kw(self.model, state.cache))
+                out = self.model(
+                    input_ids=torch.tensor([[root]], device=self.device), **cache_kw(self.model, state.cache)
+                )
             else:  # (a full-length cache needs our own sliding-window / chunk mask even for the root alone)
                 tree, model = draft.tree, head.body if lazy else self.model
                 ids = torch.tensor([[root, *tree.tokens.tolist()]], device=self.device)
                 out, mask_ms = tree_forward(
-                    model, ids, state.cache, cache_len, tree.mask, tree.positions, kind=self._mask_kind, layout=self._layout
+                    model,
+                    ids,
+                    state.cache,
+                    cache_len,
+                    tree.mask,
+                    tree.positions,
+                    kind=self._mask_kind,
+                    layout=self._layout,
                 )
         sync(self.device)
         if not lazy:

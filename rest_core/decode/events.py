@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, source_name
 from rest_core.drafting.trie import Trie
+from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, source_name
 
 # The bits that name a draft token's sources (a node proposed by several ORs them) are part of
 # this contract; they and their names live in rest_core.sources.

@@ -15,7 +15,8 @@ read from memory once per batch, so row-by-row scoring would cost more than scor
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ class OutputHead:
         self.scale = scale
 
     @classmethod
-    def of(cls, model: Any) -> "OutputHead | None":
+    def of(cls, model: Any) -> OutputHead | None:
         """The model's body and head, or None when it has no separate head, or body + head
         does not reproduce the model's own logits on a short input (a model with its own
         post-processing): the engine then keeps the full forward."""
@@ -92,8 +93,12 @@ class LazyLogits:
     visits next if the model keeps agreeing). `head_ms` sums the time spent in the head.
     """
 
-    def __init__(self, hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor],
-                 chain: Callable[[int], Sequence[int]] = lambda row: (row,)) -> None:
+    def __init__(
+        self,
+        hidden: torch.Tensor,
+        head: Callable[[torch.Tensor], torch.Tensor],
+        chain: Callable[[int], Sequence[int]] = lambda row: (row,),
+    ) -> None:
         self.hidden = hidden
         self.head = head
         self.chain = chain

@@ -3,7 +3,7 @@ path of a verified tree, cut the cache back to a prefix."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

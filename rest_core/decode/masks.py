@@ -128,8 +128,9 @@ def _tree_inputs(
         mask: Any = _as_mask(model, allowed, kind)
     else:
         key_pos = torch.cat([torch.arange(cache_len, device=device), positions[0]])  # (cache_len + q,)
-        masks = {layer: _as_mask(model, allowed & layout.limit(layer, positions[0], key_pos), kind)
-                 for layer in layout.kinds}
+        masks = {
+            layer: _as_mask(model, allowed & layout.limit(layer, positions[0], key_pos), kind) for layer in layout.kinds
+        }
         mask = masks if layout.by_layer_type else masks[layout.kinds[0]]
     return mask, positions
 
@@ -140,4 +141,3 @@ def _as_mask(model, allowed: torch.Tensor, kind: str) -> torch.Tensor:
     # eager attention adds the mask to the scores
     dtype = next(model.parameters()).dtype
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
-

@@ -29,10 +29,15 @@ EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 TREE_ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
 DTYPE_NAMES = {
-    "float32": "float32", "fp32": "float32",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-    "float64": "float64", "fp64": "float64",
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float64": "float64",
+    "fp64": "float64",
 }
 
 
@@ -97,7 +102,7 @@ def load_tokenizer(spec: str | None = None):
 
 
 def resolve_device(device: str = "auto"):
-    """"auto" -> cuda when available else cpu; "cpu", "cuda", "cuda:N", "mps" checked to exist."""
+    """ "auto" -> cuda when available else cpu; "cpu", "cuda", "cuda:N", "mps" checked to exist."""
     import torch
 
     if not isinstance(device, str) or not device:
@@ -133,7 +138,7 @@ def placement(device: str, dev: Any, device_map: str | None) -> str | None:
 
 
 def resolve_dtype(dtype: Any, device) -> Any:
-    """"auto" -> float32 on CPU, bfloat16 on CUDA when supported (else float16); or a name/torch dtype."""
+    """ "auto" -> float32 on CPU, bfloat16 on CUDA when supported (else float16); or a name/torch dtype."""
     import torch
 
     if isinstance(dtype, torch.dtype):
@@ -179,8 +184,14 @@ def load_model(
     """
     t0 = time.perf_counter()
     dev = resolve_device(device)
-    kwargs = _load_kwargs(dev, resolve_dtype(dtype, dev), placement(device, dev, _checked_map(device_map, max_memory, offload_folder)),
-                          max_memory, offload_folder, attn_implementation)
+    kwargs = _load_kwargs(
+        dev,
+        resolve_dtype(dtype, dev),
+        placement(device, dev, _checked_map(device_map, max_memory, offload_folder)),
+        max_memory,
+        offload_folder,
+        attn_implementation,
+    )
     src = resolve_model(spec)
     cache_dir = _gguf_cache_dir(src) if (src.gguf_file and cache) else None
     from_cache = cache_dir is not None and cache_dir.is_dir()
@@ -209,8 +220,9 @@ def _checked_map(device_map: str | None, max_memory: Any, offload_folder: Any) -
     return device_map
 
 
-def _load_kwargs(dev: Any, torch_dtype: Any, device_map: str | None, max_memory: Any, offload_folder: Any,
-                 attn_implementation: str) -> dict[str, Any]:
+def _load_kwargs(
+    dev: Any, torch_dtype: Any, device_map: str | None, max_memory: Any, offload_folder: Any, attn_implementation: str
+) -> dict[str, Any]:
     """from_pretrained's keyword arguments: dtype, attention, placement."""
     if attn_implementation not in TREE_ATTENTION_IMPLEMENTATIONS:
         raise ValueError(

@@ -17,8 +17,9 @@ epsilon / eta cutoffs) are refused with a ValueError that names the setting.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -101,14 +102,18 @@ def model_processors(model, cfg: SamplingConfig, prompt_len: int, max_new_tokens
             f"(num_beams={gen.num_beams}, penalty_alpha={gen.penalty_alpha}); REST decodes greedily or by sampling"
         )
     if gen.guidance_scale is not None and gen.guidance_scale != 1:
-        raise ValueError(f"the model's generation config sets guidance_scale={gen.guidance_scale}, which REST does not support")
+        raise ValueError(
+            f"the model's generation config sets guidance_scale={gen.guidance_scale}, which REST does not support"
+        )
     if getattr(gen, "watermarking_config", None) is not None:
         raise ValueError("the model's generation config sets watermarking_config, which REST does not support")
     if not cfg.greedy:
         for name, off in _SAMPLING_ONLY:
             value = getattr(gen, name, off)
             if value is not None and value != off:
-                raise ValueError(f"the model's generation config sets {name}={value}, which REST's sampler does not support")
+                raise ValueError(
+                    f"the model's generation config sets {name}={value}, which REST's sampler does not support"
+                )
     # What `generate` derives from the prompt before building its processors.
     gen.max_length = prompt_len + max_new_tokens
     if gen.min_new_tokens is not None:

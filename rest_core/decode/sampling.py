@@ -8,7 +8,8 @@ uniforms for the same positions and emit the same tokens.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import torch
 

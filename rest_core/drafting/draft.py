@@ -8,8 +8,8 @@ from the same weighted trie.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -17,9 +17,9 @@ from rest_core.config import RetrievalConfig
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.source import Retrieved
 from rest_core.drafting.suffix_search import search_shards
-from rest_core.sources import SOURCE_DATASTORE
 from rest_core.drafting.tree import TreeLayout, layout
 from rest_core.drafting.trie import Trie, build_trie, select_top_c, subtree
+from rest_core.sources import SOURCE_DATASTORE
 
 Selector = Callable[[Trie, int], np.ndarray]  # (trie, c) -> sorted node indices forming a subtree
 # (candidate nodes, what each source retrieved, c_max) -> (sorted node indices forming a
@@ -30,8 +30,11 @@ _NO_NODES = np.empty(0, np.int64)
 _NO_PREDICTION = np.empty(0, np.float64)
 # The layout of an empty draft: the root alone (a plain decoding step).
 _ROOT_ONLY = TreeLayout(
-    tokens=_NO_NODES, mask=np.ones((1, 1), bool), positions=np.zeros(1, np.int64),
-    parents=np.full(1, -1, np.int64), children={},
+    tokens=_NO_NODES,
+    mask=np.ones((1, 1), bool),
+    positions=np.zeros(1, np.int64),
+    parents=np.full(1, -1, np.int64),
+    children={},
 )
 
 

@@ -8,8 +8,9 @@ after every step, `retrieve()` before every step. One file per source beside thi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class Retrieved:
     positions: tuple[int, ...] = ()
 
     @classmethod
-    def empty(cls, source_bit: int, m: int, weight: float = 1.0) -> "Retrieved":
+    def empty(cls, source_bit: int, m: int, weight: float = 1.0) -> Retrieved:
         return cls(source_bit, 0, (), 0, np.empty((0, m), dtype=np.int64), weight)
 
 

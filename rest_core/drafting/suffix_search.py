@@ -8,14 +8,14 @@ the union of their occurrences.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from rest_core._jit import jit
 from rest_core.config import RetrievalConfig
 from rest_core.drafting.source import PAD
-
 
 
 @jit
@@ -88,9 +88,7 @@ def _longest_match(tokens: np.ndarray, sa: np.ndarray, tail: np.ndarray, n_lo: i
 
 
 @jit
-def _gather(
-    tokens: np.ndarray, sa: np.ndarray, ranks: np.ndarray, skip: int, separator: int, out: np.ndarray
-) -> int:
+def _gather(tokens: np.ndarray, sa: np.ndarray, ranks: np.ndarray, skip: int, separator: int, out: np.ndarray) -> int:
     """out[i] = the len(out[i]) tokens after position sa[ranks[i]] + skip, cut at the separator
     and at the end of the tokens (the rest of the row is left as it is: prefilled with -1).
 
@@ -195,8 +193,11 @@ def search_shards(
 
 
 def _sample_starts(
-    shards: Sequence[tuple[np.ndarray, np.ndarray]], ranges: list[tuple[int, int]], counts: np.ndarray,
-    picks: np.ndarray, out: np.ndarray,
+    shards: Sequence[tuple[np.ndarray, np.ndarray]],
+    ranges: list[tuple[int, int]],
+    counts: np.ndarray,
+    picks: np.ndarray,
+    out: np.ndarray,
 ) -> None:
     """out[i] = the stream position where the picks[i]-th occurrence of the union starts."""
     bounds = np.concatenate(([0], np.cumsum(counts)))

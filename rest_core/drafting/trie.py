@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -161,12 +162,15 @@ def _build(rows: np.ndarray, row_weight: np.ndarray, row_bits: np.ndarray):
 
 def empty_trie() -> Trie:
     return Trie(
-        np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
-        np.empty(0, np.float64), np.empty(0, np.uint8),
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+        np.empty(0, np.float64),
+        np.empty(0, np.uint8),
     )
 
 
-def build_trie(retrieved: Sequence["Retrieved"]) -> Trie:
+def build_trie(retrieved: Sequence[Retrieved]) -> Trie:
     """Merge the continuations of several sources into one weighted trie.
 
     A node's weight is the sum, over the continuations passing through it, of their source's

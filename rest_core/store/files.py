@@ -94,7 +94,9 @@ def file_documents(
         return
     if lower.endswith((".jsonl", ".ndjson")):
         for line, record in jsonl_values(data.splitlines(), stats):
-            yield from record_documents(record, stats, text_field=text_field, assistant_only=assistant_only, name=f"{name}:{line}")
+            yield from record_documents(
+                record, stats, text_field=text_field, assistant_only=assistant_only, name=f"{name}:{line}"
+            )
         return
     if b"\0" in data[:8192]:
         stats.skip("binary file")
@@ -107,7 +109,9 @@ def file_documents(
     if lower.endswith(".json"):
         records = json_stream_records(io.StringIO(text), stats)
         for i, record in enumerate(records, 1):
-            yield from record_documents(record, stats, text_field=text_field, assistant_only=assistant_only, name=f"{name}#{i}")
+            yield from record_documents(
+                record, stats, text_field=text_field, assistant_only=assistant_only, name=f"{name}#{i}"
+            )
         return
     stats.records += 1
     yield Document(name, text)
@@ -147,7 +151,9 @@ def _zip_documents(
                 stats.skip("encrypted file")
                 continue
             limits = allowance.limits
-            if info.file_size > limits.ratio_min_bytes and info.file_size > limits.max_ratio * max(info.compress_size, 1):
+            if info.file_size > limits.ratio_min_bytes and info.file_size > limits.max_ratio * max(
+                info.compress_size, 1
+            ):
                 raise CorpusError(
                     f"{name}: refused as a zip bomb: {member} expands {info.file_size / max(info.compress_size, 1):.0f} "
                     f"times (limit {limits.max_ratio:.0f})"
@@ -157,7 +163,15 @@ def _zip_documents(
                 with zf.open(info) as f:
                     # Never trust the declared size: read at most one byte past the allowance.
                     data = f.read() if remaining is None else f.read(max(remaining, 0) + 1)
-            except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, ValueError, NotImplementedError):
+            except (
+                zipfile.BadZipFile,
+                zipfile.LargeZipFile,
+                OSError,
+                EOFError,
+                RuntimeError,
+                ValueError,
+                NotImplementedError,
+            ):
                 stats.skip("damaged zip member")
                 continue
             except Exception as exc:  # zlib.error and friends: a damaged member, not our bug

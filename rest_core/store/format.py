@@ -131,7 +131,16 @@ def clean_name(name: str) -> bytes:
 
 # --- meta.json ----------------------------------------------------------------------------
 
-_REQUIRED_KEYS = ("format_version", "tokenizer", "vocab_size", "separator", "dtype", "n_documents", "n_tokens", "shards")
+_REQUIRED_KEYS = (
+    "format_version",
+    "tokenizer",
+    "vocab_size",
+    "separator",
+    "dtype",
+    "n_documents",
+    "n_tokens",
+    "shards",
+)
 
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -143,7 +152,9 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
         raise DatastoreError(f"no datastore at {path}: not a folder")
     meta_path = path / META_FILE
     if not meta_path.is_file():
-        raise DatastoreError(f"no datastore at {path}: {META_FILE} is missing (not a datastore, or an interrupted build)")
+        raise DatastoreError(
+            f"no datastore at {path}: {META_FILE} is missing (not a datastore, or an interrupted build)"
+        )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -160,7 +171,9 @@ def _meta_int(value: Any, what: str, minimum: int = 0) -> int:
     return value
 
 
-def check_meta(meta: dict[str, Any], where: str) -> tuple[np.dtype, int, int, list[tuple[int, int, str, str, np.dtype]]]:
+def check_meta(
+    meta: dict[str, Any], where: str
+) -> tuple[np.dtype, int, int, list[tuple[int, int, str, str, np.dtype]]]:
     """Types and consistency of meta.json (no data read). Returns (token dtype, separator,
     n_tokens, per shard (n_tokens, n_documents, tokens file, sa file, sa dtype))."""
     version = meta.get("format_version")
@@ -174,7 +187,9 @@ def check_meta(meta: dict[str, Any], where: str) -> tuple[np.dtype, int, int, li
         raise DatastoreError(f"{where}: missing keys {', '.join(missing)}")
     tok = meta["tokenizer"]
     if not isinstance(tok, dict) or not all(isinstance(tok.get(k, ""), str) for k in ("name", "fingerprint")):
-        raise DatastoreError(f"{where}: 'tokenizer' must be an object with string 'name' and 'fingerprint', got {tok!r:.80}")
+        raise DatastoreError(
+            f"{where}: 'tokenizer' must be an object with string 'name' and 'fingerprint', got {tok!r:.80}"
+        )
     vocab_size = _meta_int(meta["vocab_size"], f"{where}: vocab_size", 1)
     separator = _meta_int(meta["separator"], f"{where}: separator", 1)
     n_tokens = _meta_int(meta["n_tokens"], f"{where}: n_tokens")

@@ -209,8 +209,16 @@ def read_json_file(
             yield from record_documents(record, stats, text_field=text_field, assistant_only=assistant_only, name=name)
 
     turns = "assistant turns" if assistant_only else "all turns"
-    desc = description or f"{'JSON Lines' if is_jsonl else 'JSON'} file {path} (field '{text_field}'; conversations: {turns})"
-    info = {"kind": "jsonl" if is_jsonl else "json", "path": str(path), "text_field": text_field, "assistant_only": assistant_only}
+    desc = (
+        description
+        or f"{'JSON Lines' if is_jsonl else 'JSON'} file {path} (field '{text_field}'; conversations: {turns})"
+    )
+    info = {
+        "kind": "jsonl" if is_jsonl else "json",
+        "path": str(path),
+        "text_field": text_field,
+        "assistant_only": assistant_only,
+    }
     return Corpus(desc, read, info=info)
 
 
@@ -218,6 +226,8 @@ def read_sharegpt(path: str | os.PathLike, *, assistant_only: bool = True) -> Co
     """ShareGPT-style JSON: a list of {"conversations": [{"from": ..., "value": ...}, ...]}.
     Every kept turn is one document."""
     turns = "assistant turns only" if assistant_only else "all turns"
-    corpus = read_json_file(path, assistant_only=assistant_only, description=f"ShareGPT conversations in {path} ({turns})")
+    corpus = read_json_file(
+        path, assistant_only=assistant_only, description=f"ShareGPT conversations in {path} ({turns})"
+    )
     corpus.info["kind"] = "sharegpt"
     return corpus

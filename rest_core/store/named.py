@@ -175,7 +175,11 @@ def open_source(
     if path.is_dir() and pattern:
         return read_source_folder(path, pattern)
     corpus = read_files(
-        [path], limits=CLI_LIMITS, pattern=pattern, text_field=text_field, assistant_only=assistant_only,
+        [path],
+        limits=CLI_LIMITS,
+        pattern=pattern,
+        text_field=text_field,
+        assistant_only=assistant_only,
         names=[path.name or str(path)],
     )
     corpus.info["path"] = str(path)

@@ -182,7 +182,9 @@ class ShardWriter:
             sa = suffix_array(tokens)
             sa_seconds = time.perf_counter() - t0
             if progress:
-                print(f"  shard {i}: suffix array over {size:,} tokens in {sa_seconds:.1f} s", file=sys.stderr, flush=True)
+                print(
+                    f"  shard {i}: suffix array over {size:,} tokens in {sa_seconds:.1f} s", file=sys.stderr, flush=True
+                )
             entry = {
                 "n_tokens": size,
                 "n_documents": docs,
@@ -235,7 +237,7 @@ def make_meta(
         "shard_tokens": writer.shard_tokens,
         "shards": shards_meta,
         "source": source,
-        "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "built_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "build_seconds": round(time.time() - started, 3),
     }
     meta.update(extra)

@@ -138,13 +138,17 @@ class _Upload:
     corpus: Any  # a corpora.Corpus over the files, or None
 
     @classmethod
-    def read(cls, paths: Sequence[str | os.PathLike], names: Sequence[str] | None, pasted: str, limits: ReadLimits) -> "_Upload":
+    def read(
+        cls, paths: Sequence[str | os.PathLike], names: Sequence[str] | None, pasted: str, limits: ReadLimits
+    ) -> _Upload:
         pasted = pasted if isinstance(pasted, str) and pasted.strip() else ""
         if not paths and not pasted:
             raise CorpusError("nothing to build from: upload files or paste some text")
         pasted_bytes = len(pasted.encode("utf-8", errors="replace"))
         if limits.max_bytes is not None and pasted_bytes > limits.max_bytes:
-            raise CorpusError(f"too much text: {pasted_bytes / 1e6:.1f} MB pasted, the limit is {limits.max_bytes / 1e6:.1f} MB")
+            raise CorpusError(
+                f"too much text: {pasted_bytes / 1e6:.1f} MB pasted, the limit is {limits.max_bytes / 1e6:.1f} MB"
+            )
         room = replace(limits, max_bytes=None if limits.max_bytes is None else limits.max_bytes - pasted_bytes)
         return cls(pasted, read_files(paths, names=names, limits=room) if paths else None)
 
@@ -158,7 +162,9 @@ class _Upload:
 
     @property
     def description(self) -> str:
-        return " + ".join(([PASTED_NAME] if self.pasted else []) + ([self.corpus.description] if self.corpus is not None else []))
+        return " + ".join(
+            ([PASTED_NAME] if self.pasted else []) + ([self.corpus.description] if self.corpus is not None else [])
+        )
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -177,7 +183,11 @@ class _Upload:
             if progress is None:
                 return
             read = self.pasted_bytes + (self.corpus.stats.bytes_read if self.corpus is not None else 0)
-            progress(UploadProgress("reading" if p.phase == "tokenizing" else p.phase, p.documents, p.tokens, read, self.bytes_total))
+            progress(
+                UploadProgress(
+                    "reading" if p.phase == "tokenizing" else p.phase, p.documents, p.tokens, read, self.bytes_total
+                )
+            )
 
         return report
 

@@ -8,13 +8,12 @@ Pure functions and small accumulator classes over `StepEvent`s and a tokenizer; 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rest_core.decode.events import StepEvent, Totals
 from rest_core.sources import SourceTable
 from rest_core.ui.style import Tokenizer, decode_text, esc, source_class, source_label, step_source_names
-
 
 # ----------------------------------------------------------------------------------------------
 # Incremental detokenization
@@ -103,7 +102,8 @@ class Span:
             parts.append("model's own token")
         if self.suffix_lens:
             parts.append(
-                "matched suffix " + ", ".join(f"{n} ({name})" if len(self.suffix_lens) > 1 else str(n) for name, n in self.suffix_lens)
+                "matched suffix "
+                + ", ".join(f"{n} ({name})" if len(self.suffix_lens) > 1 else str(n) for name, n in self.suffix_lens)
             )
         parts.append(f"{self.accepted_len} draft token{'s' if self.accepted_len != 1 else ''} accepted this step")
         if len(self.token_ids) > 1:
@@ -122,7 +122,7 @@ class Span:
         lead = _LEADING_BLANKS.match(self.text)
         if lead is None:
             return f'<span class="{cls}" {attrs}>{esc(self.text)}</span>'
-        blank, rest = lead.group(0), self.text[lead.end():]
+        blank, rest = lead.group(0), self.text[lead.end() :]
         out = f'<span class="{cls} ws" {attrs}>{esc(blank)}</span>'
         return out + (f'<span class="{cls}" {attrs}>{esc(rest)}</span>' if rest else "")
 
@@ -203,16 +203,28 @@ def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
     several = "both" if len(table.stores) < 2 else "several"
 
     def shades(css: str, name: str) -> str:  # each source's hue darkens the same way
-        return f'<span class="shade-row">{esc(name)} ' + "".join(sample(f"tok d {css} r{k} p0", label, f"{name}: {label} draft tokens accepted in one step") for k, label in levels) + "</span>"
+        return (
+            f'<span class="shade-row">{esc(name)} '
+            + "".join(
+                sample(f"tok d {css} r{k} p0", label, f"{name}: {label} draft tokens accepted in one step")
+                for k, label in levels
+            )
+            + "</span>"
+        )
 
     return (
         '<div class="legend">'
-        + "".join(sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}") for s in table.stores)
+        + "".join(
+            sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}")
+            for s in table.stores
+        )
         + sample("tok d cx r1 p0", "context", "draft tokens found earlier in this conversation")
         + sample("tok d both r1 p0", several, "draft tokens proposed by several sources")
         + sample("tok m p0", "model", "the model's own token that ends every step")
         + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
-        + "".join(shades(st.css, st.name) for st in table.stores) + shades("cx", "context") + shades("both", several)
+        + "".join(shades(st.css, st.name) for st in table.stores)
+        + shades("cx", "context")
+        + shades("both", several)
         + "</span>"
         + '<span class="legend-item">indentation and line breaks get a thin line, not a block; hover a token for its step, click it to inspect the step</span>'
         + "</div>"

@@ -8,13 +8,12 @@ imported only to build a figure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
 from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, visible
-
 
 # ----------------------------------------------------------------------------------------------
 # Speed comparison
@@ -47,7 +46,11 @@ def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
     rows = [
         ("tokens / s", f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
         ("mean token time", f"{r.mean_token_ms:.1f} ms", f"{a.mean_token_ms:.1f} ms"),
-        ("tokens / steps (M)", f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}", f"{a.new_tokens} / {a.steps} = {a.mean_generated_length:.2f}"),
+        (
+            "tokens / steps (M)",
+            f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}",
+            f"{a.new_tokens} / {a.steps} = {a.mean_generated_length:.2f}",
+        ),
         ("retrieval per token", f"{r.retrieval_ms_per_token:.2f} ms", "-"),
         ("tokens from drafts", f"{100 * r.draft_share:.0f}%", "-"),
         ("prefill", f"{r.prefill_ms:.0f} ms", f"{a.prefill_ms:.0f} ms"),
@@ -62,7 +65,9 @@ def comparison_html(cmp: Comparison) -> str:
     badge = ""
     if cmp.identical is not None:
         badge = (
-            '<span class="same ok">identical output ✓</span>' if cmp.identical else '<span class="same bad">outputs differ</span>'
+            '<span class="same ok">identical output ✓</span>'
+            if cmp.identical
+            else '<span class="same bad">outputs differ</span>'
         )
     return (
         '<div class="compare">'
@@ -80,10 +85,15 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
         return [0.0] + [e.totals.elapsed_s for e in events], [0] + [e.totals.new_tokens for e in events]
 
     data = []
-    for name, events, color in (("REST", rest_events, SOURCE_COLORS[SOURCE_DATASTORE]), ("plain", ar_events, "#6b7280")):
+    for name, events, color in (
+        ("REST", rest_events, SOURCE_COLORS[SOURCE_DATASTORE]),
+        ("plain", ar_events, "#6b7280"),
+    ):
         if events:
             x, y = series(events)
-            data.append(dict(type="scatter", x=x, y=y, mode="lines", name=name, line=dict(color=color, width=2.5, shape="hv")))
+            data.append(
+                dict(type="scatter", x=x, y=y, mode="lines", name=name, line=dict(color=color, width=2.5, shape="hv"))
+            )
     layout = dict(
         height=260,
         margin=dict(l=50, r=10, t=10, b=40),
@@ -119,7 +129,9 @@ def event_blocks(events: Sequence[StepEvent]) -> list[Block]:
     for e in events:
         drafted = [s for s in e.token_sources if s]
         end = 1000 * e.totals.elapsed_s
-        out.append(Block(end - e.timings.total_ms, e.timings.total_ms, tuple(e.tokens), int(drafted[0]) if drafted else 0))
+        out.append(
+            Block(end - e.timings.total_ms, e.timings.total_ms, tuple(e.tokens), int(drafted[0]) if drafted else 0)
+        )
     return out
 
 
@@ -158,22 +170,40 @@ def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tok
             g["x"].append(b.ms)
             g["y"].append(lane)
             g["text"].append(esc(text))
-            g["hover"].append(f"{esc(lane)}, forward {i + 1}: {plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}")
+            g["hover"].append(
+                f"{esc(lane)}, forward {i + 1}: {plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}"
+            )
     data: list = []
     for (sources, _), g in sorted(groups.items()):
         color, name = _block_style(sources)
-        data.append(go.Bar(
-            base=g["base"], x=g["x"], y=g["y"], orientation="h", text=g["text"], textposition="inside", insidetextanchor="start",
-            textfont=dict(size=10), marker=dict(color=color, line=dict(color="#ffffff", width=1)), name=name,
-            legendgroup=name, showlegend=not any(d.name == name for d in data), hovertext=g["hover"], hoverinfo="text",
-        ))
+        data.append(
+            go.Bar(
+                base=g["base"],
+                x=g["x"],
+                y=g["y"],
+                orientation="h",
+                text=g["text"],
+                textposition="inside",
+                insidetextanchor="start",
+                textfont=dict(size=10),
+                marker=dict(color=color, line=dict(color="#ffffff", width=1)),
+                name=name,
+                legendgroup=name,
+                showlegend=not any(d.name == name for d in data),
+                hovertext=g["hover"],
+                hoverinfo="text",
+            )
+        )
     fig = go.Figure(data=data)
     fig.update_layout(
-        barmode="overlay", height=140 + 45 * len(lanes), margin=dict(l=90, r=10, t=34, b=40),
+        barmode="overlay",
+        height=140 + 45 * len(lanes),
+        margin=dict(l=90, r=10, t=34, b=40),
         xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
         legend=dict(orientation="h", y=-0.45, font=dict(size=11)),
-        plot_bgcolor="rgba(0,0,0,0)", paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
 
@@ -195,7 +225,9 @@ def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[Step
     retrieval = r.retrieval_ms / r.steps
     noisy = (
         " A REST step cannot really be faster than a plain one (it does the same forward and more): the machine was busier "
-        "during one run than the other, so compare again for steadier figures." if ratio < 1 else ""
+        "during one run than the other, so compare again for steadier figures."
+        if ratio < 1
+        else ""
     )
     return (
         f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "

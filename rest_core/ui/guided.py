@@ -3,8 +3,9 @@ through, send or compare) and the knobs together, and says what to watch."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -24,28 +25,36 @@ GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
     GuidedExample(
         "Code with the code store, step by step (c = 16)",
         "Write a Python function that checks whether a string is a palindrome, with a docstring and two tests.",
-        "code", "step", (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),
+        "code",
+        "step",
+        (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),
         "Press Next step: each step shows the suffix it matched, the trie of what followed, the mask of the one forward "
         "and the walk that accepts drafts. Open “Where it came from” to see the code files behind a draft.",
     ),
     GuidedExample(
         "A question the corpus knows nothing about: few drafts, plain speed",
         "Name three rivers of Mongolia and say where each one flows.",
-        "code", "compare", (("use_datastore", True), ("use_context", False), ("n_min", 3), ("temperature", 0.0)),
+        "code",
+        "compare",
+        (("use_datastore", True), ("use_context", False), ("n_min", 3), ("temperature", 0.0)),
         "The code store has little to say about Mongolian rivers: with n_min = 3, most steps find no match and draft nothing, "
         "so REST runs at about plain decoding's speed (press Compare), and never changes the text.",
     ),
     GuidedExample(
         "Ask the same thing twice: the conversation drafts the second answer",
         "Explain the difference between a list and a tuple in Python, in three sentences.",
-        "none", "send", (("use_datastore", False), ("use_context", True), ("temperature", 0.0)),
+        "none",
+        "send",
+        (("use_datastore", False), ("use_context", True), ("temperature", 0.0)),
         "Send it, then send the same message again. The second answer repeats the first, so the context source "
         "(amber) drafts whole runs of it and M jumps.",
     ),
     GuidedExample(
         "Sampling at temperature 0.8: still exact",
         "What are three tips for staying productive when working from home?",
-        "chat", "send", (("temperature", 0.8), ("top_p", 0.95), ("use_datastore", True), ("use_context", True)),
+        "chat",
+        "send",
+        (("temperature", 0.8), ("top_p", 0.95), ("use_datastore", True), ("use_context", True)),
         "The model now samples. A draft token is kept only when it equals the model's own draw at that position, so each "
         "token still follows exactly the model's distribution: the drafts change the speed, never the odds.",
     ),

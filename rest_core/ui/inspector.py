@@ -20,11 +20,11 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
     rows = []
     for m in event.matches:
         if m.suffix_len:
-            conts = "".join(f'<li><code>{esc(visible(dec(c), 60))}</code></li>' for c in m.sample[:samples])
+            conts = "".join(f"<li><code>{esc(visible(dec(c), 60))}</code></li>" for c in m.sample[:samples])
             rows.append(
                 f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> '
                 f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
-                f'<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{"s" if m.occurrences != 1 else ""}'
+                f"<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{'s' if m.occurrences != 1 else ''}"
                 + (f'<ul class="conts">{conts}</ul>' if conts else "")
                 + "</div>"
             )
@@ -32,7 +32,11 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
             rows.append(f'<div class="ins-src"><span class="chip">{esc(m.source)}</span> no match</div>')
     if not event.matches:
         rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
-    acc = "".join(f'<span class="tok d {source_class(s)} r1 p0">{esc(visible(dec([t]), 20))}</span>' for t, s in zip(event.tokens, event.token_sources) if s)
+    acc = "".join(
+        f'<span class="tok d {source_class(s)} r1 p0">{esc(visible(dec([t]), 20))}</span>'
+        for t, s in zip(event.tokens, event.token_sources)
+        if s
+    )
     own_html = "".join(f'<span class="tok m p0">{esc(visible(dec([t]), 20))}</span>' for t in own)
     t = event.timings
     timing = (

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import traceback
 import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, values_in_order
@@ -149,7 +150,9 @@ def job_horizon(settings: Settings, queue_size: int) -> float:
 # Datastores
 
 
-def store_choices(runtime: Runtime, session: Any, current: Any, default_first: bool = False) -> tuple[list[str], list[str]]:
+def store_choices(
+    runtime: Runtime, session: Any, current: Any, default_first: bool = False
+) -> tuple[list[str], list[str]]:
     """The datastore multi-select for a page: everyone's stores and this session's own (never
     another session's), and the selection: the user's choice while its stores exist."""
     names = session.store_choices(runtime) if isinstance(session, Session) else runtime.store_names()
@@ -198,7 +201,9 @@ class CorpusStep:
     selected: list[str] | None = None
 
 
-def build_corpus(runtime: Runtime, session: Any, files: Any, pasted: str, name: str, current: Any) -> Iterator[CorpusStep]:
+def build_corpus(
+    runtime: Runtime, session: Any, files: Any, pasted: str, name: str, current: Any
+) -> Iterator[CorpusStep]:
     """Build a datastore from the uploaded files and pasted text in the background, following its
     progress (polled: the build runs in its own thread, chat goes on); every refusal a message."""
     if not isinstance(session, Session):
@@ -260,9 +265,27 @@ def step_view(st: Stepper, status: str = "") -> StepView:
     if ev is None:
         empty = trie_view.empty_figure("Press Next step.", height=260)
         return StepView(st, trie=empty, mask=empty, status=status)
-    p = phases.step_panels(ev, st.context(), st.tokenizer, st.config.retrieval if st.config else None, n_steps=len(st.events), stores=st.stores)
+    p = phases.step_panels(
+        ev,
+        st.context(),
+        st.tokenizer,
+        st.config.retrieval if st.config else None,
+        n_steps=len(st.events),
+        stores=st.stores,
+    )
     answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
-    return StepView(st, p.header, f'<div class="answer">{answer}</div>', p.retrieve, p.trie_caption, p.trie, p.verify, p.mask, p.accept, status)
+    return StepView(
+        st,
+        p.header,
+        f'<div class="answer">{answer}</div>',
+        p.retrieve,
+        p.trie_caption,
+        p.trie,
+        p.verify,
+        p.mask,
+        p.accept,
+        status,
+    )
 
 
 def run_step(st: Stepper, action: Callable[[], Any]) -> StepView:
@@ -285,8 +308,16 @@ def _new_answer(st: Stepper, message: str) -> bool:
     return not st.started or bool(typed and typed != st.message)
 
 
-def advance(runtime: Runtime, move: Callable[[Stepper], Any], message: str, st: Stepper, session: Any, store: Any,
-            c: float, knobs: Sequence[Any]) -> StepView:
+def advance(
+    runtime: Runtime,
+    move: Callable[[Stepper], Any],
+    message: str,
+    st: Stepper,
+    session: Any,
+    store: Any,
+    c: float,
+    knobs: Sequence[Any],
+) -> StepView:
     """Next step / Run to end (`move`): first starts an answer to the message, on the chosen stores
     (this page's own uploads included), when none is under way."""
 

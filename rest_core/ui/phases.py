@@ -10,8 +10,9 @@ earlier steps, its last one being the step's root (emitted, not cached yet).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rest_core.config import RetrievalConfig
 from rest_core.decode.events import StepEvent
@@ -21,19 +22,22 @@ from rest_core.ui.style import Tokenizer, decode_text, esc, plural, source_class
 from rest_core.ui.tree_mask import mask_figure, mask_view
 from rest_core.ui.trie_view import trie_figure
 
-
 # ----------------------------------------------------------------------------------------------
 # Retrieve
 
 
-def retrieve_caption(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None) -> str:
+def retrieve_caption(
+    event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None
+) -> str:
     """One sentence per source: which suffix of the context matched, how often, whether K capped it."""
     if not event.matches:
         return "Plain decoding: no source is asked for a draft; the model writes one token."
     parts = []
     tried = min(retrieval.n_max, len(context)) if retrieval else None
     if tried:
-        parts.append(f"Each source looks up the last {plural(tried, 'token')} of the conversation, then shorter suffixes until one occurs.")
+        parts.append(
+            f"Each source looks up the last {plural(tried, 'token')} of the conversation, then shorter suffixes until one occurs."
+        )
     for m in event.matches:
         tried_txt = ""
         if not m.suffix_len:
@@ -53,12 +57,18 @@ def retrieve_caption(event: StepEvent, context: Sequence[int], tokenizer: Tokeni
     return " ".join(parts)
 
 
-def retrieve_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None,
-                  tail: int = 24, samples: int = 4) -> str:
+def retrieve_html(
+    event: StepEvent,
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    retrieval: RetrievalConfig | None = None,
+    tail: int = 24,
+    samples: int = 4,
+) -> str:
     """The end of the conversation with each source's matched suffix underlined in its colour,
     and a few of the continuations that followed the matches."""
     longest = max((m.suffix_len for m in event.matches), default=0)
-    shown = list(context[-max(tail, longest):])
+    shown = list(context[-max(tail, longest) :])
     cut = len(context) - len(shown)
     spans = []
     for i, t in enumerate(shown):
@@ -70,9 +80,13 @@ def retrieve_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer
     for m in event.matches:
         if not m.suffix_len:
             continue
-        conts = "".join(f"<li><code>{esc(visible(decode_text(tokenizer, c), 60))}</code></li>" for c in m.sample[:samples])
+        conts = "".join(
+            f"<li><code>{esc(visible(decode_text(tokenizer, c), 60))}</code></li>" for c in m.sample[:samples]
+        )
         if conts:
-            rows.append(f'<div><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> what followed: <ul class="conts">{conts}</ul></div>')
+            rows.append(
+                f'<div><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> what followed: <ul class="conts">{conts}</ul></div>'
+            )
     return (
         f'<p class="tt-cap" data-phase="retrieve">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
         f'<div class="tt-ctx">{lead}{"".join(spans)}</div>' + "".join(rows)
@@ -165,7 +179,7 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     root_tok = said.get(0)
     body.append(
         f'<tr class="tt-root"><td>root</td><td>{root_pos}</td><td><code>{esc(token_label(tokenizer, context[-1], 16))}</code></td>'
-        f'<td><code>{esc(token_label(tokenizer, root_tok, 16)) if root_tok is not None else "–"}</code></td><td>(the step starts here)</td></tr>'
+        f"<td><code>{esc(token_label(tokenizer, root_tok, 16)) if root_tok is not None else '–'}</code></td><td>(the step starts here)</td></tr>"
     )
     for c in checks[:limit]:
         assert draft is not None
@@ -205,7 +219,11 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
         f"The walk from the root follows the drafted child equal to the model's own token: it accepts {plural(len(acc), 'draft token')}"
         + (f" “{visible(decode_text(tokenizer, acc), 60)}”" if acc else "")
     )
-    tail = f", then appends the model's own token “{visible(decode_text(tokenizer, own), 20)}”" if own else " (and stops: end of text or length)"
+    tail = (
+        f", then appends the model's own token “{visible(decode_text(tokenizer, own), 20)}”"
+        if own
+        else " (and stops: end of text or length)"
+    )
     return (
         f"{walk}{tail}: {plural(len(event.tokens), 'token')} from one forward. "
         f"The KV of rows {', '.join(map(str, keep))} stays in the cache; {plural(len(drop), 'row')} are dropped."
@@ -237,8 +255,15 @@ class StepPanels:
     accept: str  # HTML
 
 
-def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None,
-                n_steps: int | None = None, max_trie_nodes: int = 80, stores: Mapping[str, Any] | None = None) -> StepPanels:
+def step_panels(
+    event: StepEvent,
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    retrieval: RetrievalConfig | None = None,
+    n_steps: int | None = None,
+    max_trie_nodes: int = 80,
+    stores: Mapping[str, Any] | None = None,
+) -> StepPanels:
     """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
     of = f" of {n_steps}" if n_steps else ""
     header = (
@@ -248,7 +273,8 @@ def step_panels(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     )
     return StepPanels(
         header=header,
-        retrieve=retrieve_html(event, context, tokenizer, retrieval) + provenance_html(event, stores or {}, context, tokenizer),
+        retrieve=retrieve_html(event, context, tokenizer, retrieval)
+        + provenance_html(event, stores or {}, context, tokenizer),
         trie_caption=f'<p class="tt-cap" data-phase="trie">{esc(trie_caption(event))}</p>',
         trie=trie_figure(event, tokenizer, max_nodes=max_trie_nodes),
         verify=verify_html(event, context, tokenizer),

@@ -1,16 +1,16 @@
-""""Where it came from": the documents behind a step's drafts, each sampled occurrence of a
+""" "Where it came from": the documents behind a step's drafts, each sampled occurrence of a
 source's match shown in the text around it (a datastore's document, or the conversation for the
 context source), the match and the continuation that followed it marked.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rest_core.decode.events import MatchInfo, StepEvent
 from rest_core.sources import SOURCE_CONTEXT
 from rest_core.ui.style import Tokenizer, decode_text, esc, plural, source_class
-
 
 PROVENANCE_SHOWN = 3  # occurrences shown per source
 PROVENANCE_BEFORE = 40  # corpus tokens shown before a match
@@ -48,9 +48,14 @@ def _occurrence_html(m: MatchInfo, i: int, store: Any, context: Sequence[int], t
     return f'<li class="prov-occ" data-position="{pos}"><div class="prov-where">{where}</div><div class="prov-text">{text}</div></li>'
 
 
-def provenance_html(event: StepEvent, stores: Mapping[str, Any], context: Sequence[int], tokenizer: Tokenizer,
-                    shown: int = PROVENANCE_SHOWN) -> str:
-    """"Where it came from": for the first few sampled occurrences of each source's match, the
+def provenance_html(
+    event: StepEvent,
+    stores: Mapping[str, Any],
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    shown: int = PROVENANCE_SHOWN,
+) -> str:
+    """ "Where it came from": for the first few sampled occurrences of each source's match, the
     document (a datastore's; the conversation for the context source) and the text around it,
     the matched suffix and the continuation that followed it marked. `stores`: the engine's
     datastores by source name. A store without a document index says how to rebuild it."""
@@ -63,16 +68,21 @@ def provenance_html(event: StepEvent, stores: Mapping[str, Any], context: Sequen
         if m.source_bit != SOURCE_CONTEXT and store is None:
             continue
         if store is not None and store.documents is None:
-            blocks.append(f'<div class="prov-src">{head} <span class="prov-note">{esc(store.documents_note)}</span></div>')
+            blocks.append(
+                f'<div class="prov-src">{head} <span class="prov-note">{esc(store.documents_note)}</span></div>'
+            )
             continue
         n = min(shown, len(m.positions))
         items = "".join(_occurrence_html(m, i, store, context, tokenizer) for i in range(n))
         of = f"{n} of the {plural(m.occurrences, 'occurrence')}"
-        blocks.append(f'<div class="prov-src">{head} {of}: the match <span class="prov-match-key m-{source_class(m.source_bit)}">underlined</span>, '
-                      f'what followed it (the draft) <span class="prov-cont-key {source_class(m.source_bit)}">shaded</span><ul class="prov-list">{items}</ul></div>')
+        blocks.append(
+            f'<div class="prov-src">{head} {of}: the match <span class="prov-match-key m-{source_class(m.source_bit)}">underlined</span>, '
+            f'what followed it (the draft) <span class="prov-cont-key {source_class(m.source_bit)}">shaded</span><ul class="prov-list">{items}</ul></div>'
+        )
     if not blocks:
         return ""
     return (
         '<details class="prov" id="provenance"><summary>Where it came from: the documents behind the drafts</summary>'
-        + "".join(blocks) + "</details>"
+        + "".join(blocks)
+        + "</details>"
     )

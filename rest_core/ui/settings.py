@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rest_core.decode.models import DEFAULT_MODEL
 from rest_core.ui.upload_jobs import UploadLimits
@@ -47,20 +48,37 @@ class Settings:
     uploads_disk_mb: float = 500.0  # disk all uploaded stores may take together
 
     def upload_limits(self) -> UploadLimits:
-        return UploadLimits(self.max_upload_mb, self.max_stores_per_session, self.max_concurrent_builds, self.uploads_disk_mb)
+        return UploadLimits(
+            self.max_upload_mb, self.max_stores_per_session, self.max_concurrent_builds, self.uploads_disk_mb
+        )
 
 
 # The server's limits: (Settings field, type, metavar, help with {d} for the default). Each is the
 # flag --field-name and the environment variable REST_FIELD_NAME; 0 = no limit.
 LIMITS: tuple[tuple[str, type, str, str], ...] = (
     ("max_message_chars", int, "N", "refuse longer messages before tokenizing them; 0 = no limit (default {d})"),
-    ("max_seconds", float, "S", "stop a generation (or a comparison, both runs together) after S seconds on the model, "
-                                "keeping the answer so far; 0 = no limit (default {d:g})"),
+    (
+        "max_seconds",
+        float,
+        "S",
+        "stop a generation (or a comparison, both runs together) after S seconds on the model, "
+        "keeping the answer so far; 0 = no limit (default {d:g})",
+    ),
     ("max_jobs", int, "N", "generations one session may have queued or running at once; 0 = no limit (default {d})"),
     ("session_ttl", float, "S", "forget a session's conversation S seconds after its last update (default {d:g})"),
-    ("max_upload_mb", float, "MB", "text one upload may bring (files, zip members, pasted text); 0 = no limit (default {d:g})"),
+    (
+        "max_upload_mb",
+        float,
+        "MB",
+        "text one upload may bring (files, zip members, pasted text); 0 = no limit (default {d:g})",
+    ),
     ("max_stores_per_session", int, "N", "corpora one session may build; 0 = no limit (default {d})"),
-    ("max_concurrent_builds", int, "N", "corpus builds running at once, all sessions together; 0 = no limit (default {d})"),
+    (
+        "max_concurrent_builds",
+        int,
+        "N",
+        "corpus builds running at once, all sessions together; 0 = no limit (default {d})",
+    ),
     ("uploads_disk_mb", float, "MB", "disk all uploaded corpora may take together; 0 = no limit (default {d:g})"),
 )
 
@@ -72,7 +90,9 @@ def _limit(kind: type, what: str) -> Callable[[str], Any]:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number >= 0, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a {'whole ' if kind is int else ''}number >= 0, got {text!r}"
+            ) from None
         if not math.isfinite(value) or value < 0:
             raise argparse.ArgumentTypeError(f"{what} must be a finite number >= 0, got {text!r}")
         return value
@@ -108,22 +128,53 @@ def settings_from_env(env: Mapping[str, str] = os.environ, have_spaces: bool = F
     )
 
 
-def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.environ, have_spaces: bool = False) -> Settings:
+def parse_args(
+    argv: list[str] | None = None, env: Mapping[str, str] = os.environ, have_spaces: bool = False
+) -> Settings:
     """Settings from the flags; a flag not given takes its environment variable, then the default."""
     s = settings_from_env(env, have_spaces)
     p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
-    p.add_argument("--model", default=s.model, help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]")
+    p.add_argument(
+        "--model",
+        default=s.model,
+        help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]",
+    )
     p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")
     p.add_argument("--datastores", default=str(s.datastores), help="folder holding the datastores [REST_DATASTORES]")
     p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
     p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
-    p.add_argument("--no-build", dest="build", action="store_false", default=s.build, help="do not build missing default datastores [REST_BUILD_DATASTORES=0]")
-    p.add_argument("--publish-uploads", action="store_true", default=s.publish_uploads,
-                   help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]")
+    p.add_argument(
+        "--no-build",
+        dest="build",
+        action="store_false",
+        default=s.build,
+        help="do not build missing default datastores [REST_BUILD_DATASTORES=0]",
+    )
+    p.add_argument(
+        "--publish-uploads",
+        action="store_true",
+        default=s.publish_uploads,
+        help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]",
+    )
     for name, kind, metavar, text in LIMITS:
         flag, default = "--" + name.replace("_", "-"), getattr(s, name)
-        p.add_argument(flag, dest=name, type=_limit(kind, flag), default=default, metavar=metavar,
-                       help=text.format(d=default) + f" [REST_{name.upper()}]")
+        p.add_argument(
+            flag,
+            dest=name,
+            type=_limit(kind, flag),
+            default=default,
+            metavar=metavar,
+            help=text.format(d=default) + f" [REST_{name.upper()}]",
+        )
     a = p.parse_args(argv)
-    return replace(s, model=a.model, device=a.device, datastores=Path(a.datastores), host=a.host, port=a.port, build=a.build,
-                   publish_uploads=a.publish_uploads, **{name: getattr(a, name) for name, _, _, _ in LIMITS})
+    return replace(
+        s,
+        model=a.model,
+        device=a.device,
+        datastores=Path(a.datastores),
+        host=a.host,
+        port=a.port,
+        build=a.build,
+        publish_uploads=a.publish_uploads,
+        **{name: getattr(a, name) for name, _, _, _ in LIMITS},
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins

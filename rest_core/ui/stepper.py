@@ -9,9 +9,10 @@ blocks others between clicks. "Back" only moves through the steps already taken.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
@@ -37,13 +38,21 @@ class Stepper:
         self._lock = threading.Lock()  # one move at a time
         self._model_lock: Any = None  # the runtime's: one forward of the shared model at a time
 
-    def __deepcopy__(self, memo: dict) -> "Stepper":  # gr.State copies its initial value per tab
+    def __deepcopy__(self, memo: dict) -> Stepper:  # gr.State copies its initial value per tab
         return Stepper()
 
     # -- lifecycle --
 
-    def start(self, runtime: Runtime, message: str, store: Any, knobs: dict[str, Any], c: int,
-              private: Mapping[str, Path] | None = None, owner: str = "") -> None:
+    def start(
+        self,
+        runtime: Runtime,
+        message: str,
+        store: Any,
+        knobs: dict[str, Any],
+        c: int,
+        private: Mapping[str, Path] | None = None,
+        owner: str = "",
+    ) -> None:
         """A new answer to `message` (one user turn) with the page's settings, a fixed budget c
         (step mode shows the tree the user asked for, not the auto budget's choice) and the
         datastores `store` (names; `private`: the page's own uploads, name -> folder, of the

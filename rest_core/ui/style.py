@@ -7,11 +7,11 @@ Class names used in the HTML are styled by assets/app.css.
 from __future__ import annotations
 
 import html
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from rest_core.decode.events import StepEvent
 from rest_core.sources import MODEL, STYLES, origin
-
 
 # One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
 # a token of several sources takes `origin(mask).color`.
@@ -39,7 +39,7 @@ def source_class(mask: int) -> str:
 
 
 def source_label(mask: int, names: dict[int, str] | None = None) -> str:
-    """"code + context": the sources of `mask` by name (`names`: bit -> name, e.g. an engine's
+    """ "code + context": the sources of `mask` by name (`names`: bit -> name, e.g. an engine's
     table or a step's matches; else the default names)."""
     return origin(mask, names).label
 

@@ -7,15 +7,14 @@ build the figure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.tree import layout
 from rest_core.ui.style import Tokenizer, esc, token_label
-
 
 N_CONTEXT_SHOWN = 4  # cached context columns drawn left of the tree in the mask figure
 MAX_MASK_NODES = 64  # the mask figure draws at most this many draft nodes (c is at most 64 here)
@@ -40,8 +39,13 @@ class MaskView:
     hidden_nodes: int  # draft nodes beyond MAX_MASK_NODES, not drawn
 
 
-def mask_view(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, n_context: int = N_CONTEXT_SHOWN,
-              max_nodes: int = MAX_MASK_NODES) -> MaskView:
+def mask_view(
+    event: StepEvent,
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    n_context: int = N_CONTEXT_SHOWN,
+    max_nodes: int = MAX_MASK_NODES,
+) -> MaskView:
     """The mask of the step's verification forward, built by the same `rest_core.drafting.tree.layout`
     the engine uses, with the last `n_context` cached tokens in front."""
     draft = event.draft
@@ -61,7 +65,9 @@ def mask_view(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, n_
     z[:, :k] = 1
     z[:, k:] = np.where(mask, 2, 0)
     z[np.arange(q), k + np.arange(q)] = 3
-    rows = [f"root {token_label(tokenizer, root)}"] + [f"{i + 1}: {token_label(tokenizer, t)}" for i, t in enumerate(tokens)]
+    rows = [f"root {token_label(tokenizer, root)}"] + [
+        f"{i + 1}: {token_label(tokenizer, t)}" for i, t in enumerate(tokens)
+    ]
     cols = [token_label(tokenizer, t) for t in cached] + rows
     return MaskView(
         z=z,
@@ -89,22 +95,38 @@ def mask_figure(view: MaskView):
     for i, color in enumerate(MASK_COLORS):  # discrete colours for the values 0..3
         scale += [[i / 4, color], [(i + 1) / 4, color]]
     # Unique category names (the same token can sit in several rows), the position id under each.
-    cols_cat = [f"{i}:{lab}<br><sub>{p}</sub>" for i, (lab, p) in enumerate(zip(map(esc, view.col_labels), view.col_positions))]
+    cols_cat = [
+        f"{i}:{lab}<br><sub>{p}</sub>" for i, (lab, p) in enumerate(zip(map(esc, view.col_labels), view.col_positions))
+    ]
     rows_cat = [f"{esc(lab)} ({p})" for lab, p in zip(view.row_labels, view.row_positions)]
     # No per-cell hover text: with c = 64 that is ~4,500 strings and most of the figure's cost;
     # the colour bar names the four values instead.
     fig = go.Figure(
         go.Heatmap(
-            z=view.z, x=cols_cat, y=rows_cat, zmin=0, zmax=4, colorscale=scale, xgap=1, ygap=1,
+            z=view.z,
+            x=cols_cat,
+            y=rows_cat,
+            zmin=0,
+            zmax=4,
+            colorscale=scale,
+            xgap=1,
+            ygap=1,
             hovertemplate="row %{y}<br>column %{x}<extra></extra>",
-            colorbar=dict(tickvals=[0.5, 1.5, 2.5, 3.5], ticktext=["hidden", "cached context", "root / ancestor", "itself"], thickness=10, len=0.9),
+            colorbar=dict(
+                tickvals=[0.5, 1.5, 2.5, 3.5],
+                ticktext=["hidden", "cached context", "root / ancestor", "itself"],
+                thickness=10,
+                len=0.9,
+            ),
         )
     )
     size = max(220, min(760, 60 + 18 * q))
     fig.update_layout(
         height=size,
         margin=dict(l=10, r=10, t=10, b=10),
-        xaxis=dict(type="category", side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True),
+        xaxis=dict(
+            type="category", side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True
+        ),
         yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=9), fixedrange=True),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",

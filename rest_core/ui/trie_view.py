@@ -15,7 +15,17 @@ import numpy as np
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.trie import Trie
 from rest_core.sources import origin
-from rest_core.ui.style import ACCEPTED_COLOR, GREY, MODEL_COLOR, Tokenizer, esc, source_label, step_source_names, token_text, visible
+from rest_core.ui.style import (
+    ACCEPTED_COLOR,
+    GREY,
+    MODEL_COLOR,
+    Tokenizer,
+    esc,
+    source_label,
+    step_source_names,
+    token_text,
+    visible,
+)
 
 
 @dataclass(frozen=True)
@@ -194,7 +204,17 @@ def empty_figure(message: str = NO_TRIE_YET, height: int = TRIE_HEIGHT):
         yaxis=dict(visible=False),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
-        annotations=[dict(text=message, showarrow=False, font=dict(size=14, color="#6b7280"), x=0.5, y=0.5, xref="paper", yref="paper")],
+        annotations=[
+            dict(
+                text=message,
+                showarrow=False,
+                font=dict(size=14, color="#6b7280"),
+                x=0.5,
+                y=0.5,
+                xref="paper",
+                yref="paper",
+            )
+        ],
     )
     return fig
 
@@ -233,7 +253,9 @@ class _TrieDrawing:
 
     def hover(self, k: int) -> str:
         view = self.view
-        state = "accepted" if view.accepted[k] else ("drafted, rejected" if view.selected[k] else "retrieved, not drafted")
+        state = (
+            "accepted" if view.accepted[k] else ("drafted, rejected" if view.selected[k] else "retrieved, not drafted")
+        )
         return (
             f"<b>{esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
             f"weight {self.w[k]:.3g} · depth {int(view.x[k])}<br>source: {esc(source_label(int(self.srcs[k]), self.names))}<br>{state}"
@@ -249,7 +271,16 @@ class _TrieDrawing:
             px, py = self.parent_xy(int(self.view.parent_pos[k]))
             xs += [px, float(self.view.x[k]), None]
             ys += [py, float(self.view.y[k]), None]
-        return dict(type="scatter", x=xs, y=ys, mode="lines", line=dict(color=color, width=width, dash=dash), hoverinfo="skip", showlegend=False, name=name)
+        return dict(
+            type="scatter",
+            x=xs,
+            y=ys,
+            mode="lines",
+            line=dict(color=color, width=width, dash=dash),
+            hoverinfo="skip",
+            showlegend=False,
+            name=name,
+        )
 
     def node_trace(self, mask: np.ndarray, name: str, **marker: Any) -> dict:
         idx = np.flatnonzero(mask)
@@ -281,11 +312,37 @@ class _TrieDrawing:
             self.edge_trace(rejected, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
             # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
-            self.node_trace(not_sel, "retrieved only", color="rgba(255,255,255,0.9)", line=dict(color=GREY, width=1.2), textcolor="#9ca3af", labels=False),
-            self.node_trace(rejected, "drafted, rejected", color=self.colors(rejected), opacity=0.45, line=dict(color="#6b7280", width=1), textcolor="#6b7280"),
-            self.node_trace(view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)),
+            self.node_trace(
+                not_sel,
+                "retrieved only",
+                color="rgba(255,255,255,0.9)",
+                line=dict(color=GREY, width=1.2),
+                textcolor="#9ca3af",
+                labels=False,
+            ),
+            self.node_trace(
+                rejected,
+                "drafted, rejected",
+                color=self.colors(rejected),
+                opacity=0.45,
+                line=dict(color="#6b7280", width=1),
+                textcolor="#6b7280",
+            ),
+            self.node_trace(
+                view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)
+            ),
             *self.model_token_traces(),
-            dict(type="scatter", x=[0], y=[self.root_y], mode="markers", marker=dict(symbol="square", size=12, color="#374151"), name="last token", hovertext=["root: the last accepted token"], hoverinfo="text", showlegend=False),
+            dict(
+                type="scatter",
+                x=[0],
+                y=[self.root_y],
+                mode="markers",
+                marker=dict(symbol="square", size=12, color="#374151"),
+                name="last token",
+                hovertext=["root: the last accepted token"],
+                hoverinfo="text",
+                showlegend=False,
+            ),
         ]
 
     def model_token_traces(self) -> list[dict]:
@@ -300,7 +357,15 @@ class _TrieDrawing:
         else:
             mx, my = px + 1, py - 0.5  # between rows, clear of the rejected draft child
         return [
-            dict(type="scatter", x=[px, mx], y=[py, my], mode="lines", line=dict(color=MODEL_COLOR, width=1.5, dash="dash"), hoverinfo="skip", showlegend=False),
+            dict(
+                type="scatter",
+                x=[px, mx],
+                y=[py, my],
+                mode="lines",
+                line=dict(color=MODEL_COLOR, width=1.5, dash="dash"),
+                hoverinfo="skip",
+                showlegend=False,
+            ),
             dict(
                 type="scatter",
                 x=[mx],
@@ -311,7 +376,9 @@ class _TrieDrawing:
                 textfont=dict(size=10, color=MODEL_COLOR),
                 marker=dict(symbol="star", size=15, color=MODEL_COLOR),
                 name="model's own token",
-                hovertext=[f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"],
+                hovertext=[
+                    f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"
+                ],
                 hoverinfo="text",
             ),
         ]

@@ -25,9 +25,10 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rest_core.store.build import BuildCancelled
 from rest_core.store.files import UPLOAD_LIMITS, ReadLimits
@@ -152,22 +153,34 @@ class Uploads:
         return self._building
 
     def start(
-        self, key: str, name: str, paths: Sequence[str], names: Sequence[str], pasted: str, tokenizer: Any,
+        self,
+        key: str,
+        name: str,
+        paths: Sequence[str],
+        names: Sequence[str],
+        pasted: str,
+        tokenizer: Any,
         busy: Callable[[], bool] = lambda: False,
     ) -> UploadJob:
         """Start building a store from an upload in the background, or refuse (UploadRefused)
         when the server is at its bounds. `busy()`: whether a generation is running now."""
-        size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p)) + len((pasted or "").encode("utf-8", "replace"))
+        size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p)) + len(
+            (pasted or "").encode("utf-8", "replace")
+        )
         max_bytes = self.limits.read_limits().max_bytes
         if max_bytes is not None and size > max_bytes:
-            raise UploadRefused(f"the upload is {size / 1e6:.1f} MB; this server builds from at most {max_bytes / 1e6:g} MB at once")
+            raise UploadRefused(
+                f"the upload is {size / 1e6:.1f} MB; this server builds from at most {max_bytes / 1e6:g} MB at once"
+            )
         with self._lock:
             if self.limits.max_concurrent_builds and self._building >= self.limits.max_concurrent_builds:
                 raise UploadRefused("the server is building other users' corpora right now: try again in a minute")
             if self.limits.disk_mb:
                 used = folder_size(self._root) if self._root is not None else 0
                 if used + DISK_FACTOR * size > self.limits.disk_mb * 1e6:
-                    raise UploadRefused("the server's space for uploaded corpora is full: try again later, or upload less")
+                    raise UploadRefused(
+                        "the server's space for uploaded corpora is full: try again later, or upload less"
+                    )
             self._building += 1
         try:
             parent = self.public_dir if self.publish else self.session_dir(key)
@@ -176,7 +189,10 @@ class Uploads:
             folder.rmdir()  # build_datastore wants a path that does not exist yet
             job = UploadJob(name, folder, self.publish)
             job.thread = threading.Thread(
-                target=self._build, args=(job, list(paths), list(names), pasted, tokenizer, busy), daemon=True, name="upload-build"
+                target=self._build,
+                args=(job, list(paths), list(names), pasted, tokenizer, busy),
+                daemon=True,
+                name="upload-build",
             )
             job.thread.start()
         except BaseException:
@@ -188,7 +204,9 @@ class Uploads:
         with self._lock:
             self._building -= 1
 
-    def _build(self, job: UploadJob, paths: list[str], names: list[str], pasted: str, tokenizer: Any, busy: Callable[[], bool]) -> None:
+    def _build(
+        self, job: UploadJob, paths: list[str], names: list[str], pasted: str, tokenizer: Any, busy: Callable[[], bool]
+    ) -> None:
         _lower_priority()
 
         def report(p: UploadProgress) -> None:
@@ -198,7 +216,14 @@ class Uploads:
 
         try:
             job.summary = build_from_files(
-                paths, job.folder, tokenizer, names=names, pasted=pasted, limits=self.limits.read_limits(), progress=report, cancel=job.cancel,
+                paths,
+                job.folder,
+                tokenizer,
+                names=names,
+                pasted=pasted,
+                limits=self.limits.read_limits(),
+                progress=report,
+                cancel=job.cancel,
             )
         except BuildCancelled:
             job.error = "the build was cancelled"

@@ -1,4 +1,4 @@
-""""Why this c": the measured forward-cost curve and the speedup a budget c can expect from the
+""" "Why this c": the measured forward-cost curve and the speedup a budget c can expect from the
 session's tries, with the chosen c marked (`why_c_figure`, `why_c_caption`).
 
 Plotly is imported only to build the figure.
@@ -6,7 +6,7 @@ Plotly is imported only to build the figure.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -63,21 +63,61 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     plain = float(curve(1))
     speedup = (1.0 + acc) * plain / (overhead + curve(cs + 1))
     best = int(cs[np.argmax(speedup)])
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14)
-    fig.add_trace(go.Scatter(x=list(curve.sizes), y=list(curve.ms), mode="lines+markers", name="measured", line=dict(color=MODEL_COLOR),
-                             hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>"), 1, 1)
-    fig.add_trace(go.Scatter(x=cs.tolist(), y=speedup.tolist(), mode="lines", name="expected speedup", line=dict(color="#2563eb"),
-                             customdata=acc.tolist(), hovertemplate="c = %{x}: %{y:.2f}× (%{customdata:.2f} accepted per step)<extra></extra>"), 1, 2)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(curve.sizes),
+            y=list(curve.ms),
+            mode="lines+markers",
+            name="measured",
+            line=dict(color=MODEL_COLOR),
+            hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>",
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=cs.tolist(),
+            y=speedup.tolist(),
+            mode="lines",
+            name="expected speedup",
+            line=dict(color="#2563eb"),
+            customdata=acc.tolist(),
+            hovertemplate="c = %{x}: %{y:.2f}× (%{customdata:.2f} accepted per step)<extra></extra>",
+        ),
+        1,
+        2,
+    )
     c = int(min(max(chosen_c, 0), max_c))
-    fig.add_trace(go.Scatter(x=[c], y=[float(speedup[c])], mode="markers+text", text=[f"your c = {c}"], textposition="top center",
-                             marker=dict(size=11, color=ACCEPTED_COLOR), name="chosen c", hoverinfo="skip"), 1, 2)
+    fig.add_trace(
+        go.Scatter(
+            x=[c],
+            y=[float(speedup[c])],
+            mode="markers+text",
+            text=[f"your c = {c}"],
+            textposition="top center",
+            marker=dict(size=11, color=ACCEPTED_COLOR),
+            name="chosen c",
+            hoverinfo="skip",
+        ),
+        1,
+        2,
+    )
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dot"), row=1, col=2)
     fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=list(curve.sizes), row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="c (draft tokens verified)", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
-    fig.update_layout(height=300, margin=dict(l=50, r=10, t=40, b=45), showlegend=False,
-                      plot_bgcolor="rgba(0,0,0,0)", paper_bgcolor="rgba(0,0,0,0)")
+    fig.update_layout(
+        height=300,
+        margin=dict(l=50, r=10, t=40, b=45),
+        showlegend=False,
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+    )
     fig.layout.meta = dict(best_c=best)
     return fig
 
@@ -85,7 +125,9 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
 def why_c_caption(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int) -> str:
     rest = [e for e in events if e.method == "rest"]
     if not rest:
-        return "Generate (or step through) an answer first: the expected speedup needs the session's acceptance figures."
+        return (
+            "Generate (or step through) an answer first: the expected speedup needs the session's acceptance figures."
+        )
     acc = float(np.mean([e.accepted_len for e in rest]))
     m = (rest[-1].totals.new_tokens / rest[-1].totals.steps) if rest[-1].totals.steps else 0.0
     ratio = float(curve(1 + chosen_c) / curve(1))

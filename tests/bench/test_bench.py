@@ -13,8 +13,8 @@ from rest_core.bench.loop import BenchResult, run_benchmark
 from rest_core.bench.metrics import summarize, summarize_method
 from rest_core.bench.runners import strip_eos
 from rest_core.bench.runs import TimedRun, run_from_events
-from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.bench.suites import load_suite
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
 
 
@@ -29,8 +29,20 @@ def chain(tokens: list[int], source: int = SOURCE_DATASTORE) -> Trie:
     )
 
 
-def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, elapsed_s, retrieve_ms=0.5, draft_ms=0.25,
-          finished=False):
+def event(
+    step,
+    tokens,
+    sources,
+    *,
+    draft_len,
+    suffix_len,
+    new_total,
+    steps,
+    elapsed_s,
+    retrieve_ms=0.5,
+    draft_ms=0.25,
+    finished=False,
+):
     draft = chain(list(range(draft_len))) if draft_len else None
     return StepEvent(
         step=step,
@@ -44,8 +56,15 @@ def event(step, tokens, sources, *, draft_len, suffix_len, new_total, steps, ela
         token_sources=tuple(sources),
         c=4,
         timings=StepTimings(retrieve_ms=retrieve_ms, draft_ms=draft_ms, forward_ms=10.0, total_ms=12.0),
-        totals=Totals(prompt_tokens=5, new_tokens=new_total, steps=steps, draft_tokens=0, elapsed_s=elapsed_s,
-                      prefill_ms=20.0, retrieval_ms=0.0),
+        totals=Totals(
+            prompt_tokens=5,
+            new_tokens=new_total,
+            steps=steps,
+            draft_tokens=0,
+            elapsed_s=elapsed_s,
+            prefill_ms=20.0,
+            retrieval_ms=0.0,
+        ),
         finished=finished,
         finish_reason="length" if finished else None,
     )
@@ -56,10 +75,27 @@ def synthetic_events():
     both = SOURCE_DATASTORE | SOURCE_CONTEXT
     return [
         event(0, [7], [0], draft_len=0, suffix_len=0, new_total=1, steps=1, elapsed_s=0.01),
-        event(1, [8, 9, 10], [SOURCE_DATASTORE, SOURCE_DATASTORE, 0], draft_len=4, suffix_len=3, new_total=4, steps=2,
-              elapsed_s=0.03),
-        event(2, [11, 12, 13], [SOURCE_CONTEXT, both, 0], draft_len=4, suffix_len=2, new_total=6, steps=3,
-              elapsed_s=0.06, finished=True),
+        event(
+            1,
+            [8, 9, 10],
+            [SOURCE_DATASTORE, SOURCE_DATASTORE, 0],
+            draft_len=4,
+            suffix_len=3,
+            new_total=4,
+            steps=2,
+            elapsed_s=0.03,
+        ),
+        event(
+            2,
+            [11, 12, 13],
+            [SOURCE_CONTEXT, both, 0],
+            draft_len=4,
+            suffix_len=2,
+            new_total=6,
+            steps=3,
+            elapsed_s=0.06,
+            finished=True,
+        ),
     ]
 
 
@@ -78,8 +114,20 @@ def test_run_from_events_counts_tokens_sources_and_timings():
 
 
 def make_run(method, n_tokens, wall_ms, prefill_ms, steps, draft=0, retrieval_ms=0.0, sources=None, prefill_tokens=0):
-    return TimedRun("p", 0, method, 10, list(range(n_tokens)), wall_ms, prefill_ms, steps, draft_tokens=draft,
-               retrieval_ms=retrieval_ms, source_tokens=sources or {}, prefill_tokens=prefill_tokens)
+    return TimedRun(
+        "p",
+        0,
+        method,
+        10,
+        list(range(n_tokens)),
+        wall_ms,
+        prefill_ms,
+        steps,
+        draft_tokens=draft,
+        retrieval_ms=retrieval_ms,
+        source_tokens=sources or {},
+        prefill_tokens=prefill_tokens,
+    )
 
 
 def test_summary_is_pooled_and_speedup_is_a_ratio_of_the_same_run():
@@ -87,8 +135,16 @@ def test_summary_is_pooled_and_speedup_is_a_ratio_of_the_same_run():
     ar = [make_run("ar", 10, 120.0, 20.0, 10, prefill_tokens=1), make_run("ar", 30, 320.0, 20.0, 30, prefill_tokens=1)]
     rest = [
         make_run("rest", 10, 60.0, 20.0, 5, draft=5, retrieval_ms=1.0, sources={"model": 5, "datastore": 5}),
-        make_run("rest", 30, 140.0, 20.0, 10, draft=20, retrieval_ms=3.0,
-                 sources={"model": 10, "datastore": 15, "context": 5}),
+        make_run(
+            "rest",
+            30,
+            140.0,
+            20.0,
+            10,
+            draft=20,
+            retrieval_ms=3.0,
+            sources={"model": 10, "datastore": 15, "context": 5},
+        ),
     ]
     result = BenchResult(ar + rest, {"ar": [True, True], "rest": [True, False]}, [])
     s = summarize(result)
@@ -143,9 +199,15 @@ def test_chat_identity_compares_like_with_like():
     decode = lambda ids: "".join(chr(i) for i in ids)  # noqa: E731
     problems = [Problem("chat/1", "chat", ("abcdef", "ghijkl"))]
     ar, good, bad, early = EchoRunner("ar"), EchoRunner("rest"), EchoRunner("pld", 10), EchoRunner("hybrid", 0)
-    result = run_benchmark(problems, [ar, good, bad, early], encode=encode, decode=decode, max_new_tokens=3,
-                           progress=False)
-    assert result.identical == {"ar": [True, True], "rest": [True, True], "pld": [True, False], "hybrid": [False, False]}
+    result = run_benchmark(
+        problems, [ar, good, bad, early], encode=encode, decode=decode, max_new_tokens=3, progress=False
+    )
+    assert result.identical == {
+        "ar": [True, True],
+        "rest": [True, True],
+        "pld": [True, False],
+        "hybrid": [False, False],
+    }
     assert [(d.method, d.turn) for d in result.differences] == [("hybrid", 0), ("pld", 1), ("hybrid", 1)]
     # Turn 2 carries each method's own turn-1 answer: "abcdef" + "def" + "ghijkl".
     assert good.calls[1] == encode([{"content": "abcdefdefghijkl"}], True)
@@ -168,8 +230,15 @@ def test_repeats_keep_each_methods_fastest_run():
             return r
 
     a, b = Noisy("ar", [50.0, 20.0, 30.0]), Noisy("rest", [5.0, 9.0, 7.0])
-    result = run_benchmark([Problem("p", "completion", ("xyz",))], [a, b], encode=lambda t, chat: [ord(c) for c in t],
-                           decode=str, max_new_tokens=2, progress=False, repeats=3)
+    result = run_benchmark(
+        [Problem("p", "completion", ("xyz",))],
+        [a, b],
+        encode=lambda t, chat: [ord(c) for c in t],
+        decode=str,
+        max_new_tokens=2,
+        progress=False,
+        repeats=3,
+    )
     assert [(r.method, r.wall_ms) for r in result.runs] == [("ar", 20.0), ("rest", 5.0)]
 
 
@@ -263,12 +332,29 @@ def tiny_setup(tiny_lm, tiny_store):
 
 @pytest.mark.parametrize("suite", ["humaneval", "mtbench"])
 def test_bench_command_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, suite):
-    from rest_core.commands.bench import run_methods
     from rest_core.bench.suites import load_suite
+    from rest_core.commands.bench import run_methods
 
     args, setup = tiny_setup(
-        ["--suite", suite, "--methods", "ar,pld,rest,ar-loop,context,hybrid", "--limit", "1", "--max-new-tokens", "10",
-         "--pld-k", "auto", "--pld-tune-limit", "1", "--pld-tune-tokens", "4", "--c", "8", "--no-progress"]
+        [
+            "--suite",
+            suite,
+            "--methods",
+            "ar,pld,rest,ar-loop,context,hybrid",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "10",
+            "--pld-k",
+            "auto",
+            "--pld-tune-limit",
+            "1",
+            "--pld-tune-tokens",
+            "4",
+            "--c",
+            "8",
+            "--no-progress",
+        ]
     )
     problems = load_suite(suite, 1)
     assert run_methods(setup, problems, tmp_path) == 0  # greedy outputs all identical to ar
@@ -288,12 +374,26 @@ def test_bench_command_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, suite)
 
 @pytest.mark.parametrize("kind", ["c-sweep", "selection", "datastore-size", "suffix-hist"])
 def test_ablation_commands_end_to_end_on_the_tiny_model(tiny_setup, tmp_path, kind):
-    from rest_core.commands.bench import run_ablation
     from rest_core.bench.suites import load_suite
+    from rest_core.commands.bench import run_ablation
 
     values = {"c-sweep": "1,4", "selection": "4", "datastore-size": "1/2,1", "suffix-hist": ""}[kind]
-    argv = ["ablation", "--kind", kind, "--suite", "humaneval", "--limit", "1", "--max-new-tokens", "8",
-            "--method", "hybrid", "--warmup", "0", "--no-progress"]
+    argv = [
+        "ablation",
+        "--kind",
+        kind,
+        "--suite",
+        "humaneval",
+        "--limit",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--method",
+        "hybrid",
+        "--warmup",
+        "0",
+        "--no-progress",
+    ]
     args, setup = tiny_setup(argv + (["--values", values] if values else []))
     assert run_ablation(setup, load_suite("humaneval", 1), tmp_path) == 0
     data = json.loads((tmp_path / "results.json").read_text())
@@ -328,26 +428,30 @@ def test_bench_without_knob_flags_uses_the_device_preset(device_type):
 
 
 def test_bench_run_records_the_preset_it_ran(tiny_setup, tmp_path):
+    from rest_core.bench.suites import load_suite
     from rest_core.commands.bench import run_methods
     from rest_core.config import PRESETS
-    from rest_core.bench.suites import load_suite
 
-    args, setup = tiny_setup(["--methods", "ar,rest", "--limit", "1", "--max-new-tokens", "6", "--warmup", "0",
-                              "--no-progress"])
+    args, setup = tiny_setup(
+        ["--methods", "ar,rest", "--limit", "1", "--max-new-tokens", "6", "--warmup", "0", "--no-progress"]
+    )
     assert run_methods(setup, load_suite("humaneval", 1), tmp_path) == 0
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["preset"] == "cpu"
     assert data["settings"]["draft"]["c"] == PRESETS["cpu"].draft.c
     # The sources are each method's own, not the base's defaults (which said context on for rest).
     assert "use_context" not in data["settings"]["draft"]
-    assert data["settings"]["sources_by_method"] == {"rest": ["datastore"], "context": ["context"],
-                                                     "hybrid": ["datastore", "context"]}
+    assert data["settings"]["sources_by_method"] == {
+        "rest": ["datastore"],
+        "context": ["context"],
+        "hybrid": ["datastore", "context"],
+    }
 
 
 @pytest.mark.parametrize("suite,first_train", [("humaneval", 100), ("mtbench", 101)])
 def test_pld_sweep_never_selects_an_evaluation_problem(suite, first_train):
-    from rest_core.commands.bench import select_problems
     from rest_core.bench.suites import load_suite, problem_number
+    from rest_core.commands.bench import select_problems
 
     for argv in ([], ["--limit", "0"], ["--limit", "0", "--offset", "3"], ["--split", "train"]):
         problems = select_problems(parse_bench(["pld-sweep", "--suite", suite, *argv]))
@@ -363,11 +467,12 @@ def test_pld_sweep_never_selects_an_evaluation_problem(suite, first_train):
 
 
 def test_pld_sweep_reports_a_winner_that_the_bench_then_uses(tiny_setup, tmp_path):
-    from rest_core.commands.bench import run_methods, run_pld_sweep, select_problems
     from rest_core.bench.suites import load_suite
+    from rest_core.commands.bench import run_methods, run_pld_sweep, select_problems
 
-    args, setup = tiny_setup(["pld-sweep", "--limit", "1", "--max-new-tokens", "8", "--values", "2,3", "--warmup",
-                              "0", "--no-progress"])
+    args, setup = tiny_setup(
+        ["pld-sweep", "--limit", "1", "--max-new-tokens", "8", "--values", "2,3", "--warmup", "0", "--no-progress"]
+    )
     sweep = tmp_path / "sweep"
     assert run_pld_sweep(setup, select_problems(args), sweep) == 0
     data = json.loads((sweep / "results.json").read_text())
@@ -378,8 +483,21 @@ def test_pld_sweep_reports_a_winner_that_the_bench_then_uses(tiny_setup, tmp_pat
     assert data["pld_winner"] == fastest["value"]
     assert "| prompt_lookup_num_tokens |" in (sweep / "results.md").read_text()
 
-    args, setup = tiny_setup(["--methods", "ar,pld", "--limit", "1", "--max-new-tokens", "6", "--warmup", "0",
-                              "--no-progress", "--pld-k", str(sweep)])
+    args, setup = tiny_setup(
+        [
+            "--methods",
+            "ar,pld",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "6",
+            "--warmup",
+            "0",
+            "--no-progress",
+            "--pld-k",
+            str(sweep),
+        ]
+    )
     assert run_methods(setup, load_suite("humaneval", 1), tmp_path / "run") == 0
     pld = json.loads((tmp_path / "run" / "results.json").read_text())["pld"]
     assert pld["prompt_lookup_num_tokens"] == data["pld_winner"] and "pld-sweep" in pld["chosen"]
@@ -401,12 +519,14 @@ def test_ablations_run_from_a_runner_factory_without_argparse(tiny_lm, tiny_stor
     from rest_core.bench.ablations import plan_ablation, run_ablation
     from rest_core.bench.loop import Timing
     from rest_core.bench.runners import RunnerFactory
-    from rest_core.config import DraftConfig
     from rest_core.bench.suites import load_suite
+    from rest_core.config import DraftConfig
 
     factory = RunnerFactory(tiny_lm.model, tiny_lm.tokenizer, draft=DraftConfig(c=4), open_datastore=lambda: tiny_store)
     plan = plan_ablation("c-sweep", [1, 3], factory, "hybrid")
-    outcome = run_ablation(plan, load_suite("humaneval", 1), factory, Timing(max_new_tokens=6, warmup=0, progress=False))
+    outcome = run_ablation(
+        plan, load_suite("humaneval", 1), factory, Timing(max_new_tokens=6, warmup=0, progress=False)
+    )
     assert [(r.variant, r.value) for r in outcome.rows] == [("c=1", 1), ("c=3", 3)]
     assert all(r.summary.identical_to_ar == 1.0 for r in outcome.rows)
     assert [r.method for r in outcome.result.runs] == ["ar", "c=1", "c=3"]
@@ -447,8 +567,14 @@ def test_benchmark_modules_import_no_cli_and_no_cycle():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 graph[name] |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
     graph = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
-    bench_modules = ("rest_core.bench.ablations", "rest_core.bench.loop", "rest_core.bench.metrics",
-                     "rest_core.bench.report", "rest_core.bench.runners", "rest_core.bench.runs")
+    bench_modules = (
+        "rest_core.bench.ablations",
+        "rest_core.bench.loop",
+        "rest_core.bench.metrics",
+        "rest_core.bench.report",
+        "rest_core.bench.runners",
+        "rest_core.bench.runs",
+    )
     for module in bench_modules:
         imported = graph[module] | _imports(root, module)
         assert "argparse" not in imported and not any(t.startswith("rest_core.commands") for t in imported)
@@ -493,7 +619,9 @@ def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
     evs[2] = replace(evs[2], draft=mixed, predicted=(0.92, 0.5, 0.3), accepted=(0,))
     run = run_from_events(evs, problem_id="p", turn=0, method="hybrid", prompt_tokens=5, wall_ms=80.0)
     s = summarize_method("hybrid", [run])
-    rows = {k: [(r["lo"], r["n"], round(r["predicted"], 3), r["observed"]) for r in v] for k, v in s.reliability.items()}
+    rows = {
+        k: [(r["lo"], r["n"], round(r["predicted"], 3), r["observed"]) for r in v] for k, v in s.reliability.items()
+    }
     assert rows["datastore"] == [(0.0, 1, 0.05, 0.0), (0.3, 1, 0.35, 0.0), (0.9, 2, 0.93, 1.0)]
     assert rows["context"] == [(0.3, 1, 0.3, 0.0), (0.5, 1, 0.5, 0.0), (0.9, 1, 0.92, 1.0)]
     assert rows["all"][-1] == (0.9, 3, round((0.95 + 0.91 + 0.92) / 3, 3), 1.0)
@@ -505,12 +633,28 @@ def test_reliability_pools_predictions_per_source_and_bin(tmp_path):
 
 
 def test_profile_command_breaks_a_step_down_and_compares_lazy_with_full_logits(tiny_setup, tmp_path):
-    from rest_core.commands.bench import run_profile
     from rest_core.bench.profile import PHASES
     from rest_core.bench.suites import load_suite
+    from rest_core.commands.bench import run_profile
 
-    args, setup = tiny_setup(["profile", "--method", "hybrid", "--limit", "2", "--max-new-tokens", "12", "--c", "8",
-                              "--max-q", "8", "--warmup", "0", "--no-progress"])
+    args, setup = tiny_setup(
+        [
+            "profile",
+            "--method",
+            "hybrid",
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "12",
+            "--c",
+            "8",
+            "--max-q",
+            "8",
+            "--warmup",
+            "0",
+            "--no-progress",
+        ]
+    )
     assert run_profile(setup, load_suite("humaneval", 2), tmp_path) == 0  # lazy and full outputs identical
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["identical"] is True

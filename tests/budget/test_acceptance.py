@@ -110,9 +110,15 @@ def test_reliability_bins():
 def _one(mask, share, support, depth, ds=(0, 0), cx=(0, 0), parent_mask=3) -> NodeFeatures:
     a = lambda v, dt=np.int64: np.array([v], dtype=dt)  # noqa: E731
     return NodeFeatures(
-        mask=a(mask, np.uint8), parent_mask=a(parent_mask, np.uint8), depth=a(depth),
-        share=a(share, np.float64), support=a(support, np.float64),
-        ds_len=a(ds[0]), ds_occ=a(ds[1]), cx_len=a(cx[0]), cx_occ=a(cx[1]),
+        mask=a(mask, np.uint8),
+        parent_mask=a(parent_mask, np.uint8),
+        depth=a(depth),
+        share=a(share, np.float64),
+        support=a(support, np.float64),
+        ds_len=a(ds[0]),
+        ds_occ=a(ds[1]),
+        cx_len=a(cx[0]),
+        cx_occ=a(cx[1]),
     )
 
 

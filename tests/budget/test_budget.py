@@ -5,13 +5,13 @@ for good once drafting pays again. Pure numpy (no model): each step drafts throu
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from rest_core.budget.acceptance import FEATURE_NAMES, AcceptanceModel
-from rest_core.budget.cost_curve import CostCurve
 from rest_core.budget.auto import AutoBudget
+from rest_core.budget.cost_curve import CostCurve
 from rest_core.drafting.draft import Draft, build_draft
 from rest_core.drafting.source import Retrieved
 from rest_core.sources import SOURCE_DATASTORE

@@ -53,8 +53,8 @@ def test_best_rate_equals_brute_force(seed):
 
 
 def test_ties_keep_parents_first():
-    # A chain of certain nodes: every prefix of the top-n must be the chain's own prefix.
-    parents = np.array([-1, 0, 1, 2, 3])
+    # A chain of certain nodes (parents -1, 0, 1, 2, 3): every prefix of the top-n must be the
+    # chain's own prefix.
     p = np.ones(5)
     for c in range(6):
         got = select(p, c, _linear_cost(10, 0.0))

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
-from rest_core.store.datastore import Datastore
-from rest_core.budget.cost_curve import CostCurve
 from rest_core.budget.auto import AutoBudget
-from rest_core.drafting.draft import build_draft
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig, SamplingConfig
 from rest_core.decode.engine import Engine, collect
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+from rest_core.drafting.draft import build_draft
 from rest_core.drafting.source import Retrieved
 from rest_core.drafting.tree import tree_attention_mask
+from rest_core.store.datastore import Datastore
 from tests.tiny_models import EOS_ID, VOCAB_SIZE, tiny_loaded, torch_threads
 
 N_NEW = 24
@@ -37,7 +37,7 @@ def _prompts(n: int, seed: int) -> list[list[int]]:
 
 def _reference(model, prompt: list[int], n: int = N_NEW) -> list[int]:
     out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
-    return out[0, len(prompt):].tolist()
+    return out[0, len(prompt) :].tolist()
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
@@ -138,7 +138,9 @@ def test_sliding_window_model_equals_generate():
     lm = tiny_loaded("gemma3")
     prompts = _prompts(5, seed=4)
     refs = [_reference(lm.model, p, 30) for p in prompts]
-    engine = Engine(lm.model, lm.tokenizer, Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], VOCAB_SIZE))
+    engine = Engine(
+        lm.model, lm.tokenizer, Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], VOCAB_SIZE)
+    )
     assert engine._layout is not None and engine._layout.window == 8  # the window the tree masks use
     for method in ("ar", "rest"):
         cfg = GenerationConfig(method=method, max_new_tokens=30, draft=DraftConfig(c=8, use_context=True))
@@ -179,7 +181,9 @@ def test_sampling_rest_equals_ar_with_the_same_seed(arch):
             SamplingConfig(temperature=1.0, top_p=0.9, seed=100 + i),
             SamplingConfig(temperature=1.2, top_k=5, top_p=0.95, seed=200 + i),
         ):
-            ar = collect(engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=N_NEW, sampling=sampling)))
+            ar = collect(
+                engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=N_NEW, sampling=sampling))
+            )
             cfg = GenerationConfig(max_new_tokens=N_NEW, sampling=sampling, draft=DraftConfig(c=16, use_context=True))
             rest = collect(engine.generate(prompt, cfg))
             assert rest.token_ids == ar.token_ids
@@ -271,8 +275,11 @@ def test_commit_keeps_a_branching_path():
     ctx, root = [5, 6, 7, 8, 9], 10
     # rows: 1 = a (20), 2 = b (21), 3 = a->d (22), 4 = b->c (23)
     draft = Trie(
-        np.array([20, 21, 22, 23]), np.array([-1, -1, 0, 1]), np.array([1, 1, 2, 2]),
-        np.ones(4), np.ones(4, np.uint8),
+        np.array([20, 21, 22, 23]),
+        np.array([-1, -1, 0, 1]),
+        np.array([1, 1, 2, 2]),
+        np.ones(4),
+        np.ones(4, np.uint8),
     )
     cache = DynamicCache()
     with torch.no_grad():
@@ -280,7 +287,9 @@ def test_commit_keeps_a_branching_path():
         ids = torch.tensor([[root, 20, 21, 22, 23]])
         from rest_core.drafting.tree import position_offsets
 
-        out, _ = tree_forward(model, ids, cache, len(ctx), tree_attention_mask(draft), position_offsets(draft), kind="bool", layout=None)
+        out, _ = tree_forward(
+            model, ids, cache, len(ctx), tree_attention_mask(draft), position_offsets(draft), kind="bool", layout=None
+        )
         tree_logits = out.logits[0]
         keep_rows(cache, len(ctx), [2, 4])
         plain = DynamicCache()
@@ -327,7 +336,9 @@ def test_events_are_consistent(setup):
             assert tot.mean_generated_length == pytest.approx(new / (i + 1))
             # The totals accumulate the steps' own timings (prefill apart).
             assert tot.elapsed_s == pytest.approx(sum(x.timings.total_ms for x in events[: i + 1]) / 1000)
-            assert tot.retrieval_ms == pytest.approx(sum(x.timings.retrieve_ms + x.timings.draft_ms for x in events[: i + 1]))
+            assert tot.retrieval_ms == pytest.approx(
+                sum(x.timings.retrieve_ms + x.timings.draft_ms for x in events[: i + 1])
+            )
         assert events[-1].finish_reason in ("eos", "length")
 
 
@@ -346,7 +357,9 @@ def test_no_match_is_a_plain_step():
 def test_multi_turn_reuses_the_cache():
     lm = tiny_loaded("llama")
     calls = []
-    handle = lm.model.register_forward_pre_hook(lambda mod, args, kw: calls.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    handle = lm.model.register_forward_pre_hook(
+        lambda mod, args, kw: calls.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
     try:
         engine = Engine(lm.model, lm.tokenizer, None)
         turn1 = _prompts(1, seed=9)[0] + [10, 20, 30]

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.store.datastore import Datastore
 from rest_core.decode.engine import Engine, collect
-from tests.tiny_models import WINDOWED_ARCHITECTURES, VOCAB_SIZE, WINDOW, tiny_loaded, torch_threads
+from rest_core.store.datastore import Datastore
+from tests.tiny_models import VOCAB_SIZE, WINDOW, WINDOWED_ARCHITECTURES, tiny_loaded, torch_threads
 
 N_NEW = 30
 
@@ -30,11 +30,11 @@ def _prompts(n: int, seed: int, lo: int = 1, hi: int = 24) -> list[list[int]]:
 
 def _reference(model, prompt: list[int], n: int = N_NEW) -> list[int]:
     out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
-    return out[0, len(prompt):].tolist()
+    return out[0, len(prompt) :].tolist()
 
 
 def _stores(prompts: list[list[int]], refs: list[list[int]]) -> dict[str, Datastore]:
-    """"own": the model's greedy outputs (drafts mostly right); "noise": random tokens (mostly wrong)."""
+    """ "own": the model's greedy outputs (drafts mostly right); "noise": random tokens (mostly wrong)."""
     rnd = random.Random(3)
     noise = [[rnd.randrange(256) for _ in range(200)] for _ in range(5)]
     return {
@@ -80,12 +80,18 @@ def test_mask_layout_reads_every_window_declaration():
     assert mask_layout(tf.Qwen2Config(sliding_window=8, **small)) is None  # use_sliding_window off
     # Qwen2 with every layer below max_window_layers: no sliding layer, so no window.
     assert mask_layout(tf.Qwen2Config(use_sliding_window=True, sliding_window=8, max_window_layers=4, **small)) is None
-    for cfg in (tf.MistralConfig(sliding_window=8, **small), tf.Phi3Config(sliding_window=8, **small),
-                tf.Qwen3MoeConfig(use_sliding_window=True, sliding_window=8, **small)):
+    for cfg in (
+        tf.MistralConfig(sliding_window=8, **small),
+        tf.Phi3Config(sliding_window=8, **small),
+        tf.Qwen3MoeConfig(use_sliding_window=True, sliding_window=8, **small),
+    ):
         layout = mask_layout(cfg)
         assert (layout.kinds, layout.by_layer_type, layout.window) == ((SLIDING,), False, 8), type(cfg)
-    for cfg in (tf.Gemma2Config(sliding_window=8, **small), tf.Cohere2Config(sliding_window=8, **small),
-                tf.GptOssConfig(sliding_window=8, **small)):
+    for cfg in (
+        tf.Gemma2Config(sliding_window=8, **small),
+        tf.Cohere2Config(sliding_window=8, **small),
+        tf.GptOssConfig(sliding_window=8, **small),
+    ):
         layout = mask_layout(cfg)
         assert set(layout.kinds) == {SLIDING, FULL} and layout.by_layer_type and layout.window == 8, type(cfg)
     llama4 = tf.Llama4TextConfig(attention_chunk_size=8, **small)
@@ -130,7 +136,9 @@ GENERATION_SETTINGS = {
     # tokens must be each node's own (its prefix length), not the root's.
     "min_new_tokens": lambda refs: {"eos_token_id": _frequent(refs, 1)[0], "min_new_tokens": 10},
     "penalty+ngram+sequence_bias": lambda refs: {
-        "repetition_penalty": 1.2, "no_repeat_ngram_size": 3, "sequence_bias": {(refs[0][0],): -5.0},
+        "repetition_penalty": 1.2,
+        "no_repeat_ngram_size": 3,
+        "sequence_bias": {(refs[0][0],): -5.0},
     },
 }
 
@@ -182,7 +190,9 @@ def test_sampling_only_settings_are_refused_when_sampling():
     lm = tiny_loaded("llama")
     lm.model.generation_config.min_p = 0.1
     engine = Engine(lm.model, lm.tokenizer)
-    assert collect(engine.generate([1, 2, 3], GenerationConfig(method="ar", max_new_tokens=4))).token_ids  # greedy: unused
+    assert collect(
+        engine.generate([1, 2, 3], GenerationConfig(method="ar", max_new_tokens=4))
+    ).token_ids  # greedy: unused
     with pytest.raises(ValueError, match="min_p"):
         engine.generate([1, 2, 3], GenerationConfig(max_new_tokens=4, sampling=SamplingConfig(temperature=0.8)))
 
@@ -216,8 +226,13 @@ def test_sampled_distribution_equals_generate(settings):
     prompt = _prompts(1, seed=6, lo=12)[0]
     for temperature, top_p in [(1.0, 1.0), (0.7, 0.95)]:
         out = model.generate(
-            torch.tensor([prompt]), do_sample=True, temperature=temperature, top_p=top_p, max_new_tokens=1,
-            output_scores=True, return_dict_in_generate=True,
+            torch.tensor([prompt]),
+            do_sample=True,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=1,
+            output_scores=True,
+            return_dict_in_generate=True,
         )
         expected = out.scores[0][0].double().softmax(-1)
         cfg = resolve_sampling(model, SamplingConfig(temperature=temperature, top_p=top_p))
@@ -239,8 +254,12 @@ def test_engine_samples_only_within_the_default_top_k():
     store = Datastore.from_token_ids(_prompts(4, seed=8, lo=100, hi=101), vocab_size=VOCAB_SIZE)
     engine = Engine(lm.model, lm.tokenizer, store)
     for method in ("ar", "rest"):
-        cfg = GenerationConfig(method=method, max_new_tokens=40, draft=DraftConfig(c=8, use_context=True),
-                               sampling=SamplingConfig(temperature=1.0, seed=1))
+        cfg = GenerationConfig(
+            method=method,
+            max_new_tokens=40,
+            draft=DraftConfig(c=8, use_context=True),
+            sampling=SamplingConfig(temperature=1.0, seed=1),
+        )
         out = collect(engine.generate(prompt, cfg)).token_ids
         with torch.no_grad():
             logits = lm.model(torch.tensor([prompt + out])).logits[0, len(prompt) - 1 : -1]  # (n, V)

@@ -31,8 +31,8 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def smollm(tmp_path_factory):
-    from rest_core.store.build import build_datastore
     from rest_core.decode.models import load_model
+    from rest_core.store.build import build_datastore
 
     with torch_threads(1):
         lm = load_model("embedded", device="cpu")
@@ -50,7 +50,7 @@ def test_smollm_greedy_equals_generate(smollm):
         drafts = (DraftConfig(c=16), DraftConfig(c=8, use_context=True), DraftConfig(c=32, use_context=True))
         for text, draft in zip(PROMPTS, drafts):
             ids = engine.encode(text, chat=True)
-            ref = lm.model.generate(torch.tensor([ids]), max_new_tokens=N_NEW, do_sample=False)[0, len(ids):].tolist()
+            ref = lm.model.generate(torch.tensor([ids]), max_new_tokens=N_NEW, do_sample=False)[0, len(ids) :].tolist()
             res = collect(engine.generate(ids, GenerationConfig(max_new_tokens=N_NEW, draft=draft)), lm.tokenizer)
             assert res.token_ids == ref, (text, draft, lm.tokenizer.decode(ref), res.text)
             drafted += res.totals.draft_tokens
@@ -66,6 +66,6 @@ def test_smollm_multi_turn_equals_generate(smollm):
         for follow_up in ("Another one?", "Thanks."):
             ids = engine.encode(conv)
             res = collect(engine.generate(ids, cfg), lm.tokenizer)
-            ref = lm.model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids):].tolist()
+            ref = lm.model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids) :].tolist()
             assert res.token_ids == ref
             conv += [{"role": "assistant", "content": res.text}, {"role": "user", "content": follow_up}]

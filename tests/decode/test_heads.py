@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig, SamplingConfig
-from rest_core.store.datastore import Datastore
 from rest_core.decode.engine import Engine, collect
 from rest_core.decode.heads import LazyLogits, OutputHead, likeliest_chains
 from rest_core.decode.sampling import Uniforms, accept
+from rest_core.store.datastore import Datastore
 from tests.tiny_models import ARCHITECTURES, VOCAB_SIZE, tiny_loaded, tiny_model, torch_threads
 
 
@@ -65,7 +65,7 @@ def test_a_model_with_its_own_logit_processing_keeps_the_full_forward():
     engine = Engine(model, lm.tokenizer, None)
     assert engine.output_head() is None
     prompt = list(b"abcabcabcabc")
-    ref = model.generate(torch.tensor([prompt]), max_new_tokens=16, do_sample=False)[0, len(prompt):].tolist()
+    ref = model.generate(torch.tensor([prompt]), max_new_tokens=16, do_sample=False)[0, len(prompt) :].tolist()
     cfg = GenerationConfig(max_new_tokens=16, draft=DraftConfig(c=4, use_datastore=False, use_context=True))
     assert collect(engine.generate(prompt, cfg)).token_ids == ref
     assert Engine(lm.model, lm.tokenizer, None, lazy_logits=False).output_head() is None
@@ -133,7 +133,7 @@ def test_engine_scores_fewer_rows_than_it_verifies_and_stays_identical(monkeypat
     lm = tiny_loaded("llama")
     rnd = random.Random(0)
     prompt = [rnd.randrange(256) for _ in range(12)]
-    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt):].tolist()
+    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt) :].tolist()
     # The model's own continuation, cut at every third token and followed by wrong tokens:
     # branching tries whose wrong branches get verified and rejected.
     docs = [prompt + ref[:k] + [rnd.randrange(256) for _ in range(6)] for k in range(0, 40, 3)]

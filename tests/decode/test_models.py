@@ -84,8 +84,15 @@ def test_local_folder_and_generate_command(tmp_path, capsys):
     args = ["generate", "--prompt", "hello", "--model", str(folder), "--datastore", "none", "--max-new-tokens", "6"]
     assert main(args + ["--json", "--context", "--seed", "1", "--temperature", "0.8"]) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("text", "token_ids", "steps", "new_tokens", "mean_generated_length", "tokens_per_s",
-                "retrieval_ms_per_token"):
+    for key in (
+        "text",
+        "token_ids",
+        "steps",
+        "new_tokens",
+        "mean_generated_length",
+        "tokens_per_s",
+        "retrieval_ms_per_token",
+    ):
         assert key in out
     assert 1 <= out["new_tokens"] == len(out["token_ids"]) <= 6
     assert main(args + ["--chat", "--method", "ar", "--json"]) == 0

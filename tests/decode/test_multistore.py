@@ -7,20 +7,25 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 import torch
 
 from rest_core.config import ConfigError, DraftConfig, GenerationConfig, RetrievalConfig
-from rest_core.store.build import build_datastore
-from rest_core.store.datastore import Datastore
-from rest_core.drafting.draft import build_draft
 from rest_core.decode.engine import Engine, collect
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
+from rest_core.drafting.draft import build_draft
 from rest_core.sources import (
-    MAX_STORES, SOURCE_CONTEXT, SOURCE_DATASTORE, STYLES, SourceTable, count_origins, origin,
+    MAX_STORES,
+    SOURCE_CONTEXT,
+    SOURCE_DATASTORE,
+    STYLES,
+    SourceTable,
+    count_origins,
+    origin,
 )
+from rest_core.store.build import build_datastore
+from rest_core.store.datastore import Datastore
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 SECOND = 4  # the second store's bit
@@ -74,7 +79,7 @@ def test_trie_merges_three_sources_with_weights_and_bits():
 
 
 def _reference(model, prompt: list[int], n: int) -> list[int]:
-    return model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)[0, len(prompt):].tolist()
+    return model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)[0, len(prompt) :].tolist()
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
@@ -86,15 +91,21 @@ def stores(request):
     prompts = [[rnd.randrange(256) for _ in range(rnd.randrange(2, 20))] for _ in range(6)]
     refs = [_reference(lm.model, p, 24) for p in prompts]
     own = Datastore.from_token_ids([p + r for p, r in zip(prompts, refs)], vocab_size=VOCAB_SIZE)
-    noise = Datastore.from_token_ids([[rnd.randrange(256) for _ in range(300)] for _ in range(4)], vocab_size=VOCAB_SIZE)
+    noise = Datastore.from_token_ids(
+        [[rnd.randrange(256) for _ in range(300)] for _ in range(4)], vocab_size=VOCAB_SIZE
+    )
     return lm, prompts, refs, {"noise": noise, "own": own}
 
 
-@pytest.mark.parametrize("settings", [
-    dict(c=8, use_context=True),
-    dict(c=16, use_context=True, stores=(("noise", 3.0), ("own", 0.5)), context_weight=2.0),
-    dict(c=4, stores=("own",)),
-], ids=["both-stores+context", "weighted", "second-store-only"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(c=8, use_context=True),
+        dict(c=16, use_context=True, stores=(("noise", 3.0), ("own", 0.5)), context_weight=2.0),
+        dict(c=4, stores=("own",)),
+    ],
+    ids=["both-stores+context", "weighted", "second-store-only"],
+)
 def test_greedy_equals_generate_with_two_stores_and_context(stores, settings):
     lm, prompts, refs, named = stores
     draft = DraftConfig(**settings)
@@ -106,7 +117,9 @@ def test_greedy_equals_generate_with_two_stores_and_context(stores, settings):
         assert res.token_ids == ref, (prompt, draft)
         masks += [s for ev in res.events for s in ev.token_sources]
         for ev in res.events:
-            wanted = [n for n, w in (draft.stores or ((n, 1.0) for n in named))] + (["context"] if draft.use_context else [])
+            wanted = [n for n, w in (draft.stores or ((n, 1.0) for n in named))] + (
+                ["context"] if draft.use_context else []
+            )
             assert [m.source for m in ev.matches] == wanted
     # Drafts of the second store ("own", bit 4) were accepted: the identity was tested with them.
     by_store = engine.source_table.count_sources(masks)
@@ -120,11 +133,18 @@ def test_one_store_keeps_its_old_identity(stores):
     """datastore= (one store) is still bit 1 named "datastore"; datastores= names its stores."""
     lm, prompts, _, named = stores
     single = Engine(lm.model, lm.tokenizer, named["own"])
-    assert [(s.bit, s.name) for s in single.source_table] == [(SOURCE_DATASTORE, "datastore"), (SOURCE_CONTEXT, "context")]
+    assert [(s.bit, s.name) for s in single.source_table] == [
+        (SOURCE_DATASTORE, "datastore"),
+        (SOURCE_CONTEXT, "context"),
+    ]
     ev = next(single.generate(prompts[0], GenerationConfig(max_new_tokens=2)))
     assert [m.source for m in ev.matches] == ["datastore"]
     multi = Engine(lm.model, lm.tokenizer, datastores=named)
-    assert [(s.bit, s.name) for s in multi.source_table] == [(SOURCE_DATASTORE, "noise"), (SECOND, "own"), (SOURCE_CONTEXT, "context")]
+    assert [(s.bit, s.name) for s in multi.source_table] == [
+        (SOURCE_DATASTORE, "noise"),
+        (SECOND, "own"),
+        (SOURCE_CONTEXT, "context"),
+    ]
     assert multi.datastore is named["noise"]
 
 
@@ -190,8 +210,20 @@ def test_generate_command_with_two_datastores(tmp_path, capsys):
     build_datastore([prompt + own], lm.tokenizer, stores / "code", progress=False)
     build_datastore(["some other text " * 20], lm.tokenizer, stores / "chat", progress=False)
 
-    base = ["generate", "--prompt", prompt, "--model", str(folder), "--max-new-tokens", "12", "--json",
-            "--datastores", str(stores), "--c", "4"]
+    base = [
+        "generate",
+        "--prompt",
+        prompt,
+        "--model",
+        str(folder),
+        "--max-new-tokens",
+        "12",
+        "--json",
+        "--datastores",
+        str(stores),
+        "--c",
+        "4",
+    ]
     assert main(base + ["--datastore", "chat", "--datastore", f"mine={stores / 'code'}:2"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(d["name"], d["weight"], d["bit"]) for d in out["datastores"]] == [("chat", 1.0, 1), ("mine", 2.0, 4)]
@@ -200,8 +232,12 @@ def test_generate_command_with_two_datastores(tmp_path, capsys):
     assert set(out["accepted_by_source"]) == {"datastore", "context", "both"}
     assert main(base + ["--datastore", "none"]) == 0 and json.loads(capsys.readouterr().out)["datastores"] == []
 
-    for bad in (["--datastore", "chat", "--datastore", "none"], ["--datastore", "chat", "--datastore", "chat"],
-                ["--datastore", "nowhere"], ["--datastore", "chat:-1"]):
+    for bad in (
+        ["--datastore", "chat", "--datastore", "none"],
+        ["--datastore", "chat", "--datastore", "chat"],
+        ["--datastore", "nowhere"],
+        ["--datastore", "chat:-1"],
+    ):
         assert main(base + bad) == 2
         assert capsys.readouterr().err.startswith("error: ")
     seven = [a for i in range(7) for a in ("--datastore", f"s{i}={stores / 'chat'}")]

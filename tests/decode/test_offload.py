@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
-from rest_core.store.datastore import Datastore
 from rest_core.decode.engine import Engine, collect
 from rest_core.decode.models import load_model
+from rest_core.store.datastore import Datastore
 from tests.tiny_models import VOCAB_SIZE, tiny_model, tiny_tokenizer, torch_threads
 
 pytest.importorskip("accelerate")
@@ -30,7 +30,10 @@ def saved(tmp_path_factory):
     rnd = random.Random(1)
     prompts = [[rnd.randrange(256) for _ in range(rnd.randrange(1, 24))] for _ in range(5)]
     with torch_threads(1):
-        refs = [model.generate(torch.tensor([p]), max_new_tokens=N_NEW, do_sample=False)[0, len(p):].tolist() for p in prompts]
+        refs = [
+            model.generate(torch.tensor([p]), max_new_tokens=N_NEW, do_sample=False)[0, len(p) :].tolist()
+            for p in prompts
+        ]
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     return {"folder": folder, "prompts": prompts, "refs": refs, "size": size}
 
@@ -40,8 +43,12 @@ def test_greedy_equals_generate_when_offloaded(saved, tmp_path, cpu_share, expec
     """0.7: the embeddings and first layer stay in memory, the rest is read from disk per forward;
     0.2: everything, the embeddings too (their weights then sit on the "meta" device)."""
     lm = load_model(
-        str(saved["folder"]), device="cpu", dtype="float64", device_map="auto",
-        max_memory={"cpu": int(cpu_share * saved["size"])}, offload_folder=tmp_path / "offload",
+        str(saved["folder"]),
+        device="cpu",
+        dtype="float64",
+        device_map="auto",
+        max_memory={"cpu": int(cpu_share * saved["size"])},
+        offload_folder=tmp_path / "offload",
     )
     assert set(lm.model.hf_device_map.values()) == expect  # the premise: the model really is split
     assert lm.device == torch.device("cpu")

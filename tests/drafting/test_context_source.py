@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from rest_core.config import RetrievalConfig
-from rest_core.store.datastore import Datastore
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.sources import SOURCE_CONTEXT
+from rest_core.store.datastore import Datastore
 
 
 def brute_force(ctx, cfg: RetrievalConfig):
@@ -33,8 +33,9 @@ def brute_force(ctx, cfg: RetrievalConfig):
 def test_incremental_matches_brute_force(seed):
     rng = np.random.default_rng(seed)
     n_min = int(rng.integers(1, 3))
-    cfg = RetrievalConfig(n_min=n_min, n_max=int(rng.integers(n_min, 8)), m=int(rng.integers(1, 6)),
-                          max_matches=int(rng.integers(1, 50)))
+    cfg = RetrievalConfig(
+        n_min=n_min, n_max=int(rng.integers(n_min, 8)), m=int(rng.integers(1, 6)), max_matches=int(rng.integers(1, 50))
+    )
     vocab = int(rng.integers(2, 6))
     ctx = rng.integers(0, vocab, int(rng.integers(0, 5))).tolist()
     source = ContextSource(cfg, weight=0.5)
@@ -120,7 +121,11 @@ def test_extending_step_by_step_equals_a_fresh_reset(kind):
         fresh = make()
         fresh.reset(ctx)
         got, want = stepped.retrieve(), fresh.retrieve()
-        assert (got.suffix_len, got.suffix_tokens, got.occurrences) == (want.suffix_len, want.suffix_tokens, want.occurrences)
+        assert (got.suffix_len, got.suffix_tokens, got.occurrences) == (
+            want.suffix_len,
+            want.suffix_tokens,
+            want.occurrences,
+        )
         assert np.array_equal(got.continuations, want.continuations)
         matched += got.suffix_len > 0
         new = rng.integers(0, 6, int(rng.integers(1, 4))).tolist()

@@ -10,10 +10,10 @@ import pydivsufsort
 import pytest
 
 from rest_core.config import RetrievalConfig
-from rest_core.sources import SOURCE_DATASTORE
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.source import Retrieved
 from rest_core.drafting.suffix_search import even_sample, search_shards
+from rest_core.sources import SOURCE_DATASTORE
 
 
 def make_store(tokens, separator: int, dtype=np.uint16) -> SimpleNamespace:
@@ -93,7 +93,9 @@ def test_matches_brute_force_on_random_corpora(seed):
 
 def test_real_text_matches_brute_force():
     # Real text, one byte per token: this repository's own retrieval module.
-    text = Path(__file__).resolve().parents[2].joinpath("rest_core", "drafting", "context_source.py").read_bytes()[:6000]
+    text = (
+        Path(__file__).resolve().parents[2].joinpath("rest_core", "drafting", "context_source.py").read_bytes()[:6000]
+    )
     sep = 256
     tokens = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
     tokens = np.concatenate([tokens[:3000], [sep], tokens[3000:], [sep]])
@@ -214,7 +216,9 @@ def test_sharded_sampling_covers_every_shard():
 def test_large_vocabulary_tokens():
     sep = 200_000
     tokens = np.array([150_000, 70_000, 5, sep, 150_000, 70_000, 6, sep], dtype=np.uint32)
-    got = retrieve_for(DatastoreSource(make_store(tokens, sep, dtype=np.uint32), RetrievalConfig(m=2)), [70_000, 150_000, 70_000])
+    got = retrieve_for(
+        DatastoreSource(make_store(tokens, sep, dtype=np.uint32), RetrievalConfig(m=2)), [70_000, 150_000, 70_000]
+    )
     assert got.suffix_len == 2 and got.occurrences == 2
     assert rows_of(got) == [(5, -1), (6, -1)]
 
@@ -229,8 +233,8 @@ def test_search_shards_on_plain_arrays():
 
 def test_bench_replay_on_a_small_store():
     from rest_core.commands.bench_retrieval import replay
-    from rest_core.store.datastore import Datastore
     from rest_core.drafting.context_source import ContextSource
+    from rest_core.store.datastore import Datastore
 
     rng = np.random.default_rng(7)
     docs = [rng.integers(0, 20, 300).tolist() for _ in range(20)]
@@ -264,8 +268,8 @@ def test_bench_replay_weighs_sources_like_the_engine():
     """bench-retrieval drafts through the engine's `build_draft`: each source's weight is spread
     over its continuations, so 10 stored continuations do not outvote a twice-as-weighty context."""
     from rest_core.commands.bench_retrieval import replay
-    from rest_core.store.datastore import Datastore
     from rest_core.drafting.context_source import ContextSource
+    from rest_core.store.datastore import Datastore
 
     store = Datastore.from_token_ids([[1, 2]] * 10, vocab_size=4)  # after 1 the store says 2 ...
     text = np.array([1, 3] * 4, dtype=np.int64)  # ... but this text always says 3

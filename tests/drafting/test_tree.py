@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rest_core.drafting.trie import Trie, empty_trie
 from rest_core.drafting.tree import child_table, layout, parent_rows, position_offsets, tree_attention_mask
+from rest_core.drafting.trie import Trie, empty_trie
 
 
 def draft(tokens, parents) -> Trie:

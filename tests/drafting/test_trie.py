@@ -54,8 +54,12 @@ def test_sources_merge_with_weights_and_bits():
     trie = build_trie([ds, ctx])
     got = {p: (float(w), int(s)) for p, w, s in zip(prefixes(trie), trie.weights, trie.sources)}
     assert got == {
-        (1,): (4.5, 3), (4,): (1.0, 1), (7,): (2.5, 2),
-        (1, 2): (3.5, 3), (1, 3): (1.0, 1), (7, 8): (2.5, 2),
+        (1,): (4.5, 3),
+        (4,): (1.0, 1),
+        (7,): (2.5, 2),
+        (1, 2): (3.5, 3),
+        (1, 3): (1.0, 1),
+        (7, 8): (2.5, 2),
     }
 
 

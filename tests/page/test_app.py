@@ -90,7 +90,10 @@ def test_respond_streams_highlighted_answer_and_keeps_history(h):
     # escaped model output (the byte-level tokenizer makes one span per byte / character)
     assert ">&lt;</span>" in chat and ">&amp;</span>" in chat and ">&quot;</span>" in chat
     assert ">世</span>" in chat and ">界</span>" in chat
-    assert session.messages == [{"role": "user", "content": "add two numbers"}, {"role": "assistant", "content": ANSWER}]
+    assert session.messages == [
+        {"role": "user", "content": "add two numbers"},
+        {"role": "assistant", "content": ANSWER},
+    ]
     assert not session.active and session.view.text == ANSWER
     assert slider["visible"] is True and slider["maximum"] == len(session.view.events)
     assert "tokens/s" in stats and "generating" not in stats
@@ -138,7 +141,7 @@ def test_stop_keeps_the_partial_answer_and_cancels_the_run(h):
     h.engine.step_s = 0.05
     session = Session()
     gen = h.respond("go", session, *knobs())
-    for out in gen:
+    for _ in gen:
         if session.view is not None and session.view.events:
             break
     run = session.run
@@ -186,8 +189,21 @@ def test_clear_resets_everything(h):
     run_all(h.respond("go", session, *knobs()))
     out = h.clear(session)
     a = h.ui.answer
-    cleared = [a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box, a.compare_out, a.speed, a.timeline,
-               h.ui.store, h.ui.corpus.status]
+    cleared = [
+        a.chat,
+        a.stats,
+        a.trie,
+        a.inspector,
+        a.step,
+        h.ui.banner,
+        h.ui.session,
+        a.box,
+        a.compare_out,
+        a.speed,
+        a.timeline,
+        h.ui.store,
+        h.ui.corpus.status,
+    ]
     assert set(out) == set(cleared)  # every part of the page that shows the conversation is reset
     assert out[h.ui.session] is session and session.turns == [] and session.messages == [] and session.view is None
     assert "placeholder" in out[a.chat] and out[a.box] == "" and out[a.speed]["visible"] is False
@@ -229,7 +245,10 @@ def test_compare_reports_speedup_and_identity(h):
     outs = run_all(h.compare("", session, *knobs()))
     a = h.ui.answer
     html, fig, timeline = (final(outs)[c] for c in (a.compare_out, a.speed, a.timeline))
-    assert {y for tr in timeline["value"].data for y in tr.y} == {"REST", "plain"}  # a scripted engine: no prompt lookup lane
+    assert {y for tr in timeline["value"].data for y in tr.y} == {
+        "REST",
+        "plain",
+    }  # a scripted engine: no prompt lookup lane
     assert re.search(r'id="speedup-value">[0-9.]+×', html)
     assert "identical output" in html
     assert fig["visible"] is True
@@ -264,7 +283,9 @@ def test_settings_from_flags_and_env(tmp_path):
     env = {"REST_PORT": "9999", "REST_DEVICE": "cpu"}
     s = parse_args([], env)
     assert s.port == 9999 and s.device == "cpu" and s.model == "embedded"
-    s = parse_args(["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env)
+    s = parse_args(
+        ["--port", "7000", "--datastores", str(tmp_path), "--no-build", "--model", "x", "--device", "cuda"], env
+    )
     assert s.port == 7000 and s.datastores == tmp_path and not s.build and s.model == "x" and s.device == "cuda"
     assert Runtime(s).preset == PRESETS["gpu"]  # the page's knob defaults follow the flag, not the environment
     with pytest.raises(AttributeError):
@@ -314,7 +335,12 @@ def test_model_load_failure_is_a_message(monkeypatch):
 def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
     h = handlers(tiny_runtime)
     session = Session()
-    status = banner(h, final(run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))))
+    status = banner(
+        h,
+        final(
+            run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
+        ),
+    )
     assert 'class="status err' not in status and session.view.totals.new_tokens > 0
     html = final(run_all(h.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[h.ui.answer.compare_out]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling

@@ -8,7 +8,6 @@ import socket
 import time
 
 import httpx
-
 import pytest
 
 import app
@@ -46,9 +45,11 @@ def served(scripted, tmp_path):
 
 def test_api_client_can_choose_a_built_store_without_the_load_event(served):
     client, h, engine = served
-    chat, stats, trie, inspector, step, status, box = client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")
+    chat, stats, trie, inspector, step, status, box = client.predict(
+        "add two numbers", "chat", *knob_args(), api_name="/respond"
+    )
     assert not status and 'class="tok d' in chat
-    (prompt_ids, config), = engine.calls
+    ((prompt_ids, config),) = engine.calls
     assert config.draft.use_datastore  # the store was taken, not replaced by 'none'
     assert engine.tokenizer.decode(prompt_ids).count("add two numbers") == 1
     # the same page as the handler gives in-process: the whole answer, highlighted
@@ -64,7 +65,10 @@ def test_api_client_cannot_pass_settings_outside_the_knobs_ranges(served):
     # whose detail names the bound.
     with pytest.raises(httpx.HTTPStatusError) as err:
         client.predict("hi", "chat", *knob_args(max_matches=10**9), api_name="/respond")
-    assert err.value.response.status_code == 400 and "greater than maximum value 5000" in err.value.response.json()["detail"]
+    assert (
+        err.value.response.status_code == 400
+        and "greater than maximum value 5000" in err.value.response.json()["detail"]
+    )
     with pytest.raises(httpx.HTTPStatusError) as err:
         client.predict("hi", "chat", *knob_args(c=500), api_name="/compare")
     assert "greater than maximum value 128" in err.value.response.json()["detail"]

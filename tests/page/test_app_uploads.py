@@ -11,14 +11,12 @@ import zipfile
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 import app
 from rest_core.ui import answer_view, trie_view
 from rest_core.ui.runtime import Runtime, StoreBuilds, StoreSet
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings, parse_args, settings_from_env
-from tests.app_fixtures import ANSWER, knob_args
+from tests.app_fixtures import knob_args
 
 NOTES = "Retrieval drafts tokens from a suffix array. " * 40
 
@@ -87,7 +85,7 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], *knob_args(max_new_tokens=8)))[-1]
     assert 'class="status err' not in banner(h, out)
     engines = {k: e for k, e in rt._engines.items() if isinstance(k, StoreSet) and k.names}
-    (key, engine), = engines.items()
+    ((key, engine),) = engines.items()
     assert key.owner == mine.key and [s.name for s in engine.source_table.stores] == ["my-notes"]
 
     # Clear (the same release as expiry and a closed page) deletes the folder and the engine.
@@ -143,7 +141,9 @@ def test_refusals_are_messages_in_the_page(tmp_path):
     assert session.uploads == {} and not (tmp_path / "escaped.md").exists()
     assert rt.uploads.building == 0
     root = rt.uploads.root
-    assert not any(p.name.startswith("store-") for p in root.rglob("*")), list(root.rglob("*"))  # failed builds leave nothing
+    assert not any(p.name.startswith("store-") for p in root.rglob("*")), list(
+        root.rglob("*")
+    )  # failed builds leave nothing
 
 
 def test_per_session_count_concurrent_builds_and_disk_are_bounded(tmp_path):
@@ -176,9 +176,34 @@ def test_published_uploads_are_everyones(tmp_path):
 
 def test_settings_flags_for_uploads(tmp_path):
     s = parse_args([], {})
-    assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (False, 20, 3, 1, 500)
-    s = parse_args(["--publish-uploads", "--max-upload-mb", "5", "--max-stores-per-session", "2", "--max-concurrent-builds", "3", "--uploads-disk-mb", "100"], {})
-    assert (s.publish_uploads, s.max_upload_mb, s.max_stores_per_session, s.max_concurrent_builds, s.uploads_disk_mb) == (True, 5, 2, 3, 100)
+    assert (
+        s.publish_uploads,
+        s.max_upload_mb,
+        s.max_stores_per_session,
+        s.max_concurrent_builds,
+        s.uploads_disk_mb,
+    ) == (False, 20, 3, 1, 500)
+    s = parse_args(
+        [
+            "--publish-uploads",
+            "--max-upload-mb",
+            "5",
+            "--max-stores-per-session",
+            "2",
+            "--max-concurrent-builds",
+            "3",
+            "--uploads-disk-mb",
+            "100",
+        ],
+        {},
+    )
+    assert (
+        s.publish_uploads,
+        s.max_upload_mb,
+        s.max_stores_per_session,
+        s.max_concurrent_builds,
+        s.uploads_disk_mb,
+    ) == (True, 5, 2, 3, 100)
     s = settings_from_env({"REST_PUBLISH_UPLOADS": "1", "REST_MAX_UPLOAD_MB": "7"})
     assert s.publish_uploads and s.max_upload_mb == 7
 
@@ -238,7 +263,7 @@ def test_hover_titles_legend_and_trie_name_the_stores(scripted):
     mine = [s for s in view.spans if s.source == 4]
     assert mine, "no token of the second store in the scripted answer"
     assert "drafted by my notes" in mine[0].title() and "store 2" not in view.html()
-    assert f'class="tok d s2 ' in mine[0].html()
+    assert 'class="tok d s2 ' in mine[0].html()
     ev = next(e for e in events if e.trie is not None and (e.trie.sources == 1).any())
     ev = replace(ev, matches=tuple(replace(m, name="code") if m.source_bit == 1 else m for m in ev.matches))
     hover = " ".join(t for tr in trie_view.trie_figure(ev, engine.tokenizer).data for t in (tr.hovertext or ()))
@@ -251,7 +276,11 @@ def test_hover_titles_legend_and_trie_name_the_stores(scripted):
 
 def h_legend_is_per_choice(rt: Runtime) -> bool:
     h = handlers(rt)
-    return ">code<" in h.legend(["code", "chat"]) and ">chat<" in h.legend(["code", "chat"]) and ">code<" not in h.legend([])
+    return (
+        ">code<" in h.legend(["code", "chat"])
+        and ">chat<" in h.legend(["code", "chat"])
+        and ">code<" not in h.legend([])
+    )
 
 
 def test_the_answer_keeps_streaming_while_a_corpus_builds(tmp_path):

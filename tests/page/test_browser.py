@@ -22,13 +22,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")) if p and os.path.exists(p)), None)
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            os.environ.get("CHROMIUM"),
+            "/usr/bin/chromium",
+            shutil.which("chromium"),
+            shutil.which("chromium-browser"),
+        )
+        if p and os.path.exists(p)
+    ),
+    None,
+)
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
 ]
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not found (apt-get install chromium; .ci/run does it)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not found (apt-get install chromium; .ci/run does it)"
+)
 
 
 def free_port() -> int:
@@ -57,15 +76,45 @@ def app_url():
     stores = tmp / "datastores"
     # A small chat store (a few hundred conversations), so the test never builds the 69M-token default.
     subprocess.run(
-        [sys.executable, "-m", "rest_core", "datastore", "build", "--source", "chat", "--out", str(stores / "chat"), "--limit-docs", "300", "--quiet"],
-        cwd=ROOT, check=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "rest_core",
+            "datastore",
+            "build",
+            "--source",
+            "chat",
+            "--out",
+            str(stores / "chat"),
+            "--limit-docs",
+            "300",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=300,
     )
     port = free_port()
     log = open(tmp / "app.log", "w")
     (tmp / "tmp").mkdir()  # the app's temp dir: where its uploads root goes (test_your_corpus looks there)
     proc = subprocess.Popen(
-        [sys.executable, "app.py", "--no-build", "--host", "127.0.0.1", "--port", str(port), "--datastores", str(stores), "--device", "cpu"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp / "tmp")},
+        [
+            sys.executable,
+            "app.py",
+            "--no-build",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--datastores",
+            str(stores),
+            "--device",
+            "cpu",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TMPDIR": str(tmp / "tmp")},
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/", proc, timeout=180)
@@ -133,11 +182,16 @@ def shot(page, name: str, full: bool = True) -> Path:
 
 def test_stream_highlight_trie_compare_and_stop(page):
     # The default store is chosen on load; a short answer keeps the test quick on a CPU.
-    page.wait_for_function("document.querySelector('#store') && document.querySelector('#store').innerText.includes('chat')", timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#store') && document.querySelector('#store').innerText.includes('chat')",
+        timeout=30_000,
+    )
     set_slider(page, "max-new-tokens", 48)
     page.fill("#prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
     page.click("#send")
-    page.wait_for_function("document.querySelector('#prompt textarea').value === ''", timeout=60_000)  # sent: box cleared
+    page.wait_for_function(
+        "document.querySelector('#prompt textarea').value === ''", timeout=60_000
+    )  # sent: box cleared
 
     # Streams: tokens appear while the live badge is still there, then the answer completes.
     page.wait_for_selector("#chat .msg.bot .tok", timeout=180_000)
@@ -172,7 +226,9 @@ def test_stream_highlight_trie_compare_and_stop(page):
     page.wait_for_selector("#speedup-value", timeout=300_000)
     speedup = float(page.inner_text("#speedup-value").rstrip("×"))
     assert "identical output" in page.inner_text("#compare-out")
-    cells = page.eval_on_selector_all("#compare-out tbody tr", "rows => rows.map(r => [...r.children].map(c => c.innerText.trim()))")
+    cells = page.eval_on_selector_all(
+        "#compare-out tbody tr", "rows => rows.map(r => [...r.children].map(c => c.innerText.trim()))"
+    )
     table = {row[0]: row[1:] for row in cells}  # metric -> [REST, plain]
     rest_tps, ar_tps = (float(x) for x in table["tokens / s"])
     low, high = (rest_tps - 0.05) / (ar_tps + 0.05), (rest_tps + 0.05) / (ar_tps - 0.05)
@@ -181,14 +237,20 @@ def test_stream_highlight_trie_compare_and_stop(page):
     page.wait_for_selector("#speed .js-plotly-plot", timeout=30_000)  # the tokens-over-time figure
     # The timeline: plain decoding, prompt lookup and REST, one block per forward, on one clock.
     page.wait_for_selector("#timeline .js-plotly-plot", timeout=30_000)
-    lanes = page.evaluate("[...new Set(document.querySelector('#timeline .js-plotly-plot').data.flatMap(t => t.y))].sort()")
+    lanes = page.evaluate(
+        "[...new Set(document.querySelector('#timeline .js-plotly-plot').data.flatMap(t => t.y))].sort()"
+    )
     assert lanes == ["REST", "plain", "prompt lookup k=3"], lanes
-    assert "Prompt lookup" in page.inner_text("#compare-out") and "Why the speedup is not M" in page.inner_text("#compare-out")
+    assert "Prompt lookup" in page.inner_text("#compare-out") and "Why the speedup is not M" in page.inner_text(
+        "#compare-out"
+    )
     shot(page, "e2e_laptop_compare")
 
     # Stop during a long answer: it halts at once and keeps what was written.
     set_slider(page, "max-new-tokens", 1024)
-    page.fill("#prompt textarea", "Write a long, detailed essay about the history of computing, from the abacus to today.")
+    page.fill(
+        "#prompt textarea", "Write a long, detailed essay about the history of computing, from the abacus to today."
+    )
     page.click("#send")
     page.wait_for_function(
         "document.querySelectorAll('#chat .msg.bot').length === 2"
@@ -220,17 +282,27 @@ def test_step_through_three_steps(page):
     page.wait_for_selector("#how-rest svg", timeout=10_000)
     # A guided example opens the step-through with its prompt and c set.
     page.click("#guided-pick label:has-text('step by step')")
-    page.wait_for_function("(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('palindrome'); })()", timeout=30_000)
+    page.wait_for_function(
+        "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('palindrome'); })()",
+        timeout=30_000,
+    )
     assert page.input_value("#teach-c input[type=number]") == "16"
     assert "Step through below" in page.inner_text("#guided-note")
-    page.fill("#teach-prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
+    page.fill(
+        "#teach-prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog."
+    )
     opened = 0
     for k in range(1, 4):
         page.click("#teach-next")
-        page.wait_for_function(f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')", timeout=180_000)
+        page.wait_for_function(
+            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
+            timeout=180_000,
+        )
         page.wait_for_selector("#teach-mask .js-plotly-plot", timeout=30_000)
         retrieve = page.inner_text("#teach-retrieve")
-        underlined = page.eval_on_selector_all("#teach-retrieve .tt-tok.m-ds", "els => els.map(e => e.innerText).join('')")
+        underlined = page.eval_on_selector_all(
+            "#teach-retrieve .tt-tok.m-ds", "els => els.map(e => e.innerText).join('')"
+        )
         if underlined:  # the datastore matched: the caption quotes the underlined end of the conversation
             assert underlined in retrieve, (underlined, retrieve)
         rows = page.locator("#teach-verify tbody tr").count()  # root + drafted nodes
@@ -248,7 +320,9 @@ def test_step_through_three_steps(page):
             doc = page.inner_text("#teach-retrieve .prov-occ .prov-doc >> nth=0")
             match = page.inner_text("#teach-retrieve .prov-occ .prov-match.m-ds >> nth=0")
             assert doc.strip()
-            assert match.replace(" ", "").replace("\n", "") == underlined.replace("·", "").replace("↵", "").replace(" ", ""), (match, underlined)
+            assert match.replace(" ", "").replace("\n", "") == underlined.replace("·", "").replace("↵", "").replace(
+                " ", ""
+            ), (match, underlined)
             opened += 1
         shot(page, f"e2e_step_{k}")
     assert opened, "no step had a datastore match whose provenance could be opened"
@@ -293,13 +367,17 @@ def test_your_corpus_private_store_highlighted_and_removed(app_url, browser, tmp
 
     pg = open_page(browser, app_url)
     pg.click("#corpus button, #corpus .label-wrap")
-    pg.set_input_files("#corpus-files input[type=file]", [str(docs / n) for n in ("keeper.md", "harbour.md", "more.zip")])
+    pg.set_input_files(
+        "#corpus-files input[type=file]", [str(docs / n) for n in ("keeper.md", "harbour.md", "more.zip")]
+    )
     pg.wait_for_function("document.querySelector('#corpus-files').innerText.includes('more')", timeout=30_000)
     pg.fill("#corpus-name textarea, #corpus-name input", "quillport")
     pg.click("#corpus-build")
     pg.wait_for_function("document.querySelector('#corpus-status').innerText.includes('Built')", timeout=300_000)
     summary = pg.inner_text("#corpus-status")
-    assert "quillport" in summary and "from 3 file(s)" in summary and "skipped: 1 unsafe path in zip" in summary, summary
+    assert "quillport" in summary and "from 3 file(s)" in summary and "skipped: 1 unsafe path in zip" in summary, (
+        summary
+    )
     assert len(store_folders()) == 1
     assert not (uploads.parent / "escape.md").exists() and not list(uploads.rglob("escape.md"))
     pg.wait_for_function("document.querySelector('#store').innerText.includes('quillport')", timeout=30_000)  # selected

@@ -27,6 +27,7 @@ class CountingTokenizer:
     def __getattr__(self, name):
         attr = getattr(self._inner, name)
         if callable(attr) and name in ("encode", "apply_chat_template", "tokenize"):
+
             def counted(*args, **kwargs):
                 self.uses += 1
                 return attr(*args, **kwargs)

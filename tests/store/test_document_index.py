@@ -12,7 +12,7 @@ import pytest
 from rest_core.store.build import build_datastore, build_from_token_ids
 from rest_core.store.datastore import Datastore
 from rest_core.store.format import DatastoreError
-from tests.store.test_datastore import CharTokenizer, cli, fake_model  # noqa: F401 (fixture)
+from tests.store.test_datastore import CharTokenizer, cli
 
 DOCS = [("guide/intro.md", "hello world"), ("src/app.py", "x = 1"), ("conv-7 turn 1", "an answer here")]
 
@@ -71,7 +71,9 @@ def test_in_memory_store_has_the_index():
 
 def test_names_are_labels_never_paths(tmp_path):
     out = tmp_path / "s"
-    build_datastore([("../../etc/passwd\nline two\x1b[31m", "abc"), ("n" * 2000, "d")], CharTokenizer(300), out, progress=False)
+    build_datastore(
+        [("../../etc/passwd\nline two\x1b[31m", "abc"), ("n" * 2000, "d")], CharTokenizer(300), out, progress=False
+    )
     ds = Datastore.open(out)
     assert ds.document_at(0).name == "../../etc/passwd?line two?[31m"  # control characters replaced
     assert len(ds.document_at(4).name.encode()) == 512  # cut
@@ -179,6 +181,8 @@ def test_info_lists_largest_documents_and_skipped(tmp_path, fake_model, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["documents"]["count"] == 3 and info["documents"]["indexed"] is True
     assert info["documents"]["largest"] == [
-        {"name": "big.md", "tokens": 40}, {"name": "mid.py", "tokens": 20}, {"name": "small.txt", "tokens": 1}
+        {"name": "big.md", "tokens": 40},
+        {"name": "mid.py", "tokens": 20},
+        {"name": "small.txt", "tokens": 1},
     ]
     assert info["skipped"] == {"binary file": 1, "not UTF-8 text": 1}

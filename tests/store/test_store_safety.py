@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from rest_core.config import DraftConfig, GenerationConfig
+from rest_core.decode.engine import Engine, collect
 from rest_core.store.build import build_datastore
 from rest_core.store.datastore import Datastore
 from rest_core.store.format import DatastoreError, Shard
-from rest_core.decode.engine import Engine, collect
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 
@@ -38,7 +38,7 @@ def test_ids_past_the_vocabulary_in_memory_never_reach_the_model(lm):
     have: generation still equals `generate` and never indexes the embedding out of range."""
     prompt = [104, 101, 108, 108, 111]  # "hello"
     with torch_threads(1):
-        ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0, len(prompt):].tolist()
+        ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0, len(prompt) :].tolist()
         good = Datastore.from_token_ids([prompt + ref], vocab_size=VOCAB_SIZE)
         shard = good.shards[0]
         tokens = shard.tokens.copy()
@@ -63,8 +63,19 @@ def test_generate_command_refuses_a_damaged_store(lm, tmp_path, capsys):
     sa.flush()
     del sa
     capsys.readouterr()  # (the checkpoint writer's progress bar)
-    args = ["generate", "--prompt", "hello", "--model", str(folder), "--device", "cpu", "--datastore", str(store),
-            "--max-new-tokens", "4"]
+    args = [
+        "generate",
+        "--prompt",
+        "hello",
+        "--model",
+        str(folder),
+        "--device",
+        "cpu",
+        "--datastore",
+        str(store),
+        "--max-new-tokens",
+        "4",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "suffix-array entry 0 is -2147483648" in err

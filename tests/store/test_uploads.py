@@ -3,7 +3,6 @@ and the upload build with progress, cancellation and a summary (rest_core.store.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import threading
@@ -12,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rest_core.store.corpora import CorpusError
-from rest_core.store.files import ReadLimits, read_files
 from rest_core.store.build import BuildCancelled
+from rest_core.store.corpora import CorpusError
 from rest_core.store.datastore import Datastore
+from rest_core.store.files import ReadLimits, read_files
 from rest_core.store.format import DatastoreError
 from rest_core.store.uploads import BuildSummary, build_from_files
 from tests.store.test_datastore import CharTokenizer
@@ -27,7 +26,7 @@ def make_zip(path: Path, members: dict[str, bytes], *, links: dict[str, str] | N
             zf.writestr(name, data)
         for name, target in (links or {}).items():
             info = zipfile.ZipInfo(name)
-            info.external_attr = (0o120777 << 16)  # a symbolic link, as `zip --symlinks` stores it
+            info.external_attr = 0o120777 << 16  # a symbolic link, as `zip --symlinks` stores it
             zf.writestr(info, target)
     return path
 
@@ -124,7 +123,12 @@ def test_too_many_members(tmp_path):
 def test_binary_and_non_utf8_members_are_skipped(tmp_path):
     z = make_zip(
         tmp_path / "mixed.zip",
-        {"img.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "latin.txt": "caf\xe9".encode("latin-1"), "inner.zip": b"PK\x03\x04\0\0", "t.md": b"text"},
+        {
+            "img.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+            "latin.txt": "caf\xe9".encode("latin-1"),
+            "inner.zip": b"PK\x03\x04\0\0",
+            "t.md": b"text",
+        },
     )
     c = read_files([z])
     assert [d.name for d in c.documents()] == ["t.md"]
@@ -159,7 +163,9 @@ def test_build_from_files_progress_names_and_summary(tmp_path):
     md.write_text("readme body")
     seen = []
     out = tmp_path / "store"
-    summary = build_from_files([z, md], out, CharTokenizer(300), names=["docs.zip", "README.txt"], pasted="typed in", progress=seen.append)
+    summary = build_from_files(
+        [z, md], out, CharTokenizer(300), names=["docs.zip", "README.txt"], pasted="typed in", progress=seen.append
+    )
     assert isinstance(summary, BuildSummary)
     assert summary.documents == 3 and summary.files == 3
     assert summary.tokens == len("typed in") + len("intro text " * 50) + len("readme body")

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from rest_core.ui import answer_view, compare_view, inspector, stats, style, trie_view
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
+from rest_core.ui import answer_view, compare_view, inspector, stats, style, trie_view
 
 EOS = 256
 
@@ -18,7 +18,19 @@ EOS = 256
 class ByteTokenizer:
     """ids 0..255 are bytes, 256 is a special EOS, 257+ are multi-byte words (like byte-level BPE)."""
 
-    words = [b" hello", b"<b>", b" &", b"\xe4\xb8", b"\x96\xe7\x95\x8c", b" 'q'", b'"', b"def", b"\n    return", b"    ", b" x"]
+    words = [
+        b" hello",
+        b"<b>",
+        b" &",
+        b"\xe4\xb8",
+        b"\x96\xe7\x95\x8c",
+        b" 'q'",
+        b'"',
+        b"def",
+        b"\n    return",
+        b"    ",
+        b" x",
+    ]
 
     def __init__(self) -> None:
         self.calls = 0
@@ -42,10 +54,32 @@ class ByteTokenizer:
 
 
 def totals(new: int, steps: int, drafts: int = 0, elapsed: float = 0.1) -> Totals:
-    return Totals(prompt_tokens=5, new_tokens=new, steps=steps, draft_tokens=drafts, elapsed_s=elapsed, prefill_ms=12.0, retrieval_ms=0.5 * steps)
+    return Totals(
+        prompt_tokens=5,
+        new_tokens=new,
+        steps=steps,
+        draft_tokens=drafts,
+        elapsed_s=elapsed,
+        prefill_ms=12.0,
+        retrieval_ms=0.5 * steps,
+    )
 
 
-def event(step, tokens, sources, *, trie=None, draft=None, draft_idx=(), accepted=(), new=0, finished=False, matches=(), method="rest", elapsed=None):
+def event(
+    step,
+    tokens,
+    sources,
+    *,
+    trie=None,
+    draft=None,
+    draft_idx=(),
+    accepted=(),
+    new=0,
+    finished=False,
+    matches=(),
+    method="rest",
+    elapsed=None,
+):
     n_drafts = sum(1 for s in sources if s)
     return StepEvent(
         step=step,
@@ -122,7 +156,12 @@ def test_token_boundaries_step_classes_and_titles():
     tok = ByteTokenizer()
     ev = [
         event(0, [ord("A")], (0,)),  # no draft accepted
-        event(1, [ord("B"), ord("C"), ord("D")], (SOURCE_DATASTORE, SOURCE_DATASTORE, 0), matches=[MatchInfo(SOURCE_DATASTORE, 3, (1, 2, 3), 7, ())]),
+        event(
+            1,
+            [ord("B"), ord("C"), ord("D")],
+            (SOURCE_DATASTORE, SOURCE_DATASTORE, 0),
+            matches=[MatchInfo(SOURCE_DATASTORE, 3, (1, 2, 3), 7, ())],
+        ),
         event(2, [ord("E"), ord("F")], (SOURCE_CONTEXT, 0)),
         event(3, [ord("G"), ord("H")], (SOURCE_DATASTORE | SOURCE_CONTEXT, 0), finished=True),
     ]
@@ -149,14 +188,18 @@ def test_run_level_thresholds():
 def test_model_output_is_escaped():
     tok = ByteTokenizer()
     ids = [tok.word(b"<b>"), tok.word(b" &"), tok.word(b" 'q'"), tok.word(b'"'), EOS]
-    out = answer_view.highlight_html([event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, SOURCE_DATASTORE, 0, 0), finished=True)], tok)
+    out = answer_view.highlight_html(
+        [event(0, ids, (SOURCE_DATASTORE, SOURCE_DATASTORE, SOURCE_DATASTORE, 0, 0), finished=True)], tok
+    )
     assert "<b>" not in out.replace('<span class="', "")
     assert "&lt;b&gt;" in out and " &amp;" in out and "&#x27;q&#x27;" in out and "&quot;" in out
     assert [t for _, t in spans(out)] == ["<b>", " &", " 'q'", '"']  # EOS shows nothing
 
 
 def test_conversation_html_escapes_user_text():
-    out = answer_view.conversation_html([answer_view.Turn(user="<script>x</script>", answer_html='<span class="tok m p0">hi</span>', note="stopped")])
+    out = answer_view.conversation_html(
+        [answer_view.Turn(user="<script>x</script>", answer_html='<span class="tok m p0">hi</span>', note="stopped")]
+    )
     assert "<script>" not in out and "&lt;script&gt;" in out
     assert "stopped" in out and "tok m p0" in out
 
@@ -175,7 +218,19 @@ def test_legend_draws_the_shade_scale_for_every_source_hue():
 
 def test_tree_legend_names_every_mark_of_the_figure():
     out = trie_view.tree_legend_html()
-    for mark in ("■", "root", "dashed", "filled", "hollow", "∅", "trie", "heaviest", "weight", "split evenly", "both sources"):
+    for mark in (
+        "■",
+        "root",
+        "dashed",
+        "filled",
+        "hollow",
+        "∅",
+        "trie",
+        "heaviest",
+        "weight",
+        "split evenly",
+        "both sources",
+    ):
         assert mark in out, mark
 
 
@@ -185,8 +240,16 @@ def test_leading_blanks_are_not_highlighted_like_words():
     out = answer_view.highlight_html([event(0, ids, (SOURCE_DATASTORE,) * 4 + (0,), finished=True)], tok)
     got = [(c, html.unescape(t)) for c, t in re.findall(r'<span class="([^"]*)"[^>]*>(.*?)</span>', out, re.S)]
     assert [t for _, t in got] == ["def", "\n    ", "return", "    ", " x"]
-    assert [("ws" in c.split()) for c, _ in got] == [False, True, False, True, False]  # one leading space stays with its word
-    assert all(c.startswith("tok d ds r3") for c, _ in got)  # 4 accepted: still the drafting source's token, step and shade
+    assert [("ws" in c.split()) for c, _ in got] == [
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]  # one leading space stays with its word
+    assert all(
+        c.startswith("tok d ds r3") for c, _ in got
+    )  # 4 accepted: still the drafting source's token, step and shade
     assert len(re.findall(r'data-step="0"', out)) == 5
 
 
@@ -206,7 +269,11 @@ def small_trie() -> Trie:
 def sub(trie: Trie, idx: list[int]) -> Trie:
     remap = {t: k for k, t in enumerate(idx)}
     return Trie(
-        trie.tokens[idx], np.array([remap.get(int(trie.parents[t]), -1) for t in idx]), trie.depths[idx], trie.weights[idx], trie.sources[idx]
+        trie.tokens[idx],
+        np.array([remap.get(int(trie.parents[t]), -1) for t in idx]),
+        trie.depths[idx],
+        trie.weights[idx],
+        trie.sources[idx],
     )
 
 
@@ -302,7 +369,10 @@ def test_inspector_shows_suffix_occurrences_continuations_and_accepted():
 
 
 def test_stats_and_source_counts():
-    ev = [event(0, [65, 66], (SOURCE_DATASTORE, 0)), event(1, [67, 68, 69], (SOURCE_CONTEXT, SOURCE_DATASTORE | SOURCE_CONTEXT, 0), new=5)]
+    ev = [
+        event(0, [65, 66], (SOURCE_DATASTORE, 0)),
+        event(1, [67, 68, 69], (SOURCE_CONTEXT, SOURCE_DATASTORE | SOURCE_CONTEXT, 0), new=5),
+    ]
     assert stats.source_counts(ev) == {"datastore": 1, "context": 1, "both": 1, "model": 2}
     out = stats.stats_html(ev, running=True)
     assert "generating" in out and "steps" in out
@@ -360,7 +430,9 @@ def test_tree_view_limits_retrieved_only_nodes():
 
 def test_trie_labels_are_escaped_for_plotly():
     tok = ByteTokenizer()
-    trie = Trie(np.array([tok.word(b"<b>")]), np.array([-1]), np.array([1]), np.array([1.0]), np.array([1], dtype=np.uint8))
+    trie = Trie(
+        np.array([tok.word(b"<b>")]), np.array([-1]), np.array([1]), np.array([1.0]), np.array([1], dtype=np.uint8)
+    )
     e = event(0, [tok.word(b"<b>"), ord("x")], (1, 0), trie=trie, draft=trie, draft_idx=(0,), accepted=(0,))
     fig = trie_view.trie_figure(e, tok)
     acc = [t for t in fig.data if t.name == "accepted" and t.mode == "markers+text"][0]
@@ -374,8 +446,8 @@ def test_trie_labels_are_escaped_for_plotly():
 def big_trie_run():
     """(engine, tokenizer, prompt): the tiny model over a store of random bytes, where a one-token
     suffix has ~1,500 occurrences, so K up to 5000 retrieves tries of tens of thousands of nodes."""
-    from rest_core.store.datastore import Datastore
     from rest_core.decode.engine import Engine
+    from rest_core.store.datastore import Datastore
     from tests.tiny_models import tiny_loaded
 
     lm = tiny_loaded("llama")
@@ -394,7 +466,9 @@ def test_compact_event_draws_the_same_figure_and_inspector_in_bounded_size(big_t
     from rest_core.knobs import make_config
 
     engine, tok, prompt = big_trie_run
-    config = make_config(dict(n_min=1, n_max=1, m=32, max_matches=k, c=c, max_new_tokens=10, use_context=True), PRESETS["cpu"])
+    config = make_config(
+        dict(n_min=1, n_max=1, m=32, max_matches=k, c=c, max_new_tokens=10, use_context=True), PRESETS["cpu"]
+    )
     events = list(engine.generate(prompt, config))
     full_sizes = []
     for e in events:

@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from rest_core.ui import answer_view, stats, trie_view
 from rest_core.config import PRESETS, ConfigError, GenerationConfig
+from rest_core.ui import answer_view, stats, trie_view
 from rest_core.ui.runtime import NO_STORE
 from rest_core.ui.session import Session, fit_context, request_config
-from tests.app_fixtures import ANSWER, knob_values as knobs
+from tests.app_fixtures import ANSWER
+from tests.app_fixtures import knob_values as knobs
 from tests.tiny_models import tiny_tokenizer
 
 BASE = PRESETS["cpu"]

@@ -12,21 +12,19 @@ import numpy as np
 import pytest
 import torch
 
-from rest_core.ui import answer_view, style
-
-from rest_core.ui import compare_view, guided, phases, provenance, tree_mask, why_c_view
-from rest_core.config import DraftConfig, GenerationConfig, RetrievalConfig
-from rest_core.store.datastore import Datastore
-from rest_core.decode.engine import Engine, collect
-from rest_core.knobs import make_config
 from rest_core.bench.prompt_lookup import run_prompt_lookup
+from rest_core.config import RetrievalConfig
+from rest_core.decode.engine import Engine, collect
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
-from rest_core.ui.session import Session
+from rest_core.drafting.tree import tree_attention_mask
+from rest_core.knobs import make_config
+from rest_core.store.datastore import Datastore
+from rest_core.ui import answer_view, compare_view, guided, phases, provenance, style, tree_mask, why_c_view
 from rest_core.ui.runtime import Runtime
+from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
-from rest_core.drafting.tree import tree_attention_mask
 from tests.app_fixtures import knob_args, knob_values
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
@@ -59,7 +57,7 @@ def runtime(lm, tmp_path_factory):
     rt = Runtime(Settings(datastores=folder), loader=lambda: lm)
     plain = Engine(lm.model, lm.tokenizer)
     prompt = plain.encode([{"role": "user", "content": MESSAGE}], chat=True)
-    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=48, do_sample=False)[0, len(prompt):].tolist()
+    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=48, do_sample=False)[0, len(prompt) :].tolist()
     noise = [(t * 7 + 3) % 256 for t in ref]  # the same length of other tokens: disagreeing branches
     store = Datastore.from_token_ids([ref, ref[4:20] + noise[:12], ref[10:30]], vocab_size=VOCAB_SIZE, names=DOC_NAMES)
     rt._engines[rt.resolve(STORE)] = Engine(lm.model, lm.tokenizer, datastores={STORE: store})
@@ -127,13 +125,15 @@ def test_captions_name_the_matched_suffix_and_the_k_cap(run, lm):
             if m.suffix_len:
                 assert style.visible(lm.tokenizer.decode(list(m.suffix_tokens)), 60) in cap
                 assert f"{m.occurrences:,} occurrence" in cap
-                assert tuple(ctx[-m.suffix_len:]) == m.suffix_tokens  # the suffix is the end of the context
+                assert tuple(ctx[-m.suffix_len :]) == m.suffix_tokens  # the suffix is the end of the context
                 capped |= m.occurrences > config.retrieval.max_matches
         html = phases.retrieve_html(e, ctx, lm.tokenizer, config.retrieval)
         for m in e.matches:  # the underlined tokens are the matched suffix
             assert html.count(f"m-{style.source_class(m.source_bit)}") == m.suffix_len
     assert capped, "no step hit K: the cap is untested"
-    assert any("caps them" in phases.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts))
+    assert any(
+        "caps them" in phases.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts)
+    )
 
 
 def test_accept_caption_and_kept_rows_follow_the_walk(run, lm):
@@ -176,7 +176,7 @@ def test_stepper_next_back_and_run_to_end_give_plain_greedy_tokens(runtime, lm):
     assert st.finished and st.pos == len(st.events) - 1 and not st.next()
     assert st.events[:3] == first3
     ref = lm.model.generate(torch.tensor([st.prompt_ids]), max_new_tokens=st.config.max_new_tokens, do_sample=False)
-    assert st.token_ids() == ref[0, len(st.prompt_ids):].tolist()  # lossless: plain greedy's tokens
+    assert st.token_ids() == ref[0, len(st.prompt_ids) :].tolist()  # lossless: plain greedy's tokens
     plain = collect(runtime.engine(STORE).generate(st.prompt_ids, st.config))
     assert st.token_ids() == plain.token_ids
     st.close()
@@ -252,10 +252,10 @@ def test_prompt_lookup_clock_ticks_once_per_forward(runtime, lm):
         hook.remove()
     assert len(calls) == 1 + len(run.counts)  # prefill + one per decode block
     assert max(run.counts) > 1  # some forwards accepted prompt lookup drafts
-    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt):].tolist()
+    ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False)[0, len(prompt) :].tolist()
     assert list(run.token_ids) == ref[: len(run.token_ids)] and len(run.token_ids) == len(ref)
     blocks = compare_view.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
-    assert [t for b in blocks for t in b.tokens] == list(run.token_ids[len(run.token_ids) - run.decode_tokens:])
+    assert [t for b in blocks for t in b.tokens] == list(run.token_ids[len(run.token_ids) - run.decode_tokens :])
     assert [b.sources for b in blocks] == [compare_view.LOOKUP if n > 1 else 0 for n in run.counts]
 
 
@@ -267,7 +267,11 @@ def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
     fig = last.timeline
     lanes = list(fig.layout.yaxis.categoryarray)
     assert lanes == ["REST", "prompt lookup k=3", "plain"]  # top to bottom: REST, prompt lookup, plain
-    plain = collect(runtime.engine(STORE).generate(st_prompt(runtime), make_config(knob_values(**KNOBS), runtime.preset).with_method("ar")))
+    plain = collect(
+        runtime.engine(STORE).generate(
+            st_prompt(runtime), make_config(knob_values(**KNOBS), runtime.preset).with_method("ar")
+        )
+    )
     for lane in lanes:
         blocks = _lane_blocks(fig, lane)
         assert blocks and blocks[0][0] == pytest.approx(0.0, abs=1e-6)
@@ -280,7 +284,9 @@ def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
     assert why and float(why.group(3)) == pytest.approx(float(why.group(1)) / float(why.group(2)), abs=0.02)
     assert "prefill" in last.comparison and "warm-up" in last.comparison
     names = {tr.name for tr in fig.data}
-    assert "accepted drafts: prompt lookup" in names and any(n.startswith("accepted drafts: ") and "lookup" not in n for n in names)
+    assert "accepted drafts: prompt lookup" in names and any(
+        n.startswith("accepted drafts: ") and "lookup" not in n for n in names
+    )
 
 
 def st_prompt(runtime) -> list[int]:
@@ -290,7 +296,9 @@ def st_prompt(runtime) -> list[int]:
 def test_timeline_blocks_follow_the_events(run, runtime, lm):
     events, _, config = run
     plain = collect(runtime.engine(STORE).generate(run[1][0], config.with_method("ar"))).events
-    fig = compare_view.timeline_figure([("plain", compare_view.event_blocks(plain)), ("REST", compare_view.event_blocks(events))], lm.tokenizer)
+    fig = compare_view.timeline_figure(
+        [("plain", compare_view.event_blocks(plain)), ("REST", compare_view.event_blocks(events))], lm.tokenizer
+    )
     for lane, evs in (("REST", events), ("plain", plain)):
         blocks = _lane_blocks(fig, lane)
         assert len(blocks) == len(evs)  # one block per forward pass
@@ -306,7 +314,10 @@ def _prov_items(html: str) -> list[dict[str, str]]:
     """Each listed occurrence of a provenance panel: its position, document and marked parts."""
     items = []
     for li in re.findall(r'<li class="prov-occ"(.*?)</li>', html, re.S):
-        parts = {cls.split()[0]: unescape(text) for cls, text in re.findall(r'<span class="(prov-[a-z]+[^"]*)">(.*?)</span>', li, re.S)}
+        parts = {
+            cls.split()[0]: unescape(text)
+            for cls, text in re.findall(r'<span class="(prov-[a-z]+[^"]*)">(.*?)</span>', li, re.S)
+        }
         parts["position"] = re.search(r'data-position="(\d+)"', li).group(1)
         items.append(parts)
     return items
@@ -331,10 +342,16 @@ def test_provenance_names_the_document_and_marks_the_match_and_continuation(run,
             assert item["prov-doc"] == span.name and span.name in DOC_NAMES
             # The corpus really holds the match there, and the continuation is the drafted sample.
             assert store._read(pos, pos + m.suffix_len).tolist() == list(m.suffix_tokens)
-            assert item["prov-match"] == lm.tokenizer.decode(list(m.suffix_tokens), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            assert item["prov-match"] == lm.tokenizer.decode(
+                list(m.suffix_tokens), skip_special_tokens=True, clean_up_tokenization_spaces=False
+            )
             if m.sample[i]:
-                assert store._read(pos + m.suffix_len, pos + m.suffix_len + len(m.sample[i])).tolist() == list(m.sample[i])
-                assert item["prov-cont"] == lm.tokenizer.decode(list(m.sample[i]), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+                assert store._read(pos + m.suffix_len, pos + m.suffix_len + len(m.sample[i])).tolist() == list(
+                    m.sample[i]
+                )
+                assert item["prov-cont"] == lm.tokenizer.decode(
+                    list(m.sample[i]), skip_special_tokens=True, clean_up_tokenization_spaces=False
+                )
             shown += 1
     assert shown >= 3
 
