@@ -25,14 +25,14 @@ from typing import Any
 
 import gradio as gr
 
+import teach_tab
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.ui import answer_view, guided, page, trie_view
+from rest_core.ui import answer_view, page, trie_view
 from rest_core.ui.inspector import inspector_html
 from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec, start_warm_up
 from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.stats import stats_html
-from rest_core.ui.stepper import STEP_C_MAX, Stepper
 
 ASSETS = ROOT / "assets"
 
@@ -106,49 +106,6 @@ class ChatPage:
     knobs: dict[str, gr.components.Component]
     answer: AnswerPanel
     corpus: CorpusPanel
-
-
-@dataclass(frozen=True, kw_only=True)
-class TeachPanel:
-    """Guided examples and "Step through": its controls, one panel per phase, "Why this c?"."""
-
-    pick: gr.Radio
-    note: gr.HTML
-    accordion: gr.Accordion
-    msg: gr.Textbox
-    c: gr.Slider
-    next: gr.Button
-    back: gr.Button
-    end: gr.Button
-    restart: gr.Button
-    status: gr.HTML
-    header: gr.HTML
-    answer: gr.HTML
-    retrieve: gr.HTML
-    trie_cap: gr.HTML
-    trie: gr.Plot
-    mask: gr.Plot
-    verify: gr.HTML
-    accept: gr.HTML
-    why_btn: gr.Button
-    why_fig: gr.Plot
-    why_cap: gr.HTML
-    stepper: gr.State
-
-    def view_components(self) -> list:
-        """What every step-through handler updates: the step's panels and the stepper."""
-        return [
-            self.header,
-            self.answer,
-            self.retrieve,
-            self.trie_cap,
-            self.trie,
-            self.verify,
-            self.mask,
-            self.accept,
-            self.status,
-            self.stepper,
-        ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,101 +241,13 @@ def _answer_column(max_chars: int) -> AnswerPanel:
     )
 
 
-def _how_rest_works() -> None:
-    svg = ASSETS / "how_rest_works.svg"
-    with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
-        gr.HTML(f'<div class="how-svg">{svg.read_text(encoding="utf-8") if svg.exists() else ""}</div>')
-        gr.Markdown(page.GLOSSARY)
-        gr.HTML(trie_view.tree_legend_html())
-
-
-def _teaching() -> TeachPanel:
-    """Guided examples, "How REST works" and "Step through": the controls, one panel per phase
-    and "Why this c?"."""
-    with gr.Accordion(
-        "Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"
-    ):
-        pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
-        note = gr.HTML("", elem_id="guided-note")
-    _how_rest_works()
-    with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
-        gr.Markdown(page.STEP_NOTE)
-        with gr.Row(elem_id="teach-row"):
-            msg = gr.Textbox(
-                placeholder="A message to step through…",
-                show_label=False,
-                lines=1,
-                scale=5,
-                min_width=160,
-                elem_id="teach-prompt",
-            )
-            c = gr.Slider(
-                1,
-                STEP_C_MAX,
-                value=16,
-                step=1,
-                label="c in step mode",
-                info="draft tokens verified per step (fixed here)",
-                scale=2,
-                min_width=140,
-                elem_id="teach-c",
-            )
-        with gr.Row():
-            next_ = gr.Button("Next step", variant="primary", elem_id="teach-next", min_width=90)
-            back = gr.Button("Back", elem_id="teach-back", min_width=70)
-            end = gr.Button("Run to end", elem_id="teach-end", min_width=90)
-            restart = gr.Button("New answer", elem_id="teach-restart", min_width=90)
-        status = gr.HTML("", elem_id="teach-status")
-        header = gr.HTML("", elem_id="teach-head")
-        answer = gr.HTML("", elem_id="teach-answer")
-        gr.Markdown("#### 1. Retrieve, and where it came from")
-        retrieve = gr.HTML("", elem_id="teach-retrieve")
-        gr.Markdown("#### 2. Build the trie")
-        trie_cap = gr.HTML("", elem_id="teach-trie-cap")
-        trie = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
-        gr.HTML(trie_view.tree_legend_html())
-        gr.Markdown("#### 3. Verify in one forward")
-        mask = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
-        verify = gr.HTML("", elem_id="teach-verify")
-        gr.Markdown("#### 4. Accept")
-        accept = gr.HTML("", elem_id="teach-accept")
-        with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
-            gr.Markdown(page.WHY_C_NOTE)
-            why_btn = gr.Button("Measure and explain", elem_id="why-c-btn")
-            why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
-            why_cap = gr.HTML("", elem_id="why-c-cap")
-        stepper = gr.State(Stepper())
-    return TeachPanel(
-        pick=pick,
-        note=note,
-        accordion=accordion,
-        msg=msg,
-        c=c,
-        next=next_,
-        back=back,
-        end=end,
-        restart=restart,
-        status=status,
-        header=header,
-        answer=answer,
-        retrieve=retrieve,
-        trie_cap=trie_cap,
-        trie=trie,
-        mask=mask,
-        verify=verify,
-        accept=accept,
-        why_btn=why_btn,
-        why_fig=why_fig,
-        why_cap=why_cap,
-        stepper=stepper,
-    )
-
-
 def new_session() -> Session:
     return Session()
 
 
-def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any]) -> tuple[ChatPage, TeachPanel]:
+def _layout(
+    settings: Settings, runtime: Runtime, release: Callable[[Any], Any]
+) -> tuple[ChatPage, teach_tab.TeachPanel]:
     """The whole page, top to bottom; `release` frees an expired session's state."""
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
@@ -395,7 +264,7 @@ def _layout(settings: Settings, runtime: Runtime, release: Callable[[Any], Any])
             gr.Accordion("Settings", open=True, elem_id="settings-acc"),
         ):
             store, corpus, knobs = _settings_column(runtime)
-    teaching = _teaching()
+    teaching = teach_tab.build()
     timer = gr.Timer(3, active=False)
     chat = ChatPage(
         session=session,
@@ -574,90 +443,8 @@ class Handlers:
                 }
 
 
-class TeachHandlers:
-    """The guided examples' and the step-through's handlers; each step handler updates
-    `TeachPanel.view_components()`."""
-
-    def __init__(self, runtime: Runtime, ui: TeachPanel, chat: ChatPage) -> None:
-        self.runtime = runtime
-        self.ui = ui
-        self.chat = chat
-
-    def _show(self, v: page.StepView) -> dict:
-        t = self.ui
-        return {
-            t.header: v.header,
-            t.answer: v.answer,
-            t.retrieve: v.retrieve,
-            t.trie_cap: v.trie_caption,
-            t.trie: v.trie,
-            t.verify: v.verify,
-            t.mask: v.mask,
-            t.accept: v.accept,
-            t.status: v.status,
-            t.stepper: v.stepper,
-        }
-
-    def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
-        """Next step: starts an answer to the message when none is under way."""
-        return self._show(
-            page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
-        )
-
-    def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
-        return self._show(
-            page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs)
-        )
-
-    def back(self, st: Any) -> dict:
-        st = page.as_stepper(st)
-        return self._show(page.run_step(st, st.back))
-
-    def restart(self, st: Any) -> dict:
-        """Back to start / new prompt: the held generation is closed."""
-        st = page.as_stepper(st)
-        st.close()
-        return self._show(page.step_view(st))
-
-    def why_c(self, st: Any, session: Any, c: float) -> dict:
-        """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
-        fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
-        return {**_given([(self.ui.why_fig, _shown(fig))]), self.ui.why_cap: caption}
-
-    def example(self, title: str, *knobs: Any) -> Any:
-        """A guided example: its prompt into the box of its mode, its store and knobs set, the
-        step-through opened for step mode."""
-        ex = page.guided_example(self.runtime, title, knobs)
-        if ex is None:
-            return gr.skip()
-        t, p = self.ui, self.chat
-        out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
-        if ex.mode == "step":
-            return {**out, t.msg: ex.prompt, t.c: ex.c, t.accordion: gr.update(open=True)}
-        return {**out, p.answer.box: ex.prompt}
-
-
 # ----------------------------------------------------------------------------------------------
 # Wiring
-
-
-def _wire_teaching(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
-    knobs = list(ui.knobs.values())
-    outs = t.view_components()
-    model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
-    inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
-    t.next.click(h.next, inputs, outs, **model)
-    t.end.click(h.run_to_end, inputs, outs, **model)
-    t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
-    t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
-    t.msg.submit(h.next, inputs, outs, **model)
-    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **model)
-    t.pick.input(
-        h.example,
-        [t.pick, *knobs],
-        [ui.answer.box, t.msg, t.c, ui.store, t.accordion, t.note, *knobs],
-        concurrency_limit=None,
-    )
 
 
 def _wire_chat(h: Handlers, ui: ChatPage) -> None:
@@ -705,7 +492,7 @@ class App:
 
     demo: gr.Blocks
     handlers: Handlers
-    teaching: TeachHandlers
+    teaching: teach_tab.TeachHandlers
 
 
 def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> App:
@@ -714,8 +501,8 @@ def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreB
     pages = page.OpenPages(runtime)
     with gr.Blocks(title="REST speculative decoding") as demo:
         ui, panel = _layout(settings, runtime, page.NotCopied(pages.release))
-        teaching = TeachHandlers(runtime, panel, ui)
-        _wire_teaching(teaching, panel, ui)
+        teaching = teach_tab.TeachHandlers(runtime, panel, ui)
+        teach_tab.wire(teaching, panel, ui)
         handlers = Handlers(runtime, builds or StoreBuilds(settings), pages, ui)
         _wire_chat(handlers, ui)
         _wire_page(handlers, ui, demo)
