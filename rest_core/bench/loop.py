@@ -87,12 +87,7 @@ def run_benchmark(
     for pi, problem in enumerate(problems):
         history: dict[str, list[dict]] = {r.name: [] for r in runners}
         for turn, text in enumerate(problem.turns):
-            prompts = {
-                r.name: encode(history[r.name] + [{"role": "user", "content": text}], True)
-                if problem.kind == "chat"
-                else encode(text, False)
-                for r in runners
-            }
+            prompts = _turn_prompts(runners, problem, text, history, encode)
             run_seed = None if seed is None else seed + 1000 * pi + turn
             best = _time_turn(
                 runners,
@@ -109,10 +104,7 @@ def run_benchmark(
                 result.runs.append(run)
                 if problem.kind == "chat":
                     answer = decode(strip_eos(run.token_ids, eos_ids))
-                    history[runner.name] = history[runner.name] + [
-                        {"role": "user", "content": text},
-                        {"role": "assistant", "content": answer},
-                    ]
+                    history[runner.name] = _with_answer(history[runner.name], text, answer)
                 if on_run is not None:
                     on_run(run)
             if greedy and reference is not None:
@@ -120,6 +112,26 @@ def run_benchmark(
                 _compare_turn(result, outputs, reference, problem.id, turn, max_new_tokens, eos_ids, decode)
     bar.close()
     return result
+
+
+def _turn_prompts(
+    runners: Sequence[Runner], problem: Problem, text: str, history: dict[str, list[dict]], encode: PromptEncoder
+) -> dict[str, list[int]]:
+    """Each runner's prompt ids for one turn; in a chat, after that runner's own earlier answers."""
+    return {
+        r.name: encode(history[r.name] + [{"role": "user", "content": text}], True)
+        if problem.kind == "chat"
+        else encode(text, False)
+        for r in runners
+    }
+
+
+def _with_answer(history: list[dict], question: str, answer: str) -> list[dict]:
+    """A new chat history: `history`, then this turn's question and answer."""
+    return history + [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": answer},
+    ]
 
 
 def _time_turn(

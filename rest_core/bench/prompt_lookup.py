@@ -49,6 +49,27 @@ class LookupRun:
         return self.decode_tokens / len(self.counts) if self.counts else 0.0
 
 
+def _generate_kwargs(max_new_tokens: int, eos: list[int], sampling: SamplingConfig, k: int) -> dict[str, Any]:
+    """`generate`'s settings for these tokens, stop ids, sampling and k (0: no prompt lookup);
+    seeds torch when sampling with a seed."""
+    import torch
+
+    kwargs: dict[str, Any] = dict(
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        eos_token_id=eos or None,
+        pad_token_id=eos[0] if eos else 0,
+        do_sample=not sampling.greedy,
+    )
+    if not sampling.greedy:
+        kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+    if k:
+        kwargs["prompt_lookup_num_tokens"] = k
+    return kwargs
+
+
 def run_prompt_lookup(
     model: Any,
     prompt_ids: Sequence[int],
@@ -77,19 +98,7 @@ def run_prompt_lookup(
             return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
     eos = [int(t) for t in stop_ids]
-    kwargs: dict[str, Any] = dict(
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=0,
-        eos_token_id=eos or None,
-        pad_token_id=eos[0] if eos else 0,
-        do_sample=not sampling.greedy,
-    )
-    if not sampling.greedy:
-        kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
-        if sampling.seed is not None:
-            torch.manual_seed(sampling.seed)
-    if k:
-        kwargs["prompt_lookup_num_tokens"] = k
+    kwargs = _generate_kwargs(max_new_tokens, eos, sampling, k)
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
     with torch.inference_mode():

@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rest_core.store.datastore import Datastore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,7 +227,14 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
+    _print_info(ds, info, open_ms, args)
+    return 0
+
+
+def _print_info(ds: Datastore, info: dict, open_ms: float, args: argparse.Namespace) -> None:
+    """`datastore info`'s text: one line per field (`info` as --json prints it)."""
     m = ds.meta
+    files, documents = info["files"], info["documents"]
     print(f"datastore   {ds.path}")
     print(f"source      {m.get('source', '?')}")
     print(f"tokenizer   {ds.tokenizer_name} ({m['tokenizer'].get('fingerprint', '')[:23]}...), vocab {ds.vocab_size:,}")
@@ -254,4 +265,3 @@ def _info(args: argparse.Namespace) -> int:
         print("verified    ok")
     if args.model:
         print(f"tokenizer   matches {args.model}")
-    return 0

@@ -294,17 +294,8 @@ class Engine:
     def _run(
         self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
     ) -> Iterator[StepEvent]:
-        sources = self._sources(config)
-        head = self.output_head() if sources else None  # split and checked before any step is timed
-        auto = config.draft.budget == "auto" and config.method == "rest"
-        if auto and sources:
-            self.forward_cost(config.draft.c + 1)
-        uniforms = None if config.sampling.greedy else Uniforms(config.sampling.seed)
-        t0 = time.perf_counter()
-        state = self._prefill(prompt)
-        tally = _Tally(len(prompt), prefill_ms=1000 * (time.perf_counter() - t0))
-        for s in sources:
-            s.reset(prompt)
+        sources, head, auto, uniforms = self._prepare(config)
+        state, tally = self._start(prompt, sources)
         consistent = True  # whether state.cache holds exactly state.ids[:-1]
         try:
             while True:
@@ -355,9 +346,35 @@ class Engine:
                     return
         finally:
             # Also when the consumer stops early: the cache still holds ids[:-1] exactly.
-            if self.reuse_cache and consistent:
-                with self._lock:
-                    self._saved = state
+            self._save(state, consistent)
+
+    def _prepare(self, config: GenerationConfig) -> tuple[list[DraftSource], OutputHead | None, bool, Uniforms | None]:
+        """What a generation needs before its clock starts: its draft sources, the output head
+        (lazy logits), whether the auto budget drafts (its cost curve measured now) and the
+        sampling's uniforms (None when greedy)."""
+        sources = self._sources(config)
+        head = self.output_head() if sources else None  # split and checked before any step is timed
+        auto = config.draft.budget == "auto" and config.method == "rest"
+        if auto and sources:
+            self.forward_cost(config.draft.c + 1)
+        uniforms = None if config.sampling.greedy else Uniforms(config.sampling.seed)
+        return sources, head, auto, uniforms
+
+    def _start(self, prompt: list[int], sources: list[DraftSource]) -> tuple[_DecodeState, _Tally]:
+        """Prefill the prompt (timed apart from the steps) and start the sources on it."""
+        t0 = time.perf_counter()
+        state = self._prefill(prompt)
+        tally = _Tally(len(prompt), prefill_ms=1000 * (time.perf_counter() - t0))
+        for s in sources:
+            s.reset(prompt)
+        return state, tally
+
+    def _save(self, state: _DecodeState, consistent: bool) -> None:
+        """Keep the decode state for the next turn's prefill, if cache reuse is on and its cache
+        holds exactly state.ids[:-1] (`consistent`)."""
+        if self.reuse_cache and consistent:
+            with self._lock:
+                self._saved = state
 
     # -- the phases --
 

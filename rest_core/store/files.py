@@ -134,53 +134,73 @@ def _zip_documents(
             if info.is_dir():
                 continue
             allowance.add_file()
-            member = info.filename
-            parts = member.replace("\\", "/").split("/")
-            if _unsafe_member(member):
-                stats.skip("unsafe path in zip")
+            if not _member_wanted(info, pattern, stats):
                 continue
-            if (info.external_attr >> 16) & _S_IFMT == _S_IFLNK:
-                stats.skip("link in zip")
+            _refuse_bomb(name, info, allowance.limits)
+            data = _read_member(zf, info, allowance, stats)
+            if data is None:
                 continue
-            if any(p.startswith(".") or p == "__MACOSX" for p in parts):
-                stats.skip("hidden file")
-                continue
-            if pattern and not fnmatch.fnmatch(parts[-1], pattern):
-                continue
-            if info.flag_bits & 0x1:
-                stats.skip("encrypted file")
-                continue
-            limits = allowance.limits
-            if info.file_size > limits.ratio_min_bytes and info.file_size > limits.max_ratio * max(
-                info.compress_size, 1
-            ):
-                raise CorpusError(
-                    f"{name}: refused as a zip bomb: {member} expands {info.file_size / max(info.compress_size, 1):.0f} "
-                    f"times (limit {limits.max_ratio:.0f})"
-                )
-            remaining = allowance.remaining()
-            try:
-                with zf.open(info) as f:
-                    # Never trust the declared size: read at most one byte past the allowance.
-                    data = f.read() if remaining is None else f.read(max(remaining, 0) + 1)
-            except (
-                zipfile.BadZipFile,
-                zipfile.LargeZipFile,
-                OSError,
-                EOFError,
-                RuntimeError,
-                ValueError,
-                NotImplementedError,
-            ):
-                stats.skip("damaged zip member")
-                continue
-            except Exception as exc:  # zlib.error and friends: a damaged member, not our bug
-                if type(exc).__module__ in ("zlib", "bz2", "lzma", "_lzma", "_bz2"):
-                    stats.skip("damaged zip member")
-                    continue
-                raise
-            allowance.add_bytes(len(data), f"{name}: {member}")
-            yield from file_documents(member, data, stats, **record_args)
+            allowance.add_bytes(len(data), f"{name}: {info.filename}")
+            yield from file_documents(info.filename, data, stats, **record_args)
+
+
+def _member_wanted(info: Any, pattern: str | None, stats: ReadStats) -> bool:
+    """Whether to read a zip member (a `zipfile.ZipInfo`): unsafe paths, links, hidden files and
+    encrypted members are skipped and counted; one whose name misses `pattern` is passed over."""
+    member = info.filename
+    parts = member.replace("\\", "/").split("/")
+    if _unsafe_member(member):
+        stats.skip("unsafe path in zip")
+        return False
+    if (info.external_attr >> 16) & _S_IFMT == _S_IFLNK:
+        stats.skip("link in zip")
+        return False
+    if any(p.startswith(".") or p == "__MACOSX" for p in parts):
+        stats.skip("hidden file")
+        return False
+    if pattern and not fnmatch.fnmatch(parts[-1], pattern):
+        return False
+    if info.flag_bits & 0x1:
+        stats.skip("encrypted file")
+        return False
+    return True
+
+
+def _refuse_bomb(name: str, info: Any, limits: ReadLimits) -> None:
+    """Raise CorpusError for a member of zip `name` that claims an extreme expansion ratio."""
+    if info.file_size > limits.ratio_min_bytes and info.file_size > limits.max_ratio * max(info.compress_size, 1):
+        raise CorpusError(
+            f"{name}: refused as a zip bomb: {info.filename} expands {info.file_size / max(info.compress_size, 1):.0f} "
+            f"times (limit {limits.max_ratio:.0f})"
+        )
+
+
+def _read_member(zf: Any, info: Any, allowance: _Allowance, stats: ReadStats) -> bytes | None:
+    """A zip member's bytes, at most one byte past the allowance; None (skipped and counted) when
+    the member is damaged."""
+    import zipfile
+
+    remaining = allowance.remaining()
+    try:
+        with zf.open(info) as f:
+            # Never trust the declared size: read at most one byte past the allowance.
+            return f.read() if remaining is None else f.read(max(remaining, 0) + 1)
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        OSError,
+        EOFError,
+        RuntimeError,
+        ValueError,
+        NotImplementedError,
+    ):
+        stats.skip("damaged zip member")
+        return None
+    except Exception as exc:  # zlib.error and friends: a damaged member, not our bug
+        if type(exc).__module__ in ("zlib", "bz2", "lzma", "_lzma", "_bz2"):
+            stats.skip("damaged zip member")
+            return None
+        raise
 
 
 def _declared_bytes(path: Path) -> int:

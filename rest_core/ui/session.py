@@ -2,19 +2,18 @@
 the REST-vs-plain comparison. No Gradio here: every action yields `Update`s (what to show where,
 None = leave as is) that app.py maps onto its components.
 
-The engine runs in a worker thread (`Run`), so decoding never waits for the page to render; the
-streaming loop drains its events and refreshes the text and the trie figure at a bounded rate.
+The engine runs in a worker thread (`Run`, rest_core/ui/run.py), so decoding never waits for the
+page to render; the streaming loop drains its events and refreshes the text and the trie figure
+at a bounded rate.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from rest_core.ui.compare_view import (
     timeline_figure,
 )
 from rest_core.ui.inspector import inspector_html
+from rest_core.ui.run import Run
 from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.stats import stats_html
 from rest_core.ui.style import esc
@@ -86,97 +86,6 @@ def fit_context(prompt_len: int, config: GenerationConfig, limit: int | None) ->
             config, max_new_tokens=room
         ), f"answer limited to {room} tokens: the model's context holds {limit}"
     return config, ""
-
-
-# ----------------------------------------------------------------------------------------------
-# A background generation run
-
-
-class Run:
-    """Consumes the engine's step events in a worker thread, so decoding never waits for the page
-    to render; the handler drains `events` and can cancel between two steps. `lock` is held while
-    the engine runs (one model, one generation at a time).
-
-    `keep` maps each event to what is queued (the app keeps compact events: a step's whole trie
-    is tens of thousands of nodes at K=5000); `max_seconds` (> 0) stops the generation after that
-    long on the model, counted from when it got the lock: `timed_out` then says so."""
-
-    def __init__(
-        self,
-        engine: Any,
-        prompt_ids: list[int],
-        config: GenerationConfig,
-        lock: threading.Lock,
-        keep: Callable[[Any], Any] | None = None,
-        max_seconds: float = 0.0,
-    ) -> None:
-        self.events: queue.Queue[Any] = queue.Queue()
-        self._cancel = threading.Event()
-        self.done = threading.Event()
-        self.timed_out = False
-        self._keep = keep or (lambda ev: ev)
-        self._max_seconds = max_seconds
-        self._thread = threading.Thread(
-            target=self._work, args=(engine, prompt_ids, config, lock), daemon=True, name="rest-run"
-        )
-        self._thread.start()
-
-    def _work(self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock) -> None:
-        try:
-            with lock:
-                deadline = time.monotonic() + self._max_seconds if self._max_seconds > 0 else None
-                steps = engine.generate(prompt_ids, config)
-                try:
-                    for ev in steps:
-                        self.events.put(self._keep(ev))
-                        del ev  # the full event (and its trie) is not held while the next step runs
-                        if self._cancel.is_set():
-                            break
-                        if deadline is not None and time.monotonic() > deadline:
-                            self.timed_out = True
-                            break
-                finally:
-                    close = getattr(steps, "close", None)
-                    if close:
-                        close()
-        except Exception as exc:  # noqa: BLE001 - reported to the page as a message
-            log.error("generation failed:\n%s", traceback.format_exc())
-            self.events.put(exc)
-        finally:
-            self.done.set()
-            self.events.put(None)
-            trim_memory(collect=False)  # the steps' tries were freed in this thread's heap
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def drain(self, timeout: float) -> tuple[list[Any], bool]:
-        """Events that arrived (waiting up to `timeout` for the first); True once the run ended."""
-        out: list[Any] = []
-        ended = False
-        try:
-            item = self.events.get(timeout=timeout)
-            while True:
-                if item is None:
-                    ended = True
-                    break
-                out.append(item)
-                item = self.events.get_nowait()
-        except queue.Empty:
-            pass
-        return out, ended
-
-    def collect(self) -> list[Any]:
-        """All the run's events (blocking); a failure in the engine is raised here."""
-        events: list[Any] = []
-        while True:
-            got, ended = self.drain(timeout=0.5)
-            for ev in got:
-                if isinstance(ev, Exception):
-                    raise RuntimeError(f"generation failed: {ev}")
-                events.append(ev)
-            if ended:
-                return events
 
 
 # ----------------------------------------------------------------------------------------------

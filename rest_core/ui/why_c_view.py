@@ -7,6 +7,7 @@ Plotly is imported only to build the figure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,11 +58,7 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     from plotly.subplots import make_subplots
 
     cs = np.arange(0, max_c + 1)
-    acc = expected_accepted(events, cs)
-    overheads = [e.timings.total_ms - e.timings.forward_ms for e in events if e.method == "rest"]
-    overhead = float(np.median(overheads)) if overheads else 0.0
-    plain = float(curve(1))
-    speedup = (1.0 + acc) * plain / (overhead + curve(cs + 1))
+    acc, speedup = _expected_speedup(curve, events, cs)
     best = int(cs[np.argmax(speedup)])
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14
@@ -107,6 +104,25 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
         2,
     )
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dot"), row=1, col=2)
+    _lay_out(fig, curve)
+    fig.layout.meta = dict(best_c=best)
+    return fig
+
+
+def _expected_speedup(curve: CostCurve, events: Sequence[StepEvent], cs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each c in `cs`: the expected draft tokens accepted per step, and the expected speedup
+    over plain decoding (1 + accepted tokens per step, each step costing the session's median
+    overhead beside the forward plus one forward of 1 + c tokens)."""
+    acc = expected_accepted(events, cs)
+    overheads = [e.timings.total_ms - e.timings.forward_ms for e in events if e.method == "rest"]
+    overhead = float(np.median(overheads)) if overheads else 0.0
+    plain = float(curve(1))
+    speedup = (1.0 + acc) * plain / (overhead + curve(cs + 1))
+    return acc, speedup
+
+
+def _lay_out(fig: Any, curve: CostCurve) -> None:
+    """The two panels' axes (the cost curve's on a log scale at its measured sizes) and the layout."""
     fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=list(curve.sizes), row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="c (draft tokens verified)", row=1, col=2)
@@ -118,8 +134,6 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
-    fig.layout.meta = dict(best_c=best)
-    return fig
 
 
 def why_c_caption(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int) -> str:

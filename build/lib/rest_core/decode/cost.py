@@ -1,0 +1,66 @@
+"""The forward-cost curve the auto draft budget plans with: how long a verify forward of q tokens
+takes on this model and machine, measured through the engine's own tree forward."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.decode.compat import cache_kw, max_positions, sync
+from rest_core.decode.heads import OutputHead
+from rest_core.decode.kv import truncate
+from rest_core.decode.masks import mask_kind, mask_layout, tree_forward
+from rest_core.decode.models import input_device
+
+
+def measure_cost_curve(
+    model, max_q: int, context_len: int = 256, reps: int = 2, head: OutputHead | None = None
+) -> CostCurve:
+    """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
+
+    With `head` (lazy logits), a forward is the body over q tokens and the head over one row,
+    as a verify step with lazy logits costs before its walk scores accepted rows.
+
+    Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
+    and makes the curve non-decreasing in q. Stays within the model's positions: the context
+    is at most half of them, and position ids past the last one are clamped to it (the cost
+    of a forward does not depend on the position values; a learned position table would
+    overflow).
+    """
+    from transformers import DynamicCache
+
+    limit = max_positions(model.config)
+    if limit:
+        context_len = max(1, min(context_len, limit // 2))
+    device = input_device(model)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    gen = torch.Generator().manual_seed(0)
+    ctx = torch.randint(0, vocab, (1, context_len), generator=gen).to(device)
+    sizes = [1]
+    while sizes[-1] < max_q:
+        sizes.append(min(sizes[-1] * 2, max_q))
+    kind, layout = mask_kind(model), mask_layout(model.config)
+    body = head.body if head is not None else model
+    with torch.inference_mode():
+        cache = DynamicCache()
+        model(input_ids=ctx, **cache_kw(model, cache))
+        ms = []
+        for q in sizes:
+            ids = torch.randint(0, vocab, (1, q), generator=gen).to(device)
+            chain = np.tril(np.ones((q, q), dtype=bool))  # a chain: same cost as any tree of q
+            offsets = np.arange(q) if not limit else np.minimum(np.arange(q), limit - 1 - context_len)
+            times = []
+            for rep in range(reps + 1):
+                t0 = time.perf_counter()
+                out, _ = tree_forward(body, ids, cache, context_len, chain, offsets, kind=kind, layout=layout)
+                if head is not None:
+                    head(out.last_hidden_state[0, :1])
+                sync(device)
+                if rep:  # the first run warms up
+                    times.append(1000 * (time.perf_counter() - t0))
+                truncate(cache, context_len)
+            ms.append(min(times))
+    return CostCurve(tuple(sizes), tuple(np.maximum.accumulate(ms).tolist()))

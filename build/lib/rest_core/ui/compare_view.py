@@ -1,0 +1,241 @@
+"""What Compare shows: REST against plain decoding (`compare`, `comparison_html`), the tokens
+over decode time (`speed_figure`), the methods' forwards on one clock (`timeline_figure`) and why
+the speedup is not M (`speedup_explained`).
+
+Pure functions over the runs' `StepEvent`s (and prompt lookup's per-forward figures); Plotly is
+imported only to build a figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
+from rest_core.sources import origin
+from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, visible
+
+# ----------------------------------------------------------------------------------------------
+# Speed comparison
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rest: Totals
+    ar: Totals
+    identical: bool | None  # None when sampling (outputs may differ by design)
+
+    @property
+    def speedup(self) -> float:
+        return self.rest.tokens_per_s / self.ar.tokens_per_s if self.ar.tokens_per_s > 0 else 0.0
+
+
+def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], greedy: bool) -> Comparison:
+    if not rest_events or not ar_events:
+        raise ValueError("both runs need at least one step")
+    identical = None
+    if greedy:
+        rest_ids = [t for e in rest_events for t in e.tokens]
+        ar_ids = [t for e in ar_events for t in e.tokens]
+        identical = rest_ids == ar_ids
+    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical)
+
+
+def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
+    r, a = cmp.rest, cmp.ar
+    rows = [
+        ("tokens / s", f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
+        ("mean token time", f"{r.mean_token_ms:.1f} ms", f"{a.mean_token_ms:.1f} ms"),
+        (
+            "tokens / steps (M)",
+            f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}",
+            f"{a.new_tokens} / {a.steps} = {a.mean_generated_length:.2f}",
+        ),
+        ("retrieval per token", f"{r.retrieval_ms_per_token:.2f} ms", "-"),
+        ("tokens from drafts", f"{100 * r.draft_share:.0f}%", "-"),
+        ("prefill", f"{r.prefill_ms:.0f} ms", f"{a.prefill_ms:.0f} ms"),
+    ]
+    if cmp.identical is not None:
+        rows.append(("same output (greedy)", "yes" if cmp.identical else "NO", ""))
+    return rows
+
+
+def comparison_html(cmp: Comparison) -> str:
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in comparison_rows(cmp))
+    badge = ""
+    if cmp.identical is not None:
+        badge = (
+            '<span class="same ok">identical output ✓</span>'
+            if cmp.identical
+            else '<span class="same bad">outputs differ</span>'
+        )
+    return (
+        '<div class="compare">'
+        f'<div class="speedup">speedup <b id="speedup-value">{cmp.speedup:.2f}×</b> {badge}</div>'
+        '<table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]):
+    """Cumulative tokens over decode time for both runs (prefill excluded, as in the paper)."""
+    import plotly.graph_objects as go
+
+    def series(events: Sequence[StepEvent]) -> tuple[list[float], list[int]]:
+        return [0.0] + [e.totals.elapsed_s for e in events], [0] + [e.totals.new_tokens for e in events]
+
+    data = []
+    for name, events, color in (
+        ("REST", rest_events, SOURCE_COLORS[SOURCE_DATASTORE]),
+        ("plain", ar_events, "#6b7280"),
+    ):
+        if events:
+            x, y = series(events)
+            data.append(
+                dict(type="scatter", x=x, y=y, mode="lines", name=name, line=dict(color=color, width=2.5, shape="hv"))
+            )
+    layout = dict(
+        height=260,
+        margin=dict(l=50, r=10, t=10, b=40),
+        xaxis=dict(title="decode time (s)", rangemode="tozero"),
+        yaxis=dict(title="tokens", rangemode="tozero"),
+        legend=dict(x=0.99, xanchor="right", y=0.02, yanchor="bottom", bgcolor="rgba(255,255,255,0.6)"),
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+# ----------------------------------------------------------------------------------------------
+# Timeline: every method's forwards on one clock
+
+LOOKUP = -1  # a block's `sources` when prompt lookup drafted its accepted tokens
+LOOKUP_COLOR = "#0d9488"  # teal: no engine source uses it
+
+
+@dataclass(frozen=True)
+class Block:
+    """One forward pass on the decode clock (ms after the end of prefill)."""
+
+    start_ms: float
+    ms: float
+    tokens: tuple[int, ...]
+    sources: int  # the source bits of its first accepted draft; 0: the model's own token only; LOOKUP
+
+
+def event_blocks(events: Sequence[StepEvent]) -> list[Block]:
+    """The engine's steps (REST or plain) as blocks: each ends at its event's elapsed time."""
+    out = []
+    for e in events:
+        drafted = [s for s in e.token_sources if s]
+        end = 1000 * e.totals.elapsed_s
+        out.append(
+            Block(end - e.timings.total_ms, e.timings.total_ms, tuple(e.tokens), int(drafted[0]) if drafted else 0)
+        )
+    return out
+
+
+def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequence[float]) -> list[Block]:
+    """Prompt lookup's forwards as blocks (rest_core.bench.prompt_lookup.LookupRun's fields): forward i
+    added counts[i] tokens and ended at ends_ms[i]; the prefill's tokens come first, off the clock."""
+    out, start, at = [], 0.0, len(token_ids) - sum(counts)
+    for n, end in zip(counts, ends_ms):
+        out.append(Block(start, end - start, tuple(token_ids[at : at + n]), LOOKUP if n > 1 else 0))
+        start, at = end, at + n
+    return out
+
+
+def _block_style(sources: int) -> tuple[str, str]:
+    """(colour, legend name) of a block."""
+    if sources == LOOKUP:
+        return LOOKUP_COLOR, "accepted drafts: prompt lookup"
+    if sources == 0:
+        return "#9ca3af", "model's own token only"
+    o = origin(sources)
+    return o.color, f"accepted drafts: {o.label}"
+
+
+def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer):
+    """Methods on one wall-clock axis (decode time, prefill excluded), one lane each, top first:
+    one block per forward pass, as wide as it took, labelled with the tokens it produced and
+    coloured by who drafted its accepted tokens (grey: the model's own token only)."""
+    import plotly.graph_objects as go
+
+    groups: dict[tuple[int, str], dict[str, list]] = {}
+    for lane, blocks in lanes:
+        for i, b in enumerate(blocks):
+            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "text": [], "hover": []})
+            text = visible(decode_text(tokenizer, b.tokens), 40)
+            g["base"].append(b.start_ms)
+            g["x"].append(b.ms)
+            g["y"].append(lane)
+            g["text"].append(esc(text))
+            g["hover"].append(
+                f"{esc(lane)}, forward {i + 1}: {plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}"
+            )
+    data: list = []
+    for (sources, _), g in sorted(groups.items()):
+        color, name = _block_style(sources)
+        data.append(
+            go.Bar(
+                base=g["base"],
+                x=g["x"],
+                y=g["y"],
+                orientation="h",
+                text=g["text"],
+                textposition="inside",
+                insidetextanchor="start",
+                textfont=dict(size=10),
+                marker=dict(color=color, line=dict(color="#ffffff", width=1)),
+                name=name,
+                legendgroup=name,
+                showlegend=not any(d.name == name for d in data),
+                hovertext=g["hover"],
+                hoverinfo="text",
+            )
+        )
+    fig = go.Figure(data=data)
+    fig.update_layout(
+        barmode="overlay",
+        height=140 + 45 * len(lanes),
+        margin=dict(l=90, r=10, t=34, b=40),
+        xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
+        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
+        legend=dict(orientation="h", y=-0.45, font=dict(size=11)),
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+    )
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Why the speedup is not M
+
+
+def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]) -> str:
+    """Why the measured speedup is M divided by how much longer a REST step takes, from the two
+    runs' own figures (decode time, prefill excluded); "" when either run is empty."""
+    if not rest_events or not ar_events:
+        return ""
+    r, a = rest_events[-1].totals, ar_events[-1].totals
+    if not (r.steps and a.steps and r.elapsed_s > 0 and a.elapsed_s > 0):
+        return ""
+    rest_ms, plain_ms = 1000 * r.elapsed_s / r.steps, 1000 * a.elapsed_s / a.steps
+    ratio = rest_ms / plain_ms
+    retrieval = r.retrieval_ms / r.steps
+    noisy = (
+        " A REST step cannot really be faster than a plain one (it does the same forward and more): the machine was busier "
+        "during one run than the other, so compare again for steadier figures."
+        if ratio < 1
+        else ""
+    )
+    return (
+        f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "
+        f"{rest_ms:.1f} ms against {plain_ms:.1f} ms for a plain one-token step ({ratio:.2f}× as long: its forward verifies "
+        f"the root and up to c drafts, and retrieval with the trie adds {retrieval:.1f} ms), so the speedup is "
+        f"{r.mean_generated_length:.2f} / {ratio:.2f} = {r.mean_generated_length / ratio:.2f}×.{noisy} "
+        "These tokens/s can differ from the live stats above: both leave out prefill (the one forward over the whole prompt "
+        "before the first new token), but the live answer may also have paid the first request's warm-up (compiling the "
+        "retrieval kernels, filling caches) and shared the machine with other users, while this comparison runs each method "
+        "back to back on a warm model."
+    )

@@ -1,0 +1,69 @@
+"""Guided examples for the teaching part: each sets the prompt, the datastore, the mode (step
+through, send or compare) and the knobs together, and says what to watch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GuidedExample:
+    """One lesson: what to type, which store, where to run it (mode) and the settings, plus
+    what to watch. mode: "step" (the step-through), "send" (stream the answer), "compare"."""
+
+    title: str
+    prompt: str
+    store: str  # a store's name, or "none"
+    mode: str
+    knobs: tuple[tuple[str, Any], ...]  # knob name -> value; the others keep the device preset's
+    watch: str
+
+
+GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
+    GuidedExample(
+        "Code with the code store, step by step (c = 16)",
+        "Write a Python function that checks whether a string is a palindrome, with a docstring and two tests.",
+        "code",
+        "step",
+        (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),
+        "Press Next step: each step shows the suffix it matched, the trie of what followed, the mask of the one forward "
+        "and the walk that accepts drafts. Open “Where it came from” to see the code files behind a draft.",
+    ),
+    GuidedExample(
+        "A question the corpus knows nothing about: few drafts, plain speed",
+        "Name three rivers of Mongolia and say where each one flows.",
+        "code",
+        "compare",
+        (("use_datastore", True), ("use_context", False), ("n_min", 3), ("temperature", 0.0)),
+        "The code store has little to say about Mongolian rivers: with n_min = 3, most steps find no match and draft nothing, "
+        "so REST runs at about plain decoding's speed (press Compare), and never changes the text.",
+    ),
+    GuidedExample(
+        "Ask the same thing twice: the conversation drafts the second answer",
+        "Explain the difference between a list and a tuple in Python, in three sentences.",
+        "none",
+        "send",
+        (("use_datastore", False), ("use_context", True), ("temperature", 0.0)),
+        "Send it, then send the same message again. The second answer repeats the first, so the context source "
+        "(amber) drafts whole runs of it and M jumps.",
+    ),
+    GuidedExample(
+        "Sampling at temperature 0.8: still exact",
+        "What are three tips for staying productive when working from home?",
+        "chat",
+        "send",
+        (("temperature", 0.8), ("top_p", 0.95), ("use_datastore", True), ("use_context", True)),
+        "The model now samples. A draft token is kept only when it equals the model's own draw at that position, so each "
+        "token still follows exactly the model's distribution: the drafts change the speed, never the odds.",
+    ),
+)
+
+
+def example_settings(example: GuidedExample, knob_values: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's knob values (name -> value) with the example's settings applied."""
+    unknown = [k for k, _ in example.knobs if k not in knob_values]
+    if unknown:
+        raise ValueError(f"example {example.title!r} sets unknown knobs: {', '.join(unknown)}")
+    return {**knob_values, **dict(example.knobs)}

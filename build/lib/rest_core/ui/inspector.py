@@ -1,0 +1,53 @@
+"""The step inspector: what one step matched in each source, drafted and accepted, and its timings."""
+
+from __future__ import annotations
+
+from rest_core.decode.events import StepEvent
+from rest_core.ui.style import Tokenizer, decode_text, esc, source_class, visible
+
+
+def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int | None = None, samples: int = 4) -> str:
+    if event is None:
+        return '<div class="inspector muted">Pick a step to see what was matched, drafted and accepted.</div>'
+    dec = lambda ids: decode_text(tokenizer, ids)  # noqa: E731
+    own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
+    of = f" of {n_steps}" if n_steps else ""
+    head = (
+        f'<div class="ins-head"><b>Step {event.step + 1}{of}</b> · {"REST" if event.method == "rest" else "plain decoding"}'
+        f" · budget c={event.c} · drafted {len(event.draft) if event.draft is not None else 0}"
+        f" · accepted {event.accepted_len}</div>"
+    )
+    rows = []
+    for m in event.matches:
+        if m.suffix_len:
+            conts = "".join(f"<li><code>{esc(visible(dec(c), 60))}</code></li>" for c in m.sample[:samples])
+            rows.append(
+                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> '
+                f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
+                f"<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{'s' if m.occurrences != 1 else ''}"
+                + (f'<ul class="conts">{conts}</ul>' if conts else "")
+                + "</div>"
+            )
+        else:
+            rows.append(f'<div class="ins-src"><span class="chip">{esc(m.source)}</span> no match</div>')
+    if not event.matches:
+        rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
+    acc = "".join(
+        f'<span class="tok d {source_class(s)} r1 p0">{esc(visible(dec([t]), 20))}</span>'
+        for t, s in zip(event.tokens, event.token_sources)
+        if s
+    )
+    own_html = "".join(f'<span class="tok m p0">{esc(visible(dec([t]), 20))}</span>' for t in own)
+    t = event.timings
+    timing = (
+        f"retrieve {t.retrieve_ms:.2f} ms · draft {t.draft_ms:.2f} ms · forward {t.forward_ms:.1f} ms · "
+        f"accept {t.accept_ms:.2f} ms · step {t.total_ms:.1f} ms"
+    )
+    return (
+        '<div class="inspector">'
+        + head
+        + "".join(rows)
+        + f'<div class="ins-acc">accepted: {acc or "<i>none</i>"} then the model\'s own: {own_html or "<i>none</i>"}</div>'
+        + f'<div class="ins-time">{timing}</div>'
+        + "</div>"
+    )

@@ -1,0 +1,378 @@
+"""The page without Gradio: its words (the header, the example prompts, the step-through's notes and
+the glossary) and what its controls do beyond a chat turn: the pages open now (a closed one frees
+its session at once), the datastores a page may choose, the start-up builds' banner, building an
+uploaded corpus ("Your corpus"), and the step-through (one REST step per click, "Why this c?", the
+guided examples). Each returns plain values (HTML, figures, names) that app.py puts in its
+components; a chat turn and the comparison are rest_core/ui/session.py's.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rest_core.config import ConfigError
+from rest_core.knobs import APP_KNOBS, values_in_order
+from rest_core.ui import answer_view, guided, phases, style, trie_view, why_c_view
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, selected_names
+from rest_core.ui.session import Session, status_html
+from rest_core.ui.settings import Settings
+from rest_core.ui.stepper import STEP_C_MAX, Stepper
+from rest_core.ui.upload_jobs import UploadJob
+
+log = logging.getLogger("rest.app")
+
+# ----------------------------------------------------------------------------------------------
+# The page's words
+
+HEADER = """
+<div id="header">
+<h1>REST: retrieval-based speculative decoding, live</h1>
+<p>Each step, REST looks up the last few tokens of the conversation in a <b>datastore</b> (a suffix array over a real
+corpus) and in the <b>conversation itself</b>, merges what followed them into a trie, and lets the model check the
+heaviest draft tokens in <b>one</b> forward pass. Accepted drafts cost no extra steps; the text is exactly what plain
+decoding would write.</p>
+</div>
+"""
+
+EXAMPLES = [
+    ["Write a Python function that checks whether a string is a palindrome, with a docstring and two tests."],
+    ["Write a Python class Stack with push, pop, peek and is_empty methods."],
+    ["What are three tips for staying productive when working from home?"],
+    ["Explain the difference between a list and a tuple in Python."],
+]
+
+STEP_NOTE = (
+    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
+    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
+    "between steps and the budget is not the fast one. Use Send and Compare for speed."
+)
+
+GLOSSARY = """
+| term | meaning |
+|---|---|
+| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search |
+| **context source** | the conversation itself, searched the same way: an answer that repeats earlier text drafts itself |
+| **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
+| **m** | how many tokens after each occurrence are taken as a continuation |
+| **K** | at most K occurrences are used; above K a fair sample of K is taken |
+| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
+| **weight** | how likely a node's path is: each source's weight (the *datastore weight* and *context weight* knobs) is split evenly over that source's continuations, and a node adds up the shares of every continuation through it, from both sources |
+| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
+| **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
+| **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
+| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
+| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
+| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
+| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
+| **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
+"""
+
+WHY_C_NOTE = (
+    "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
+    "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sessions and the pages that hold them
+
+
+def as_session(value: Any) -> Session:
+    """The page's session state; a fresh Session where the state was lost (or an API call sent none)."""
+    return value if isinstance(value, Session) else Session()
+
+
+class NotCopied:
+    """A callable that copies and deep copies return as it is.
+
+    Gradio deep-copies the page config on every page load (GET / and /config), and the config
+    holds the session state's delete callback: a bound method there would drag its object, and
+    through it the runtime (model, engines, datastores), into every copy: seconds and gigabytes
+    per page load."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+    def __copy__(self) -> NotCopied:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> NotCopied:
+        return self
+
+
+class OpenPages:
+    """Which Session each open page holds (weakly), so that closing a page frees its data at once
+    (Gradio would keep a closed page's state for an hour)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._open: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()  # page -> its Session
+
+    def release(self, session: Any) -> Session:
+        """Clear, the session state's expiry and a closed page: free everything the session holds:
+        its conversation, events, saved KV cache and uploaded corpora (the same object stays the
+        page's state, empty)."""
+        if not isinstance(session, Session):
+            return Session()
+        session.release(self.runtime)
+        return session
+
+    def opened(self, page: str | None, session: Any) -> None:
+        if isinstance(session, Session) and page:
+            self._open[page] = session
+
+    def closed(self, page: str | None, held: Any = None) -> None:
+        """The page closed: free the Session its load saw and `held`, the one the page's state
+        holds now (they differ when two events at page load each created the state)."""
+        seen = self._open.pop(page, None) if page else None
+        freed = [s for s in {id(x): x for x in (seen, held) if isinstance(x, Session)}.values()]
+        log.info("page closed (%s): %s", page, f"released {len(freed)}" if freed else "no session held")
+        for session in freed:
+            self.release(session)
+
+
+def job_horizon(settings: Settings, queue_size: int) -> float:
+    """The longest a generation can wait in a queue of `queue_size` and then run (seconds): a
+    session's admissions older than this no longer count (Session.admit)."""
+    return (queue_size + 1) * settings.max_seconds + 60 if settings.max_seconds else 3600.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Datastores
+
+
+def store_choices(
+    runtime: Runtime, session: Any, current: Any, default_first: bool = False
+) -> tuple[list[str], list[str]]:
+    """The datastore multi-select for a page: everyone's stores and this session's own (never
+    another session's), and the selection: the user's choice while its stores exist."""
+    names = session.store_choices(runtime) if isinstance(session, Session) else runtime.store_names()
+    return choose_stores(names, current, default_first)
+
+
+def builds_banner(builds: StoreBuilds) -> str:
+    """The banner while the default datastores are built at start-up; "" otherwise."""
+    message = builds.message()
+    return status_html(message, "info") if message else ""
+
+
+def legend_html(current: Any) -> str:
+    """The colour key of the chosen stores (each its own colour, in the order chosen)."""
+    try:
+        return answer_view.legend_html(selected_names(current))
+    except ValueError:  # more stores than bits: generation says so; the key shows the first ones
+        return answer_view.legend_html(selected_names(current)[:6])
+
+
+# ----------------------------------------------------------------------------------------------
+# Your corpus: uploaded files and pasted text -> a datastore of the session's
+
+
+def corpus_status(message: str, kind: str = "info") -> str:
+    return f'<div class="status {kind}" id="corpus-msg">{message}</div>'
+
+
+def progress_html(job: UploadJob) -> str:
+    """The build's status line: a bar, then documents and tokens read, or the suffix array."""
+    p = job.progress
+    fraction = p.fraction if p is not None else 0.0
+    text = p.describe() if p is not None else "starting"
+    return (
+        f'<div class="status info" id="corpus-msg"><progress max="1" value="{fraction:.3f}"></progress> '
+        f"Building <b>{style.esc(job.name)}</b>: {style.esc(text)}…</div>"
+    )
+
+
+@dataclass(frozen=True)
+class CorpusStep:
+    """What a corpus build shows now: its status line and, once built, the datastore selection
+    with the new store added (None: the selection stays)."""
+
+    status: str
+    selected: list[str] | None = None
+
+
+def build_corpus(
+    runtime: Runtime, session: Any, files: Any, pasted: str, name: str, current: Any
+) -> Iterator[CorpusStep]:
+    """Build a datastore from the uploaded files and pasted text in the background, following its
+    progress (polled: the build runs in its own thread, chat goes on); every refusal a message."""
+    if not isinstance(session, Session):
+        yield CorpusStep(corpus_status("The page lost its session: reload it.", "err"))
+        return
+    paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
+    try:
+        job = session.start_upload(runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
+    except ValueError as exc:  # a refusal: a message, never a traceback
+        yield CorpusStep(corpus_status(style.esc(str(exc)), "warn"))
+        return
+    except Exception as exc:  # noqa: BLE001 - the model (its tokenizer) failed to load
+        log.error("upload failed to start", exc_info=True)
+        yield CorpusStep(corpus_status(style.esc(f"the build could not start: {exc}"), "err"))
+        return
+    while not job.done.wait(0.4):
+        if session.build is not job:  # released (Clear, the page closed): it was cancelled
+            return
+        yield CorpusStep(progress_html(job))
+    if session.build is not job:
+        return
+    try:
+        line = session.finish_upload(runtime)
+    except ValueError as exc:
+        yield CorpusStep(corpus_status(style.esc(f"Nothing built: {exc}"), "warn"))
+        return
+    where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
+    msg = f"Built <b>{style.esc(job.name)}</b>, added to {where} and selected: {style.esc(line)}."
+    yield CorpusStep(corpus_status(msg, "info"), [*selected_names(current), job.name])
+
+
+# ----------------------------------------------------------------------------------------------
+# Step through: one REST step per click, each shown as its phases (captions and figures from
+# rest_core.ui.phases; the state is a rest_core.ui.stepper.Stepper)
+
+
+def as_stepper(value: Any) -> Stepper:
+    return value if isinstance(value, Stepper) else Stepper()
+
+
+@dataclass(frozen=True)
+class StepView:
+    """The step-through's panels for the stepper's current step (empty before the first)."""
+
+    stepper: Stepper
+    header: str = ""
+    answer: str = ""
+    retrieve: str = ""
+    trie_caption: str = ""
+    trie: Any = None  # plotly Figure
+    verify: str = ""
+    mask: Any = None  # plotly Figure: the tree attention mask
+    accept: str = ""
+    status: str = ""
+
+
+def step_view(st: Stepper, status: str = "") -> StepView:
+    ev = st.event
+    if ev is None:
+        empty = trie_view.empty_figure("Press Next step.", height=260)
+        return StepView(st, trie=empty, mask=empty, status=status)
+    p = phases.step_panels(
+        ev,
+        st.context(),
+        st.tokenizer,
+        st.config.retrieval if st.config else None,
+        n_steps=len(st.events),
+        stores=st.stores,
+    )
+    answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
+    return StepView(
+        st,
+        p.header,
+        f'<div class="answer">{answer}</div>',
+        p.retrieve,
+        p.trie_caption,
+        p.trie,
+        p.verify,
+        p.mask,
+        p.accept,
+        status,
+    )
+
+
+def run_step(st: Stepper, action: Callable[[], Any]) -> StepView:
+    """Do `action` on the stepper and show where it got to; a failure is a message in the page."""
+    try:
+        action()
+    except (ConfigError, ValueError) as exc:
+        return step_view(st, status_html(style.esc(str(exc)), "err"))
+    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
+        log.error("step-through failed:\n%s", traceback.format_exc())
+        st.close()
+        return step_view(st, status_html(style.esc(f"step-through failed: {exc}"), "err"))
+    note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
+    return step_view(st, status_html(note) if note else "")
+
+
+def _new_answer(st: Stepper, message: str) -> bool:
+    """Whether Next / Run to end start a new answer: none is under way, or the box holds another message."""
+    typed = (message or "").strip()
+    return not st.started or bool(typed and typed != st.message)
+
+
+def advance(
+    runtime: Runtime,
+    move: Callable[[Stepper], Any],
+    message: str,
+    st: Stepper,
+    session: Any,
+    store: Any,
+    c: float,
+    knobs: Sequence[Any],
+) -> StepView:
+    """Next step / Run to end (`move`): first starts an answer to the message, on the chosen stores
+    (this page's own uploads included), when none is under way."""
+
+    def act() -> None:
+        if _new_answer(st, message):
+            private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
+            st.start(runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
+        move(st)
+
+    return run_step(st, act)
+
+
+def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, str]:
+    """Why this c?: the measured forward-cost curve and the expected speedup against c, over this
+    answer's steps (or the last chat answer's): (figure, caption); the figure is None when the
+    cost could not be measured (the caption then says why)."""
+    events = list(st.events)
+    if not events and getattr(session, "view", None) is not None:
+        events = list(session.view.events)
+    try:
+        engine = runtime.engine(NO_STORE)
+        with runtime.lock:
+            curve = engine.forward_cost(STEP_C_MAX + 1)
+    except Exception as exc:  # noqa: BLE001
+        log.error("cost curve failed:\n%s", traceback.format_exc())
+        return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
+    chosen = events[-1].c if events else int(c)
+    fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
+    return fig, f'<p class="tt-cap">{style.esc(why_c_view.why_c_caption(curve, events, chosen))}</p>'
+
+
+@dataclass(frozen=True)
+class GuidedChoice:
+    """A guided example resolved for this server: its prompt and mode ("step", "send" or
+    "compare"), the step-through's c, the datastore selection (its store, or the first built one
+    when it is missing), the note to show and every knob's value (knob name -> value)."""
+
+    prompt: str
+    mode: str
+    c: int
+    stores: list[str]
+    note: str
+    knobs: dict[str, Any]
+
+
+def guided_example(runtime: Runtime, title: str, knobs: Sequence[Any]) -> GuidedChoice | None:
+    """The guided example of that title on the current knob values (in rest_core.knobs order)."""
+    ex = next((e for e in guided.GUIDED_EXAMPLES if e.title == title), None)
+    if ex is None:
+        return None
+    values = guided.example_settings(ex, values_in_order(knobs))
+    names = runtime.store_names()
+    store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
+    missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
+    where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
+    note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
+    stores = [] if store == NO_STORE else [store]
+    return GuidedChoice(ex.prompt, ex.mode, int(values["c"]), stores, note, {k.name: values[k.name] for k in APP_KNOBS})

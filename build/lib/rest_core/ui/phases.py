@@ -1,0 +1,283 @@
+"""One REST step shown as its phases for the step-through view: retrieve (the matched suffix and
+what followed it), build the trie, verify in one forward (row by row against the model's own
+tokens), accept (the walk and what stays in the cache); `step_panels` puts them together with
+the provenance, the trie figure and the mask heatmap.
+
+Pure functions over events, the conversation's token ids and a tokenizer; no Gradio, no torch.
+`context` everywhere is the token ids before the step: the prompt and every token emitted by
+earlier steps, its last one being the step's root (emitted, not cached yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rest_core.config import RetrievalConfig
+from rest_core.decode.events import StepEvent
+from rest_core.sources import origin
+from rest_core.ui.provenance import provenance_html
+from rest_core.ui.style import Tokenizer, decode_text, esc, plural, source_class, token_label, token_text, visible
+from rest_core.ui.tree_mask import mask_figure, mask_view
+from rest_core.ui.trie_view import trie_figure
+
+# ----------------------------------------------------------------------------------------------
+# Retrieve
+
+
+def retrieve_caption(
+    event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, retrieval: RetrievalConfig | None = None
+) -> str:
+    """One sentence per source: which suffix of the context matched, how often, whether K capped it."""
+    if not event.matches:
+        return "Plain decoding: no source is asked for a draft; the model writes one token."
+    parts = []
+    tried = min(retrieval.n_max, len(context)) if retrieval else None
+    if tried:
+        parts.append(
+            f"Each source looks up the last {plural(tried, 'token')} of the conversation, then shorter suffixes until one occurs."
+        )
+    for m in event.matches:
+        tried_txt = ""
+        if not m.suffix_len:
+            floor = f" of at least {plural(retrieval.n_min, 'token')}" if retrieval else ""
+            parts.append(f"The {m.source} has no suffix{floor} of the conversation{tried_txt}: it drafts nothing.")
+            continue
+        text = visible(decode_text(tokenizer, m.suffix_tokens), 60)
+        capped = ""
+        if retrieval is not None and m.occurrences > retrieval.max_matches:
+            capped = f"; K = {retrieval.max_matches:,} caps them, so a fair sample of {retrieval.max_matches:,} is used"
+        elif retrieval is not None:
+            capped = f"; all of them are used (K = {retrieval.max_matches:,})"
+        parts.append(
+            f"The {m.source} matched the last {plural(m.suffix_len, 'token')} “{text}”{tried_txt}: "
+            f"{plural(m.occurrences, 'occurrence')}{capped}."
+        )
+    return " ".join(parts)
+
+
+def retrieve_html(
+    event: StepEvent,
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    retrieval: RetrievalConfig | None = None,
+    tail: int = 24,
+    samples: int = 4,
+) -> str:
+    """The end of the conversation with each source's matched suffix underlined in its colour,
+    and a few of the continuations that followed the matches."""
+    longest = max((m.suffix_len for m in event.matches), default=0)
+    shown = list(context[-max(tail, longest) :])
+    cut = len(context) - len(shown)
+    spans = []
+    for i, t in enumerate(shown):
+        from_end = len(shown) - i
+        cls = " ".join(f"m-{source_class(m.source_bit)}" for m in event.matches if m.suffix_len >= from_end)
+        spans.append(f'<span class="tt-tok {cls}">{esc(visible(token_text(tokenizer, t), 24))}</span>')
+    lead = "…" if cut > 0 else ""
+    rows = []
+    for m in event.matches:
+        if not m.suffix_len:
+            continue
+        conts = "".join(
+            f"<li><code>{esc(visible(decode_text(tokenizer, c), 60))}</code></li>" for c in m.sample[:samples]
+        )
+        if conts:
+            rows.append(
+                f'<div><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> what followed: <ul class="conts">{conts}</ul></div>'
+            )
+    return (
+        f'<p class="tt-cap" data-phase="retrieve">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
+        f'<div class="tt-ctx">{lead}{"".join(spans)}</div>' + "".join(rows)
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Build the trie
+
+
+def trie_caption(event: StepEvent) -> str:
+    trie, draft = event.trie, event.draft
+    if trie is None or len(trie) == 0:
+        return "Nothing was retrieved, so there is no trie: this step verifies the root alone, like plain decoding."
+    drafted = len(draft) if draft is not None else 0
+    depth = int(draft.depths.max()) if draft is not None and len(draft) else 0
+    return (
+        f"What followed the matches merges into one trie of {plural(len(trie), 'node')}: shared "
+        f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
+        f"weight spread over its own). The {plural(drafted, 'heaviest node')} (c = {event.c}), a subtree up to "
+        f"depth {depth}, are drafted."
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Verify: the model's own token at every row
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """One draft node against the model's own token at its parent's row."""
+
+    node: int  # index into event.draft (row node + 1)
+    parent_row: int  # 0 = the root
+    drafted: int  # the node's token
+    model: int | None  # the model's own token at the parent row; None when the walk never got there
+    status: str  # "agree" | "disagree" | "not reached"
+
+
+def model_tokens_by_row(event: StepEvent) -> dict[int, int]:
+    """The model's own token at every row the acceptance walk visited: the walk starts at the
+    root and moves to the drafted child that equals the model's token, so the i-th emitted token
+    was the model's choice at the i-th visited row (greedy or sampled alike)."""
+    visited = [0] + [a + 1 for a in event.accepted]
+    return {row: int(t) for row, t in zip(visited, event.tokens)}
+
+
+def row_checks(event: StepEvent) -> list[RowCheck]:
+    """agree / disagree / not reached for every draft node, in row order. The agreeing nodes are
+    exactly the accepted ones."""
+    draft = event.draft
+    if draft is None or not len(draft):
+        return []
+    said = model_tokens_by_row(event)
+    out = []
+    for i in range(len(draft)):
+        parent = int(draft.parents[i]) + 1
+        tok = int(draft.tokens[i])
+        model = said.get(parent)
+        status = "not reached" if model is None else ("agree" if model == tok else "disagree")
+        out.append(RowCheck(i, parent, tok, model, status))
+    return out
+
+
+def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
+    n = len(event.draft) if event.draft is not None else 0
+    checks = row_checks(event)
+    agree = sum(c.status == "agree" for c in checks)
+    disagree = sum(c.status == "disagree" for c in checks)
+    root_pos = len(context) - 1
+    if not n:
+        return f"One forward over the root alone (position {root_pos}): the model's next token, as in plain decoding."
+    return (
+        f"One forward pass reads all {n + 1} rows at once (the root at position {root_pos}, each node at the root's "
+        f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "
+        f"computes what plain decoding would compute there. The output head then scores only the rows the walk reaches "
+        f"(lazy logits). {agree} drafted token{'s' if agree != 1 else ''} "
+        f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached."
+    )
+
+
+def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, limit: int = 24) -> str:
+    """The caption and a table: row, position id, drafted token, the model's own token at its
+    parent row, agree / disagree / not reached."""
+    checks = row_checks(event)
+    root_pos = len(context) - 1
+    draft = event.draft
+    body = []
+    said = model_tokens_by_row(event)
+    root_tok = said.get(0)
+    body.append(
+        f'<tr class="tt-root"><td>root</td><td>{root_pos}</td><td><code>{esc(token_label(tokenizer, context[-1], 16))}</code></td>'
+        f"<td><code>{esc(token_label(tokenizer, root_tok, 16)) if root_tok is not None else '–'}</code></td><td>(the step starts here)</td></tr>"
+    )
+    for c in checks[:limit]:
+        assert draft is not None
+        pos = root_pos + int(draft.depths[c.node])
+        model = esc(token_label(tokenizer, c.model, 16)) if c.model is not None else "–"
+        mark = {"agree": "✓ agree", "disagree": "✗ disagree", "not reached": "· not reached"}[c.status]
+        body.append(
+            f'<tr class="tt-{c.status.replace(" ", "-")}"><td>{c.node + 1} (parent {c.parent_row or "root"})</td><td>{pos}</td>'
+            f"<td><code>{esc(token_label(tokenizer, c.drafted, 16))}</code></td><td><code>{model}</code></td><td>{mark}</td></tr>"
+        )
+    more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
+    return (
+        f'<p class="tt-cap" data-phase="verify">{esc(verify_caption(event, context))}</p>'
+        '<table class="tt-rows"><thead><tr><th>row</th><th>position id</th><th>drafted</th><th>model\'s own token at the parent row</th><th></th></tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>{more}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Accept
+
+
+def kept_rows(event: StepEvent) -> tuple[list[int], list[int]]:
+    """(rows whose KV stays in the cache, rows dropped) of the verification forward: the root and
+    the accepted rows stay, except the last emitted token's (it is the next step's root)."""
+    q = 1 + (len(event.draft) if event.draft is not None else 0)
+    rows = [a + 1 for a in event.accepted]
+    keep = [0] + rows[: len(event.tokens) - 1]
+    return keep, [r for r in range(q) if r not in keep]
+
+
+def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
+    acc = [t for t, s in zip(event.tokens, event.token_sources) if s]
+    own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
+    keep, drop = kept_rows(event)
+    walk = (
+        f"The walk from the root follows the drafted child equal to the model's own token: it accepts {plural(len(acc), 'draft token')}"
+        + (f" “{visible(decode_text(tokenizer, acc), 60)}”" if acc else "")
+    )
+    tail = (
+        f", then appends the model's own token “{visible(decode_text(tokenizer, own), 20)}”"
+        if own
+        else " (and stops: end of text or length)"
+    )
+    return (
+        f"{walk}{tail}: {plural(len(event.tokens), 'token')} from one forward. "
+        f"The KV of rows {', '.join(map(str, keep))} stays in the cache; {plural(len(drop), 'row')} are dropped."
+    )
+
+
+def accept_html(event: StepEvent, tokenizer: Tokenizer) -> str:
+    chips = []
+    for t, s in zip(event.tokens, event.token_sources):
+        cls = f"tok d {origin(s).css} r1 p0" if s else "tok m p0"
+        chips.append(f'<span class="{cls}">{esc(visible(token_text(tokenizer, t), 20))}</span>')
+    return f'<p class="tt-cap" data-phase="accept">{esc(accept_caption(event, tokenizer))}</p><div class="tt-acc">{"".join(chips)}</div>'
+
+
+# ----------------------------------------------------------------------------------------------
+# One step, all phases
+
+
+@dataclass(frozen=True)
+class StepPanels:
+    """What the step-through view shows for one step."""
+
+    header: str  # HTML
+    retrieve: str  # HTML
+    trie_caption: str  # HTML
+    trie: Any  # plotly Figure
+    verify: str  # HTML
+    mask: Any  # plotly Figure
+    accept: str  # HTML
+
+
+def step_panels(
+    event: StepEvent,
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    retrieval: RetrievalConfig | None = None,
+    n_steps: int | None = None,
+    max_trie_nodes: int = 80,
+    stores: Mapping[str, Any] | None = None,
+) -> StepPanels:
+    """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
+    of = f" of {n_steps}" if n_steps else ""
+    header = (
+        f'<div class="tt-head"><b>Step {event.step + 1}{of}</b> · c = {event.c} · '
+        f"{len(event.tokens)} token{'s' if len(event.tokens) != 1 else ''} this step · {event.totals.new_tokens} so far"
+        f"{' · finished' if event.finished else ''}</div>"
+    )
+    return StepPanels(
+        header=header,
+        retrieve=retrieve_html(event, context, tokenizer, retrieval)
+        + provenance_html(event, stores or {}, context, tokenizer),
+        trie_caption=f'<p class="tt-cap" data-phase="trie">{esc(trie_caption(event))}</p>',
+        trie=trie_figure(event, tokenizer, max_nodes=max_trie_nodes),
+        verify=verify_html(event, context, tokenizer),
+        mask=mask_figure(mask_view(event, context, tokenizer)),
+        accept=accept_html(event, tokenizer),
+    )

@@ -1,0 +1,180 @@
+"""The app's settings: where it finds its model and datastores, where it listens and what one user
+may take of a shared server; read once from the command line and the environment. No Gradio here.
+
+Each flag has an environment variable: --model REST_MODEL, --device REST_DEVICE, --datastores
+REST_DATASTORES, --host REST_HOST (or GRADIO_SERVER_NAME), --port REST_PORT (or
+GRADIO_SERVER_PORT), --no-build REST_BUILD_DATASTORES=0, --publish-uploads REST_PUBLISH_UPLOADS=1,
+and each limit in LIMITS its --field-name and REST_FIELD_NAME. A flag wins over its variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rest_core.decode.models import DEFAULT_MODEL
+from rest_core.ui.upload_jobs import UploadLimits
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (or Space) root, where app.py is
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the app finds its model and datastores, and where it listens (read from the flags and
+    the environment once: `parse_args`, `settings_from_env`)."""
+
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    datastores: Path = ROOT / "datastores"
+    host: str = "127.0.0.1"
+    port: int = 7860
+    build: bool = True
+    zero_gpu: bool = False  # Hugging Face ZeroGPU: CUDA is attached only inside decorated calls
+    # What one user may take of a shared server (defaults for a public Space; 0 = no limit).
+    max_message_chars: int = 8000  # longer messages are refused before they are tokenized
+    max_seconds: float = 60.0  # a generation (or a comparison, both runs together) stops after this
+    max_jobs: int = 1  # generations a session may have queued or running at once
+    session_ttl: float = 1800.0  # seconds a session's state lives after its last update
+    # Uploaded corpora ("Your corpus"): private to the session that built them unless published.
+    publish_uploads: bool = False  # a classroom: every session sees every uploaded store
+    max_upload_mb: float = 20.0  # text one upload may bring (files, zip members and pasted text)
+    max_stores_per_session: int = 3
+    max_concurrent_builds: int = 1  # all sessions together; a build past it is refused, not queued
+    uploads_disk_mb: float = 500.0  # disk all uploaded stores may take together
+
+    def upload_limits(self) -> UploadLimits:
+        return UploadLimits(
+            self.max_upload_mb, self.max_stores_per_session, self.max_concurrent_builds, self.uploads_disk_mb
+        )
+
+
+# The server's limits: (Settings field, type, metavar, help with {d} for the default). Each is the
+# flag --field-name and the environment variable REST_FIELD_NAME; 0 = no limit.
+LIMITS: tuple[tuple[str, type, str, str], ...] = (
+    ("max_message_chars", int, "N", "refuse longer messages before tokenizing them; 0 = no limit (default {d})"),
+    (
+        "max_seconds",
+        float,
+        "S",
+        "stop a generation (or a comparison, both runs together) after S seconds on the model, "
+        "keeping the answer so far; 0 = no limit (default {d:g})",
+    ),
+    ("max_jobs", int, "N", "generations one session may have queued or running at once; 0 = no limit (default {d})"),
+    ("session_ttl", float, "S", "forget a session's conversation S seconds after its last update (default {d:g})"),
+    (
+        "max_upload_mb",
+        float,
+        "MB",
+        "text one upload may bring (files, zip members, pasted text); 0 = no limit (default {d:g})",
+    ),
+    ("max_stores_per_session", int, "N", "corpora one session may build; 0 = no limit (default {d})"),
+    (
+        "max_concurrent_builds",
+        int,
+        "N",
+        "corpus builds running at once, all sessions together; 0 = no limit (default {d})",
+    ),
+    ("uploads_disk_mb", float, "MB", "disk all uploaded corpora may take together; 0 = no limit (default {d:g})"),
+)
+
+
+def _limit(kind: type, what: str) -> Callable[[str], Any]:
+    """Parse a limit (a flag's or an environment variable's text): a finite number >= 0."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a {'whole ' if kind is int else ''}number >= 0, got {text!r}"
+            ) from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number >= 0, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _env_limit(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
+    if name not in env:
+        return default
+    try:
+        return _limit(kind, name)(env[name])
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def settings_from_env(env: Mapping[str, str] = os.environ, have_spaces: bool = False) -> Settings:
+    """Settings from the environment. `have_spaces`: the `spaces` package (ZeroGPU's decorator)
+    imported, so SPACES_ZERO_GPU can take effect."""
+    get = env.get
+    d = Settings()
+    return Settings(
+        model=get("REST_MODEL", "embedded"),
+        device=get("REST_DEVICE", "auto"),
+        datastores=Path(get("REST_DATASTORES", str(ROOT / "datastores"))),
+        host=get("REST_HOST", get("GRADIO_SERVER_NAME", "0.0.0.0" if get("SPACE_ID") else "127.0.0.1")),
+        port=int(get("REST_PORT", get("GRADIO_SERVER_PORT", "7860"))),
+        build=get("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
+        zero_gpu=have_spaces and bool(get("SPACES_ZERO_GPU")),
+        publish_uploads=get("REST_PUBLISH_UPLOADS", "0") not in ("0", "false", "no", ""),
+        **{name: _env_limit(env, f"REST_{name.upper()}", kind, getattr(d, name)) for name, kind, _, _ in LIMITS},
+    )
+
+
+def parse_args(
+    argv: list[str] | None = None, env: Mapping[str, str] = os.environ, have_spaces: bool = False
+) -> Settings:
+    """Settings from the flags; a flag not given takes its environment variable, then the default."""
+    s = settings_from_env(env, have_spaces)
+    p = argparse.ArgumentParser(description="REST speculative decoding: the interactive app.")
+    p.add_argument(
+        "--model",
+        default=s.model,
+        help="embedded (SmolLM2-135M-Instruct, offline), a local folder, a .gguf file or a hub id [REST_MODEL]",
+    )
+    p.add_argument("--device", default=s.device, help="auto | cpu | cuda | cuda:N | mps [REST_DEVICE]")
+    p.add_argument("--datastores", default=str(s.datastores), help="folder holding the datastores [REST_DATASTORES]")
+    p.add_argument("--host", default=s.host, help="address to listen on [REST_HOST]")
+    p.add_argument("--port", type=int, default=s.port, help="port [REST_PORT]")
+    p.add_argument(
+        "--no-build",
+        dest="build",
+        action="store_false",
+        default=s.build,
+        help="do not build missing default datastores [REST_BUILD_DATASTORES=0]",
+    )
+    p.add_argument(
+        "--publish-uploads",
+        action="store_true",
+        default=s.publish_uploads,
+        help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]",
+    )
+    for name, kind, metavar, text in LIMITS:
+        flag, default = "--" + name.replace("_", "-"), getattr(s, name)
+        p.add_argument(
+            flag,
+            dest=name,
+            type=_limit(kind, flag),
+            default=default,
+            metavar=metavar,
+            help=text.format(d=default) + f" [REST_{name.upper()}]",
+        )
+    a = p.parse_args(argv)
+    return replace(
+        s,
+        model=a.model,
+        device=a.device,
+        datastores=Path(a.datastores),
+        host=a.host,
+        port=a.port,
+        build=a.build,
+        publish_uploads=a.publish_uploads,
+        **{name: getattr(a, name) for name, _, _, _ in LIMITS},
+    )

@@ -1,0 +1,70 @@
+"""What every view of rest_core.ui shares: the source colours, the tokenizer protocol, HTML
+escaping, a draft source's CSS class and name, and token labels.
+
+Class names used in the HTML are styled by assets/app.css.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from rest_core.decode.events import StepEvent
+from rest_core.sources import MODEL, STYLES, origin
+
+# One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
+# a token of several sources takes `origin(mask).color`.
+SOURCE_COLORS: dict[int, str] = {bit: color for bit, (_, color) in STYLES.items()}
+ACCEPTED_COLOR = "#16a34a"
+MODEL_COLOR = MODEL.color
+GREY = "#9ca3af"
+
+
+class Tokenizer(Protocol):
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = ..., **kwargs: Any) -> str: ...
+
+
+def decode_text(tokenizer: Tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def esc(text: str) -> str:
+    """HTML-escape model output, quotes included (it also lands inside attributes)."""
+    return html.escape(text, quote=True)
+
+
+def source_class(mask: int) -> str:
+    return origin(mask).css
+
+
+def source_label(mask: int, names: dict[int, str] | None = None) -> str:
+    """ "code + context": the sources of `mask` by name (`names`: bit -> name, e.g. an engine's
+    table or a step's matches; else the default names)."""
+    return origin(mask, names).label
+
+
+def step_source_names(event: StepEvent) -> tuple[tuple[int, str], ...]:
+    """(bit, name) of the sources that searched in this step: a store's own name ("code")
+    instead of the bit's default ("store 2")."""
+    return tuple((int(m.source_bit), m.source) for m in event.matches)
+
+
+def token_text(tokenizer: Tokenizer, token_id: int) -> str:
+    return decode_text(tokenizer, [int(token_id)])
+
+
+def visible(text: str, limit: int = 10) -> str:
+    """Make whitespace visible and cut long labels (for tree labels and inspector chips)."""
+    shown = text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "·")
+    if not shown:
+        shown = "∅"
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def token_label(tokenizer: Tokenizer, token: int, limit: int = 10) -> str:
+    return visible(token_text(tokenizer, int(token)), limit)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"

@@ -1,0 +1,136 @@
+"""The verification forward's tree attention mask as a heatmap: which cached context, ancestors
+and itself each row verified in one step may see, with the position ids (`mask_view`, `mask_figure`).
+
+Built by the same `rest_core.drafting.tree.layout` the engine uses; Plotly is imported only to
+build the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rest_core.decode.events import StepEvent
+from rest_core.drafting.tree import layout
+from rest_core.ui.style import Tokenizer, esc, token_label
+
+N_CONTEXT_SHOWN = 4  # cached context columns drawn left of the tree in the mask figure
+MAX_MASK_NODES = 64  # the mask figure draws at most this many draft nodes (c is at most 64 here)
+
+
+@dataclass(frozen=True)
+class MaskView:
+    """The verification forward's attention pattern, as drawn.
+
+    z: (1 + N, k + 1 + N) int: 0 = hidden, 1 = cached context (every row sees it), 2 = the root or
+    an ancestor, 3 = the row itself. Rows: root + draft nodes; columns: the last k cached context
+    tokens, the root, the draft nodes. mask: the (1 + N, 1 + N) tree part, True = may attend.
+    """
+
+    z: np.ndarray
+    mask: np.ndarray
+    row_labels: tuple[str, ...]
+    col_labels: tuple[str, ...]
+    row_positions: tuple[int, ...]  # position ids of the rows (root position + depth)
+    col_positions: tuple[int, ...]
+    n_context: int  # k
+    hidden_nodes: int  # draft nodes beyond MAX_MASK_NODES, not drawn
+
+
+def mask_view(
+    event: StepEvent,
+    context: Sequence[int],
+    tokenizer: Tokenizer,
+    n_context: int = N_CONTEXT_SHOWN,
+    max_nodes: int = MAX_MASK_NODES,
+) -> MaskView:
+    """The mask of the step's verification forward, built by the same `rest_core.drafting.tree.layout`
+    the engine uses, with the last `n_context` cached tokens in front."""
+    draft = event.draft
+    if draft is not None and len(draft):
+        tree = layout(draft)
+        mask, offsets, tokens = tree.mask, tree.positions, tree.tokens.tolist()
+    else:
+        mask, offsets, tokens = np.ones((1, 1), bool), np.zeros(1, np.int64), []
+    hidden = max(0, len(tokens) - max_nodes)
+    q = min(len(tokens), max_nodes) + 1
+    mask, offsets, tokens = mask[:q, :q], offsets[:q], tokens[: q - 1]
+    root = int(context[-1])
+    root_pos = len(context) - 1  # the cache holds context[:-1]
+    cached = list(context[-1 - n_context : -1]) if len(context) > 1 else []
+    k = len(cached)
+    z = np.zeros((q, k + q), np.int64)
+    z[:, :k] = 1
+    z[:, k:] = np.where(mask, 2, 0)
+    z[np.arange(q), k + np.arange(q)] = 3
+    rows = [f"root {token_label(tokenizer, root)}"] + [
+        f"{i + 1}: {token_label(tokenizer, t)}" for i, t in enumerate(tokens)
+    ]
+    cols = [token_label(tokenizer, t) for t in cached] + rows
+    return MaskView(
+        z=z,
+        mask=mask.copy(),
+        row_labels=tuple(rows),
+        col_labels=tuple(cols),
+        row_positions=tuple(int(root_pos + o) for o in offsets),
+        col_positions=tuple(range(root_pos - k, root_pos)) + tuple(int(root_pos + o) for o in offsets),
+        n_context=k,
+        hidden_nodes=hidden,
+    )
+
+
+MASK_COLORS = ("#f3f4f6", "#93c5fd", "#16a34a", "#065f46")  # hidden, cached context, root/ancestor, itself
+
+
+def mask_figure(view: MaskView):
+    """Plotly heatmap of a MaskView: one row per token verified (its position id in brackets),
+    one column per token it could see (the position id under it); the last cached context
+    column is followed by a dotted line."""
+    import plotly.graph_objects as go
+
+    q, cols = view.z.shape
+    scale = []
+    for i, color in enumerate(MASK_COLORS):  # discrete colours for the values 0..3
+        scale += [[i / 4, color], [(i + 1) / 4, color]]
+    # Unique category names (the same token can sit in several rows), the position id under each.
+    cols_cat = [
+        f"{i}:{lab}<br><sub>{p}</sub>" for i, (lab, p) in enumerate(zip(map(esc, view.col_labels), view.col_positions))
+    ]
+    rows_cat = [f"{esc(lab)} ({p})" for lab, p in zip(view.row_labels, view.row_positions)]
+    # No per-cell hover text: with c = 64 that is ~4,500 strings and most of the figure's cost;
+    # the colour bar names the four values instead.
+    fig = go.Figure(
+        go.Heatmap(
+            z=view.z,
+            x=cols_cat,
+            y=rows_cat,
+            zmin=0,
+            zmax=4,
+            colorscale=scale,
+            xgap=1,
+            ygap=1,
+            hovertemplate="row %{y}<br>column %{x}<extra></extra>",
+            colorbar=dict(
+                tickvals=[0.5, 1.5, 2.5, 3.5],
+                ticktext=["hidden", "cached context", "root / ancestor", "itself"],
+                thickness=10,
+                len=0.9,
+            ),
+        )
+    )
+    size = max(220, min(760, 60 + 18 * q))
+    fig.update_layout(
+        height=size,
+        margin=dict(l=10, r=10, t=10, b=10),
+        xaxis=dict(
+            type="category", side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True
+        ),
+        yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=9), fixedrange=True),
+        plot_bgcolor="rgba(0,0,0,0)",
+        paper_bgcolor="rgba(0,0,0,0)",
+    )
+    if view.n_context:
+        fig.add_vline(x=view.n_context - 0.5, line=dict(color="#374151", width=1.5, dash="dot"))
+    return fig

@@ -1,0 +1,257 @@
+"""The app's uploaded datastores: where they live, the background builds that make them and the
+server-wide bounds on both. No Gradio here (app.py wires the "Your corpus" panel to it).
+
+A session's stores live in its own folder under this server's uploads root (a fresh folder in
+`tempfile.gettempdir()`, removed at exit): `<root>/<session key>/store-<n>`. No name from the
+upload (file names, zip members, the store name typed in the page) is ever part of a path. With
+`publish_uploads` a store goes to `<root>/public/store-<n>` instead, where every session finds it.
+
+Builds run in a worker thread of the server process, not a child process: the tokenizer is
+already loaded (a child would load it again, seconds and hundreds of MB on a free 2-vCPU
+Space), cancelling is an Event the build checks between batches of ~256k characters, and the
+thread runs at a lower CPU priority (Linux: its own nice value) and sleeps a moment between
+batches while a generation holds the model, so chat keeps its pace.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rest_core.store.build import BuildCancelled
+from rest_core.store.files import UPLOAD_LIMITS, ReadLimits
+from rest_core.store.uploads import BuildSummary, UploadProgress, build_from_files
+
+log = logging.getLogger("rest.app")
+
+BUILD_NICE = 10  # added to the build thread's nice value (Linux): generation keeps the CPU first
+YIELD_S = 0.02  # pause between two batches while a generation holds the model
+DISK_FACTOR = 2.0  # a store takes ~1.5x its text (uint16 tokens + int32 suffix array); kept wide
+RESERVED = ("context", "model", "none")  # source and choice names a store may not take
+_NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class UploadRefused(ValueError):
+    """An upload or build the server will not start: the message is for the page, one line."""
+
+
+@dataclass(frozen=True)
+class UploadLimits:
+    """What uploads may take (0 = no bound): per upload, per session and for the whole server."""
+
+    max_upload_mb: float = 20.0
+    max_stores_per_session: int = 3
+    max_concurrent_builds: int = 1
+    disk_mb: float = 500.0
+
+    def read_limits(self) -> ReadLimits:
+        return replace(UPLOAD_LIMITS, max_bytes=int(self.max_upload_mb * 1e6) if self.max_upload_mb else None)
+
+
+@dataclass
+class UploadJob:
+    """One build in the background: `done` is set when it ended; then `summary` or `error`."""
+
+    name: str
+    folder: Path  # the store's folder (written by the build; removed if it fails)
+    public: bool
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    progress: UploadProgress | None = None
+    summary: BuildSummary | None = None
+    error: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    thread: threading.Thread | None = None
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """Cancel the build and wait (a moment) for it to end and clean up."""
+        self.cancel.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(wait_s)
+
+
+def folder_size(path: Path) -> int:
+    """Bytes of the files under `path` (links not followed); 0 when it does not exist."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def store_name(typed: str | None, taken: Sequence[str], default: str = "my-corpus") -> str:
+    """The name a new store is shown under: what the user typed (letters, digits, . _ -, at
+    most 40), else `default`, made unique among `taken` with -2, -3, ... Never a path."""
+    base = _NAME_OK.sub("-", (typed or "").strip()).strip(".-")[:40] or default
+    if base.lower() in RESERVED:
+        raise UploadRefused(f"a datastore cannot be named {base!r}: choose another name")
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}-{k}", k + 1
+    return name
+
+
+def _lower_priority() -> None:
+    """This thread only (Linux: a thread is a task with its own nice value); elsewhere nothing."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + BUILD_NICE)
+    except (AttributeError, OSError):
+        pass
+
+
+class Uploads:
+    """The server's uploads: the root folder, the build slots and the disk budget."""
+
+    def __init__(self, limits: UploadLimits, publish: bool = False, root: Path | None = None) -> None:
+        self.limits = limits
+        self.publish = publish
+        self._root = root
+        self._lock = threading.Lock()
+        self._building = 0
+
+    @property
+    def root(self) -> Path:
+        """Created on first use, so a server nobody uploads to leaves no folder behind."""
+        with self._lock:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="rest-uploads-", dir=tempfile.gettempdir()))
+                atexit.register(shutil.rmtree, self._root, True)
+            return self._root
+
+    @property
+    def public_dir(self) -> Path:
+        return self.root / "public"
+
+    def session_dir(self, key: str) -> Path:
+        if not re.fullmatch(r"[0-9a-f]{8,64}", key):  # a session's uuid hex, never anything else
+            raise ValueError(f"not a session key: {key!r}")
+        return self.root / key
+
+    def remove_session(self, key: str) -> None:
+        """Delete a session's stores (its folder); published stores stay."""
+        if self._root is None:
+            return
+        shutil.rmtree(self.session_dir(key), ignore_errors=True)
+
+    @property
+    def building(self) -> int:
+        return self._building
+
+    def start(
+        self,
+        key: str,
+        name: str,
+        paths: Sequence[str],
+        names: Sequence[str],
+        pasted: str,
+        tokenizer: Any,
+        busy: Callable[[], bool] = lambda: False,
+    ) -> UploadJob:
+        """Start building a store from an upload in the background, or refuse (UploadRefused)
+        when the server is at its bounds. `busy()`: whether a generation is running now."""
+        size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p)) + len(
+            (pasted or "").encode("utf-8", "replace")
+        )
+        max_bytes = self.limits.read_limits().max_bytes
+        if max_bytes is not None and size > max_bytes:
+            raise UploadRefused(
+                f"the upload is {size / 1e6:.1f} MB; this server builds from at most {max_bytes / 1e6:g} MB at once"
+            )
+        with self._lock:
+            if self.limits.max_concurrent_builds and self._building >= self.limits.max_concurrent_builds:
+                raise UploadRefused("the server is building other users' corpora right now: try again in a minute")
+            if self.limits.disk_mb:
+                used = folder_size(self._root) if self._root is not None else 0
+                if used + DISK_FACTOR * size > self.limits.disk_mb * 1e6:
+                    raise UploadRefused(
+                        "the server's space for uploaded corpora is full: try again later, or upload less"
+                    )
+            self._building += 1
+        try:
+            parent = self.public_dir if self.publish else self.session_dir(key)
+            parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(tempfile.mkdtemp(prefix="store-", dir=parent))
+            folder.rmdir()  # build_datastore wants a path that does not exist yet
+            job = UploadJob(name, folder, self.publish)
+            job.thread = threading.Thread(
+                target=self._build,
+                args=(job, list(paths), list(names), pasted, tokenizer, busy),
+                daemon=True,
+                name="upload-build",
+            )
+            job.thread.start()
+        except BaseException:
+            self._release_slot()
+            raise
+        return job
+
+    def _release_slot(self) -> None:
+        with self._lock:
+            self._building -= 1
+
+    def _build(
+        self, job: UploadJob, paths: list[str], names: list[str], pasted: str, tokenizer: Any, busy: Callable[[], bool]
+    ) -> None:
+        _lower_priority()
+
+        def report(p: UploadProgress) -> None:
+            job.progress = p
+            if busy():  # let the generation have the interpreter between two batches
+                time.sleep(YIELD_S)
+
+        try:
+            job.summary = build_from_files(
+                paths,
+                job.folder,
+                tokenizer,
+                names=names,
+                pasted=pasted,
+                limits=self.limits.read_limits(),
+                progress=report,
+                cancel=job.cancel,
+            )
+        except BuildCancelled:
+            job.error = "the build was cancelled"
+        except Exception as exc:  # noqa: BLE001 - sorted below
+            if job.cancel.is_set():  # the session went and its folder with it, mid-batch
+                job.error = "the build was cancelled"
+            elif isinstance(exc, ValueError):  # refusals: one line for the page
+                job.error = str(exc)
+            else:  # a message in the page, the traceback in the terminal
+                log.error("upload build failed:\n%s", traceback.format_exc())
+                job.error = f"the build failed: {exc}"
+        finally:
+            if job.error is not None or job.cancel.is_set():
+                # Also a build that ended after its session was released: nothing of it stays.
+                shutil.rmtree(job.folder, ignore_errors=True)
+                if not job.public and job.cancel.is_set():
+                    try:
+                        job.folder.parent.rmdir()  # the session's folder, when this was all it held
+                    except OSError:
+                        pass
+            self._release_slot()
+            job.done.set()
+
+
+def build_tokenizer(tokenizer: Any) -> Any:
+    """A copy of the model's tokenizer for builds: a fast tokenizer used from two threads at once
+    can fail ("Already borrowed") when one of them changes its truncation or padding."""
+    try:
+        return copy.deepcopy(tokenizer)
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot be copied is shared
+        return tokenizer
