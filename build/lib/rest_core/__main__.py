@@ -1,4 +1,0 @@
-from rest_core.cli import main
-
-if __name__ == "__main__":
-    raise SystemExit(main())
