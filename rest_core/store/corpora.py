@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -127,11 +128,38 @@ def from_strings(texts: Iterable[str], description: str = "list of strings", *, 
     return Corpus(description, read, total=len(texts))
 
 
-def _read_text(path: Path, stats: ReadStats) -> str | None:
+def unread_reason(path: Path) -> str | None:
+    """Why a listed file is not to be read, without opening it: "not a regular file" for a FIFO,
+    socket or device (reading one may block forever or never end); None for a regular file or a
+    link to one."""
     try:
-        data = path.read_bytes()
+        mode = os.stat(path).st_mode
     except OSError:
-        stats.skip("unreadable file")
+        return "unreadable file"
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def read_regular_file(path: Path, stats: ReadStats) -> bytes | None:
+    """The bytes of a regular file (or a link to one). Anything else is skipped and counted (see
+    `unread_reason`), never opened; one swapped for a FIFO since is opened without blocking and
+    left unread."""
+    reason = unread_reason(path)
+    if reason is None:
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            with os.fdopen(os.open(path, flags), "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return f.read()
+            reason = "not a regular file"
+        except OSError:
+            reason = "unreadable file"
+    stats.skip(reason)
+    return None
+
+
+def _read_text(path: Path, stats: ReadStats) -> str | None:
+    data = read_regular_file(path, stats)
+    if data is None:
         return None
     try:
         return data.decode("utf-8")
@@ -158,6 +186,12 @@ def read_text_files(
     for p in paths:
         if not p.is_file():
             raise CorpusError(f"not a file: {p}")
+    return _text_files(paths, description, names)
+
+
+def _text_files(paths: list[Path], description: str | None, names: Sequence[str] | None) -> Corpus:
+    """`read_text_files` without the check: what a folder listing found, read or skipped and
+    counted file by file."""
     names = list(names) if names is not None else [p.name for p in paths]
 
     def read(stats: ReadStats) -> Iterator[Document]:
@@ -230,7 +264,8 @@ def read_source_folder(
     *,
     exclude_names: Iterable[str] = BENCHMARK_NAME_PATTERNS,
 ) -> Corpus:
-    """Every file under `folder` (recursively) matching the glob `pattern` is one document."""
+    """Every file under `folder` (recursively) matching the glob `pattern` is one document; a
+    FIFO, socket or device is skipped and counted, never opened."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CorpusError(f"not a folder: {folder}")
@@ -238,6 +273,6 @@ def read_source_folder(
     if not files:
         raise CorpusError(f"no files matching {pattern!r} under {folder}")
     names = [p.relative_to(folder).as_posix() for p in files]
-    corpus = read_text_files(files, description=f"files {pattern} under {folder} ({len(files)} files)", names=names)
+    corpus = _text_files(files, f"files {pattern} under {folder} ({len(files)} files)", names)
     corpus.info = {"kind": "folder", "folder": str(folder), "glob": pattern, "n_files": len(files)}
     return corpus

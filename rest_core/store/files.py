@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rest_core.store.corpora import BENCHMARK_NAME_PATTERNS, Corpus, CorpusError, Document, ReadStats, list_source_files
+from rest_core.store.corpora import (
+    BENCHMARK_NAME_PATTERNS,
+    Corpus,
+    CorpusError,
+    Document,
+    ReadStats,
+    list_source_files,
+    read_regular_file,
+    unread_reason,
+)
 from rest_core.store.json_records import json_stream_records, jsonl_values, record_documents
 
 
@@ -208,6 +217,8 @@ def _declared_bytes(path: Path) -> int:
     sizes (read from the central directory; the actual reads are bounded again)."""
     import zipfile
 
+    if unread_reason(path) is not None:
+        return 0  # skipped when read, never opened
     if path.name.lower().endswith(ZIP_SUFFIXES):
         try:
             with zipfile.ZipFile(path) as zf:
@@ -227,8 +238,8 @@ def read_files(
     assistant_only: bool = True,
 ) -> Corpus:
     """What a user brings: files (each read by `file_documents`), folders (every file under
-    them, hidden ones and __pycache__ left out; `pattern` narrows it) and .zip archives (their
-    members, read in memory). `names` are the display names of `paths` (e.g. an upload's
+    them, hidden ones and __pycache__ left out; `pattern` narrows it; FIFOs, sockets and devices
+    skipped and counted, never opened) and .zip archives (their members, read in memory). `names` are the display names of `paths` (e.g. an upload's
     original file names; default: the file names). Raises CorpusError at once for nothing to
     read, a missing path, or more than `limits` allow by the declared sizes; while reading, for
     a zip bomb or sizes that lied."""
@@ -259,14 +270,16 @@ def read_files(
     def read(stats: ReadStats) -> Iterator[Document]:
         allowance = _Allowance(limits)
         for name, p in items:
+            reason = unread_reason(p)
+            if reason is not None:  # a FIFO, socket or device in a folder: never opened
+                stats.skip(reason)
+                continue
             if name.lower().endswith(ZIP_SUFFIXES):
                 yield from _zip_documents(name, p, stats, allowance, pattern, **record_args)
                 continue
             allowance.add_file()
-            try:
-                data = p.read_bytes()
-            except OSError:
-                stats.skip("unreadable file")
+            data = read_regular_file(p, stats)
+            if data is None:
                 continue
             allowance.add_bytes(len(data), name)
             yield from file_documents(name, data, stats, **record_args)

@@ -1,0 +1,49 @@
+"""What a folder or a source may hold besides text files: FIFOs, sockets, devices and links to
+nothing are skipped and counted (inside a folder) or refused (as the source), never read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rest_core.store.datastore import Datastore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+
+# `python -m rest_core` with the char tokenizer for `--model fake`: a real process, so a read
+# that blocks is killed by the timeout instead of hanging the test run.
+CLI = (
+    "import sys\n"
+    "import rest_core.decode.models as models\n"
+    "from tests.store.test_datastore import CharTokenizer\n"
+    "models.load_tokenizer = lambda spec=None: CharTokenizer(300, name='fake')\n"
+    "from rest_core.cli import main\n"
+    "raise SystemExit(main(sys.argv[1:]))\n"
+)
+
+
+def run_build(source: Path, out: Path, *extra: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    args = ["datastore", "build", "--source", str(source), "--out", str(out), "--model", "fake", "--quiet", *extra]
+    return subprocess.run([sys.executable, "-c", CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@needs_fifo
+@pytest.mark.parametrize("glob", [[], ["--glob", "*"]], ids=["every-file", "glob"])
+def test_cli_build_skips_a_fifo_in_the_folder(tmp_path, glob):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("some text")
+    os.mkfifo(src / "pipe.txt")  # nobody writes to it: opening it to read would block forever
+    out = tmp_path / "ds"
+    done = run_build(src, out, *glob)
+    assert done.returncode == 0, done.stderr
+    assert "skipped: 1 not a regular file" in done.stdout
+    ds = Datastore.open(out)
+    assert [ds.documents.name(i) for i in range(len(ds.documents))] == ["a.txt"]
+    assert ds.meta["read_stats"]["skipped_by_reason"] == {"not a regular file": 1}
