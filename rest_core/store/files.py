@@ -241,8 +241,8 @@ def read_files(
     them, hidden ones and __pycache__ left out; `pattern` narrows it; FIFOs, sockets, devices
     and links to nothing skipped and counted, never opened) and .zip archives (their members, read in memory). `names` are the display names of `paths` (e.g. an upload's
     original file names; default: the file names). Raises CorpusError at once for nothing to
-    read, a missing path, or more than `limits` allow by the declared sizes; while reading, for
-    a zip bomb or sizes that lied."""
+    read, a missing path, a FIFO, socket or device, or more than `limits` allow by the declared
+    sizes; while reading, for a zip bomb or sizes that lied."""
     paths = [Path(p) for p in paths]
     if not paths:
         raise CorpusError("nothing to read: no files given")
@@ -258,6 +258,8 @@ def read_files(
             items += [(f.relative_to(p).as_posix(), f) for f in files]  # named relative to the folder
         elif p.is_file():
             items.append((name, p))
+        elif p.exists():  # a FIFO, socket or device: never opened
+            raise CorpusError(f"{name}: not a regular file or folder")
         else:
             raise CorpusError(f"not found: {name}")
     if limits.max_files is not None and len(items) > limits.max_files:

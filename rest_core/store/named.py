@@ -169,6 +169,8 @@ def open_source(
     path = Path(source)
     if not path.exists():
         raise CorpusError(f"source not found: {source} (expected 'code', 'chat', a file or a folder)")
+    if not (path.is_file() or path.is_dir()):  # a FIFO, socket or device: never opened
+        raise CorpusError(f"{source}: not a regular file or folder")
     name = path.name.lower()
     if path.is_file() and (name.endswith(JSONL_SUFFIXES) or name.endswith(JSON_SUFFIXES)):
         return read_json_file(path, text_field=text_field, assistant_only=assistant_only)  # streamed: may be large

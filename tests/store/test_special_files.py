@@ -4,6 +4,7 @@ nothing are skipped and counted (inside a folder) or refused (as the source), ne
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,34 @@ def test_cli_build_skips_a_dangling_link_in_the_folder(tmp_path, glob, fake_mode
     ds = Datastore.open(out)
     assert [ds.documents.name(i) for i in range(len(ds.documents))] == ["a.txt"]
     assert ds.meta["read_stats"]["skipped_by_reason"] == {"broken link": 1}
+
+
+def special_sources(tmp_path: Path) -> list[Path]:
+    """A FIFO nobody writes to and, where there is one, /dev/zero (a device that never ends)."""
+    sources = []
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.jsonl")
+        sources.append(tmp_path / "pipe.jsonl")
+    if Path("/dev/zero").exists():
+        sources.append(Path("/dev/zero"))
+    if not sources:
+        pytest.skip("neither FIFOs nor /dev/zero on this platform")
+    return sources
+
+
+def test_cli_refuses_a_fifo_or_device_as_the_source(tmp_path):
+    for source in special_sources(tmp_path):
+        out = tmp_path / f"ds-{source.name}"
+        done = run_build(source, out)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == f"error: {source}: not a regular file or folder"
+        assert not out.exists()
+
+
+def test_read_files_refuses_a_fifo_or_device(tmp_path):
+    from rest_core.store.corpora import CorpusError
+    from rest_core.store.files import read_files
+
+    for source in special_sources(tmp_path):
+        with pytest.raises(CorpusError, match=f"^{re.escape(source.name)}: not a regular file or folder$"):
+            read_files([source])
