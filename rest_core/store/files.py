@@ -228,6 +228,25 @@ def _declared_bytes(path: Path) -> int:
     return path.stat().st_size
 
 
+def _items(paths: list[Path], names: list[str], pattern: str | None) -> list[tuple[str, Path]]:
+    """(display name, file) for each file given and each file listed under a folder given (named
+    relative to it); CorpusError for a link, a FIFO, socket or device, or a missing path."""
+    items: list[tuple[str, Path]] = []
+    for p, name in zip(paths, names):
+        if p.is_symlink() and not p.is_dir():
+            raise CorpusError(f"{name}: a link, not a file")
+        if p.is_dir():
+            files = list_source_files([p], pattern or "*", exclude_names=BENCHMARK_NAME_PATTERNS)
+            items += [(f.relative_to(p).as_posix(), f) for f in files]
+        elif p.is_file():
+            items.append((name, p))
+        elif p.exists():  # a FIFO, socket or device: never opened
+            raise CorpusError(f"{name}: not a regular file or folder")
+        else:
+            raise CorpusError(f"not found: {name}")
+    return items
+
+
 def read_files(
     paths: Sequence[str | os.PathLike],
     *,
@@ -239,29 +258,18 @@ def read_files(
 ) -> Corpus:
     """What a user brings: files (each read by `file_documents`), folders (every file under
     them, hidden ones and __pycache__ left out; `pattern` narrows it; FIFOs, sockets, devices
-    and links to nothing skipped and counted, never opened) and .zip archives (their members, read in memory). `names` are the display names of `paths` (e.g. an upload's
-    original file names; default: the file names). Raises CorpusError at once for nothing to
-    read, a missing path, a FIFO, socket or device, or more than `limits` allow by the declared
-    sizes; while reading, for a zip bomb or sizes that lied."""
+    and links to nothing skipped and counted, never opened) and .zip archives (their members,
+    read in memory). `names` are the display names of `paths` (e.g. an upload's original file
+    names; default: the file names). Raises CorpusError at once for nothing to read, a missing
+    path, a FIFO, socket or device, or more than `limits` allow by the declared sizes; while
+    reading, for a zip bomb or sizes that lied."""
     paths = [Path(p) for p in paths]
     if not paths:
         raise CorpusError("nothing to read: no files given")
     names = list(names) if names is not None else [p.name for p in paths]
     if len(names) != len(paths):
         raise CorpusError(f"{len(names)} names for {len(paths)} files")
-    items: list[tuple[str, Path]] = []  # (display name, file)
-    for p, name in zip(paths, names):
-        if p.is_symlink() and not p.is_dir():
-            raise CorpusError(f"{name}: a link, not a file")
-        if p.is_dir():
-            files = list_source_files([p], pattern or "*", exclude_names=BENCHMARK_NAME_PATTERNS)
-            items += [(f.relative_to(p).as_posix(), f) for f in files]  # named relative to the folder
-        elif p.is_file():
-            items.append((name, p))
-        elif p.exists():  # a FIFO, socket or device: never opened
-            raise CorpusError(f"{name}: not a regular file or folder")
-        else:
-            raise CorpusError(f"not found: {name}")
+    items = _items(paths, names, pattern)
     if limits.max_files is not None and len(items) > limits.max_files:
         raise CorpusError(f"too many files: {len(items):,}, the limit is {limits.max_files:,}")
     declared = sum(_declared_bytes(p) for _, p in items)
