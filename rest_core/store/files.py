@@ -22,6 +22,7 @@ from rest_core.store.corpora import (
     CorpusError,
     Document,
     ReadStats,
+    decode_text,
     list_source_files,
     read_regular_file,
     unread_reason,
@@ -94,7 +95,8 @@ def file_documents(
 ) -> Iterator[Document]:
     """The documents in one file's bytes, by its name: .jsonl/.ndjson JSON Lines and .json JSON
     records (ShareGPT conversations or {text_field: ...}); anything else is one text document if
-    it is UTF-8 text. Binary and non-UTF-8 files are skipped and counted."""
+    it is text (`decode_text`: UTF-8, or UTF-16/UTF-32 with a byte order mark). Binary files and
+    files that do not decode are skipped and counted."""
     stats.files += 1
     stats.bytes_read += len(data)
     lower = name.lower()
@@ -107,13 +109,8 @@ def file_documents(
                 record, stats, text_field=text_field, assistant_only=assistant_only, name=f"{name}:{line}"
             )
         return
-    if b"\0" in data[:8192]:
-        stats.skip("binary file")
-        return
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        stats.skip("not UTF-8 text")
+    text = decode_text(data, stats)
+    if text is None:
         return
     if lower.endswith(".json"):
         records = json_stream_records(io.StringIO(text), stats)

@@ -161,7 +161,8 @@ def open_source(
     """A corpus from a command-line source: `code`, `chat`, a folder (every text file under it,
     or those matching `pattern`), a .zip archive (read like a folder, in memory), or a file
     (.jsonl[.gz]: JSON Lines; .json[.gz]: JSON array or ShareGPT, streamed; anything else: one
-    document if it is UTF-8 text). The same formats as an upload in the app (`read_files`)."""
+    document if it is text: UTF-8, or UTF-16/UTF-32 with a byte order mark). The same formats
+    as an upload in the app (`read_files`)."""
     if source == "code":
         return code_corpus(pattern or "*.py")
     if source == "chat":
