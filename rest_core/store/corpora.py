@@ -12,9 +12,11 @@ every complete record and reports the rest instead of failing halfway.
 
 from __future__ import annotations
 
+import codecs
 import fnmatch
 import io
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -127,12 +129,91 @@ def from_strings(texts: Iterable[str], description: str = "list of strings", *, 
     return Corpus(description, read, total=len(texts))
 
 
-def _read_text(path: Path, stats: ReadStats) -> str | None:
+def unread_reason(path: Path) -> str | None:
+    """Why a listed file is not to be read, without opening it: "not a regular file" for a FIFO,
+    socket or device (reading one may block forever or never end), "broken link" for a link to
+    nothing (or a loop of links); None for a regular file or a link to one."""
     try:
-        data = path.read_bytes()
+        mode = os.stat(path).st_mode
     except OSError:
-        stats.skip("unreadable file")
+        return "broken link" if os.path.islink(path) else "unreadable file"
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def read_regular_file(path: Path, stats: ReadStats) -> bytes | None:
+    """The bytes of a regular file (or a link to one). Anything else is skipped and counted (see
+    `unread_reason`), never opened; one swapped for a FIFO since is opened without blocking and
+    left unread."""
+    reason = unread_reason(path)
+    if reason is None:
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            with os.fdopen(os.open(path, flags), "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return f.read()
+            reason = "not a regular file"
+        except OSError:
+            reason = "unreadable file"
+    stats.skip(reason)
+    return None
+
+
+# Byte order marks and the codecs of the text they announce (each leaves its mark out of the
+# text); UTF-32 first: its little-endian mark begins with UTF-16's.
+BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def marked_text(data: bytes) -> str | None:
+    """The text of bytes that start with a byte order mark (UTF-8, UTF-16 or UTF-32, either byte
+    order) and decode by it, the mark left out; None without a mark, or for bytes that only begin
+    like one and do not decode (they are read as unmarked bytes)."""
+    for mark, codec in BYTE_ORDER_MARKS:
+        if data.startswith(mark):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def _unless_binary(text: str, stats: ReadStats) -> str | None:
+    if "\0" in text[:8192]:
+        stats.skip("binary file")
         return None
+    return text
+
+
+def decode_text(data: bytes, stats: ReadStats) -> str | None:
+    """A file's text: by its byte order mark (`marked_text`), else UTF-8. Binary data (a NUL near
+    the start) and bytes that do not decode are skipped and counted."""
+    text = marked_text(data)
+    if text is not None:
+        return _unless_binary(text, stats)
+    if b"\0" in data[:8192]:
+        stats.skip("binary file")
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.skip("not UTF-8 text")
+        return None
+
+
+def _read_text(path: Path, stats: ReadStats, *, marks: bool) -> str | None:
+    """A listed file's text: with `marks`, by its byte order mark if it has one (`marked_text`);
+    else UTF-8 (NULs and all), or a Python source's coding cookie."""
+    data = read_regular_file(path, stats)
+    if data is None:
+        return None
+    text = marked_text(data) if marks else None
+    if text is not None:
+        return _unless_binary(text, stats)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -153,18 +234,26 @@ def _read_text(path: Path, stats: ReadStats) -> str | None:
 def read_text_files(
     paths: Iterable[str | os.PathLike], description: str | None = None, *, names: Sequence[str] | None = None
 ) -> Corpus:
-    """Each file is one document, called names[i] (default: the file's name)."""
+    """Each file is one document, called names[i] (default: the file's name): UTF-8 text, or a
+    Python source in the encoding of its coding cookie (a byte order mark is not looked at:
+    Python reads no UTF-16 source)."""
     paths = [Path(p) for p in paths]
     for p in paths:
         if not p.is_file():
             raise CorpusError(f"not a file: {p}")
+    return _text_files(paths, description, names, marks=False)
+
+
+def _text_files(paths: list[Path], description: str | None, names: Sequence[str] | None, *, marks: bool) -> Corpus:
+    """`read_text_files` without the check: what a folder listing found, read or skipped and
+    counted file by file; with `marks`, text with a byte order mark is decoded by it."""
     names = list(names) if names is not None else [p.name for p in paths]
 
     def read(stats: ReadStats) -> Iterator[Document]:
         for p, name in zip(paths, names):
             stats.files += 1
             stats.records += 1
-            text = _read_text(p, stats)
+            text = _read_text(p, stats, marks=marks)
             if text is not None:
                 yield Document(name, text)
 
@@ -230,7 +319,9 @@ def read_source_folder(
     *,
     exclude_names: Iterable[str] = BENCHMARK_NAME_PATTERNS,
 ) -> Corpus:
-    """Every file under `folder` (recursively) matching the glob `pattern` is one document."""
+    """Every file under `folder` (recursively) matching the glob `pattern` is one document (UTF-8,
+    or UTF-16/UTF-32 with a byte order mark); a FIFO, socket or device is skipped and counted,
+    never opened, and so is a link to nothing."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CorpusError(f"not a folder: {folder}")
@@ -238,6 +329,6 @@ def read_source_folder(
     if not files:
         raise CorpusError(f"no files matching {pattern!r} under {folder}")
     names = [p.relative_to(folder).as_posix() for p in files]
-    corpus = read_text_files(files, description=f"files {pattern} under {folder} ({len(files)} files)", names=names)
+    corpus = _text_files(files, f"files {pattern} under {folder} ({len(files)} files)", names, marks=True)
     corpus.info = {"kind": "folder", "folder": str(folder), "glob": pattern, "n_files": len(files)}
     return corpus

@@ -16,7 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rest_core.store.corpora import BENCHMARK_NAME_PATTERNS, Corpus, CorpusError, Document, ReadStats, list_source_files
+from rest_core.store.corpora import (
+    BENCHMARK_NAME_PATTERNS,
+    Corpus,
+    CorpusError,
+    Document,
+    ReadStats,
+    decode_text,
+    list_source_files,
+    read_regular_file,
+    unread_reason,
+)
 from rest_core.store.json_records import json_stream_records, jsonl_values, record_documents
 
 
@@ -85,7 +95,8 @@ def file_documents(
 ) -> Iterator[Document]:
     """The documents in one file's bytes, by its name: .jsonl/.ndjson JSON Lines and .json JSON
     records (ShareGPT conversations or {text_field: ...}); anything else is one text document if
-    it is UTF-8 text. Binary and non-UTF-8 files are skipped and counted."""
+    it is text (`decode_text`: UTF-8, or UTF-16/UTF-32 with a byte order mark). Binary files and
+    files that do not decode are skipped and counted."""
     stats.files += 1
     stats.bytes_read += len(data)
     lower = name.lower()
@@ -98,13 +109,8 @@ def file_documents(
                 record, stats, text_field=text_field, assistant_only=assistant_only, name=f"{name}:{line}"
             )
         return
-    if b"\0" in data[:8192]:
-        stats.skip("binary file")
-        return
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        stats.skip("not UTF-8 text")
+    text = decode_text(data, stats)
+    if text is None:
         return
     if lower.endswith(".json"):
         records = json_stream_records(io.StringIO(text), stats)
@@ -208,6 +214,8 @@ def _declared_bytes(path: Path) -> int:
     sizes (read from the central directory; the actual reads are bounded again)."""
     import zipfile
 
+    if unread_reason(path) is not None:
+        return 0  # skipped when read, never opened
     if path.name.lower().endswith(ZIP_SUFFIXES):
         try:
             with zipfile.ZipFile(path) as zf:
@@ -215,6 +223,25 @@ def _declared_bytes(path: Path) -> int:
         except (zipfile.BadZipFile, OSError):
             return path.stat().st_size
     return path.stat().st_size
+
+
+def _items(paths: list[Path], names: list[str], pattern: str | None) -> list[tuple[str, Path]]:
+    """(display name, file) for each file given and each file listed under a folder given (named
+    relative to it); CorpusError for a link, a FIFO, socket or device, or a missing path."""
+    items: list[tuple[str, Path]] = []
+    for p, name in zip(paths, names):
+        if p.is_symlink() and not p.is_dir():
+            raise CorpusError(f"{name}: a link, not a file")
+        if p.is_dir():
+            files = list_source_files([p], pattern or "*", exclude_names=BENCHMARK_NAME_PATTERNS)
+            items += [(f.relative_to(p).as_posix(), f) for f in files]
+        elif p.is_file():
+            items.append((name, p))
+        elif p.exists():  # a FIFO, socket or device: never opened
+            raise CorpusError(f"{name}: not a regular file or folder")
+        else:
+            raise CorpusError(f"not found: {name}")
+    return items
 
 
 def read_files(
@@ -227,28 +254,19 @@ def read_files(
     assistant_only: bool = True,
 ) -> Corpus:
     """What a user brings: files (each read by `file_documents`), folders (every file under
-    them, hidden ones and __pycache__ left out; `pattern` narrows it) and .zip archives (their
-    members, read in memory). `names` are the display names of `paths` (e.g. an upload's
-    original file names; default: the file names). Raises CorpusError at once for nothing to
-    read, a missing path, or more than `limits` allow by the declared sizes; while reading, for
-    a zip bomb or sizes that lied."""
+    them, hidden ones and __pycache__ left out; `pattern` narrows it; FIFOs, sockets, devices
+    and links to nothing skipped and counted, never opened) and .zip archives (their members,
+    read in memory). `names` are the display names of `paths` (e.g. an upload's original file
+    names; default: the file names). Raises CorpusError at once for nothing to read, a missing
+    path, a FIFO, socket or device, or more than `limits` allow by the declared sizes; while
+    reading, for a zip bomb or sizes that lied."""
     paths = [Path(p) for p in paths]
     if not paths:
         raise CorpusError("nothing to read: no files given")
     names = list(names) if names is not None else [p.name for p in paths]
     if len(names) != len(paths):
         raise CorpusError(f"{len(names)} names for {len(paths)} files")
-    items: list[tuple[str, Path]] = []  # (display name, file)
-    for p, name in zip(paths, names):
-        if p.is_symlink() and not p.is_dir():
-            raise CorpusError(f"{name}: a link, not a file")
-        if p.is_dir():
-            files = list_source_files([p], pattern or "*", exclude_names=BENCHMARK_NAME_PATTERNS)
-            items += [(f.relative_to(p).as_posix(), f) for f in files]  # named relative to the folder
-        elif p.is_file():
-            items.append((name, p))
-        else:
-            raise CorpusError(f"not found: {name}")
+    items = _items(paths, names, pattern)
     if limits.max_files is not None and len(items) > limits.max_files:
         raise CorpusError(f"too many files: {len(items):,}, the limit is {limits.max_files:,}")
     declared = sum(_declared_bytes(p) for _, p in items)
@@ -259,14 +277,16 @@ def read_files(
     def read(stats: ReadStats) -> Iterator[Document]:
         allowance = _Allowance(limits)
         for name, p in items:
+            reason = unread_reason(p)
+            if reason is not None:  # a FIFO, socket or device in a folder: never opened
+                stats.skip(reason)
+                continue
             if name.lower().endswith(ZIP_SUFFIXES):
                 yield from _zip_documents(name, p, stats, allowance, pattern, **record_args)
                 continue
             allowance.add_file()
-            try:
-                data = p.read_bytes()
-            except OSError:
-                stats.skip("unreadable file")
+            data = read_regular_file(p, stats)
+            if data is None:
                 continue
             allowance.add_bytes(len(data), name)
             yield from file_documents(name, data, stats, **record_args)

@@ -161,7 +161,8 @@ def open_source(
     """A corpus from a command-line source: `code`, `chat`, a folder (every text file under it,
     or those matching `pattern`), a .zip archive (read like a folder, in memory), or a file
     (.jsonl[.gz]: JSON Lines; .json[.gz]: JSON array or ShareGPT, streamed; anything else: one
-    document if it is UTF-8 text). The same formats as an upload in the app (`read_files`)."""
+    document if it is text: UTF-8, or UTF-16/UTF-32 with a byte order mark). The same formats
+    as an upload in the app (`read_files`)."""
     if source == "code":
         return code_corpus(pattern or "*.py")
     if source == "chat":
@@ -169,6 +170,8 @@ def open_source(
     path = Path(source)
     if not path.exists():
         raise CorpusError(f"source not found: {source} (expected 'code', 'chat', a file or a folder)")
+    if not (path.is_file() or path.is_dir()):  # a FIFO, socket or device: never opened
+        raise CorpusError(f"{source}: not a regular file or folder")
     name = path.name.lower()
     if path.is_file() and (name.endswith(JSONL_SUFFIXES) or name.endswith(JSON_SUFFIXES)):
         return read_json_file(path, text_field=text_field, assistant_only=assistant_only)  # streamed: may be large
