@@ -49,8 +49,7 @@ except ImportError:  # anywhere else the decorator does nothing
     HAVE_SPACES = False
 
 
-QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
-BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
+QUEUE_SIZE = page.QUEUE_SIZE  # requests waiting for the model, all sessions together
 
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
@@ -333,13 +332,7 @@ class Handlers:
         """Validator of the generating events, run when a request is queued (before it waits):
         a session may have `max_jobs` generations queued or running, a second one is refused
         with a message instead of taking a place in the queue every user shares. One verdict per input."""
-        ok = [gr.validate(True, "") for _ in range(3 + len(knobs))]
-        if not isinstance(session, Session):
-            return ok
-        s = self.runtime.settings
-        if session.admit(s.max_jobs, page.job_horizon(s, QUEUE_SIZE)):
-            return ok
-        return [gr.validate(False, BUSY), *ok[1:]]  # shown on the message box
+        return teach_tab.verdicts(page.admit_job(self.runtime, session), 3 + len(knobs))  # shown on the message box
 
     @gpu
     def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:

@@ -156,6 +156,12 @@ def build() -> TeachPanel:
     return TeachPanel(pick=pick, note=note, accordion=accordion, stepper=stepper, **controls, **panels, **why)
 
 
+def verdicts(admitted: bool, n: int, shown_on: int = 0) -> list[dict]:
+    """A job validator's answer for its `n` inputs (app.py's too): all valid, or the refusal
+    page.BUSY shown on input `shown_on`."""
+    return [gr.validate(admitted or i != shown_on, "" if admitted or i != shown_on else page.BUSY) for i in range(n)]
+
+
 class TeachHandlers:
     """The guided examples' and the step-through's handlers; each step handler updates
     `TeachPanel.view_components()`."""
@@ -180,16 +186,31 @@ class TeachHandlers:
             t.stepper: v.stepper,
         }
 
+    def admit(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> list[dict]:
+        """Validator of Next step and Run to end: one job queued or running per session, as
+        Send's (page.admit_job); the refusal is shown on the message box."""
+        return verdicts(page.admit_job(self.runtime, session), 5 + len(knobs))
+
+    def admit_why(self, st: Any, session: Any, c: float) -> list[dict]:
+        """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
+        return verdicts(page.admit_job(self.runtime, session), 3, shown_on=2)
+
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
-        return self._show(
-            page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
-        )
+        try:
+            return self._show(
+                page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
+            )
+        finally:
+            page.job_done(session)
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
-        return self._show(
-            page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs)
-        )
+        """Run to end: every remaining step, within the server's time limit per request."""
+        move = page.run_to_end(self.runtime.settings.max_seconds)
+        try:
+            return self._show(page.advance(self.runtime, move, message, page.as_stepper(st), session, store, c, knobs))
+        finally:
+            page.job_done(session)
 
     def back(self, st: Any) -> dict:
         st = page.as_stepper(st)
@@ -203,7 +224,10 @@ class TeachHandlers:
 
     def why_c(self, st: Any, session: Any, c: float) -> dict:
         """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
-        fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
+        try:
+            fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
+        finally:
+            page.job_done(session)
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
 
@@ -224,14 +248,16 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     """The step-through's buttons and the guided examples onto their handlers."""
     knobs = list(ui.knobs.values())
     outs = t.view_components()
-    model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
+    # A step is a forward of the one model: queued with Send's jobs, one per session (h.admit).
+    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
     inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
     t.next.click(h.next, inputs, outs, **model)
     t.end.click(h.run_to_end, inputs, outs, **model)
     t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
     t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
     t.msg.submit(h.next, inputs, outs, **model)
-    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **model)
+    why = dict(model, validator=h.admit_why)
+    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,
         [t.pick, *knobs],

@@ -20,7 +20,7 @@ from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, values_in_order
 from rest_core.ui import answer_view, guided, phases, style, trie_view, why_c_view
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, selected_names
-from rest_core.ui.session import Session, status_html
+from rest_core.ui.session import Session, message_too_long, status_html, time_limit_note
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
 from rest_core.ui.upload_jobs import UploadJob
@@ -81,6 +81,9 @@ WHY_C_NOTE = (
 
 # ----------------------------------------------------------------------------------------------
 # Sessions and the pages that hold them
+
+QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
+BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
 
 
 def as_session(value: Any) -> Session:
@@ -144,6 +147,22 @@ def job_horizon(settings: Settings, queue_size: int) -> float:
     """The longest a generation can wait in a queue of `queue_size` and then run (seconds): a
     session's admissions older than this no longer count (Session.admit)."""
     return (queue_size + 1) * settings.max_seconds + 60 if settings.max_seconds else 3600.0
+
+
+def admit_job(runtime: Runtime, session: Any) -> bool:
+    """Whether `session` may queue one more job on the model (Send, Compare, a step, Run to end,
+    Why this c?): at most the server's max_jobs queued or running per session (Session.admit).
+    Asked when a request is queued, so a refused one never takes a place in the shared queue."""
+    if not isinstance(session, Session):
+        return True
+    s = runtime.settings
+    return session.admit(s.max_jobs, job_horizon(s, QUEUE_SIZE))
+
+
+def job_done(session: Any) -> None:
+    """An admitted job ended (finished, failed or cancelled)."""
+    if isinstance(session, Session):
+        session.job_done()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,17 +308,35 @@ def step_view(st: Stepper, status: str = "") -> StepView:
 
 
 def run_step(st: Stepper, action: Callable[[], Any]) -> StepView:
-    """Do `action` on the stepper and show where it got to; a failure is a message in the page."""
+    """Do `action` on the stepper and show where it got to; a failure is a message in the page,
+    and so is a note `action` returns (a string: why it stopped short)."""
     try:
-        action()
+        stopped = action()
     except (ConfigError, ValueError) as exc:
         return step_view(st, status_html(style.esc(str(exc)), "err"))
     except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
         log.error("step-through failed:\n%s", traceback.format_exc())
         st.close()
         return step_view(st, status_html(style.esc(f"step-through failed: {exc}"), "err"))
+    if isinstance(stopped, str) and stopped:
+        return step_view(st, status_html(style.esc(stopped), "warn"))
     note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
     return step_view(st, status_html(note) if note else "")
+
+
+def run_to_end(max_seconds: float) -> Callable[[Stepper], str]:
+    """Run to end's move: every remaining step, for at most `max_seconds` (0: no limit) as a
+    chat answer; returns the note when the limit stopped it ("" otherwise)."""
+
+    def move(st: Stepper) -> str:
+        if not st.run_to_end(max_seconds):
+            return ""
+        return (
+            f"Run to end {time_limit_note(max_seconds)}: the model is shared, so one request may use it for "
+            f"{max_seconds:g} s at most. Press Run to end again to go on."
+        )
+
+    return move
 
 
 def _new_answer(st: Stepper, message: str) -> bool:
@@ -318,14 +355,19 @@ def advance(
     c: float,
     knobs: Sequence[Any],
 ) -> StepView:
-    """Next step / Run to end (`move`): first starts an answer to the message, on the chosen stores
-    (this page's own uploads included), when none is under way."""
+    """Next step / Run to end (`move`, see run_step): first starts an answer to the message, on
+    the chosen stores (this page's own uploads included), when none is under way. A message
+    over the server's limit is refused before anything tokenizes it."""
+    new = _new_answer(st, message)
+    refused = message_too_long(message or "", runtime.settings.max_message_chars) if new else None
+    if refused:
+        return step_view(st, status_html(style.esc(refused), "warn"))
 
-    def act() -> None:
-        if _new_answer(st, message):
+    def act() -> Any:
+        if new:
             private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
             st.start(runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
-        move(st)
+        return move(st)
 
     return run_step(st, act)
 
@@ -337,16 +379,23 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
     events = list(st.events)
     if not events and getattr(session, "view", None) is not None:
         events = list(session.view.events)
+    limit = runtime.settings.max_seconds
     try:
         engine = runtime.engine(NO_STORE)
-        with runtime.lock:
-            curve = engine.forward_cost(STEP_C_MAX + 1)
+        with runtime.lock:  # the request's time limit, as Send's: larger sizes are extrapolated
+            curve = engine.forward_cost(STEP_C_MAX + 1, max_seconds=limit)
     except Exception as exc:  # noqa: BLE001
         log.error("cost curve failed:\n%s", traceback.format_exc())
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
     chosen = events[-1].c if events else int(c)
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-    return fig, f'<p class="tt-cap">{style.esc(why_c_view.why_c_caption(curve, events, chosen))}</p>'
+    caption = why_c_view.why_c_caption(curve, events, chosen)
+    if curve.sizes[-1] <= STEP_C_MAX:
+        caption += (
+            f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
+            "the cost past it is extrapolated."
+        )
+    return fig, f'<p class="tt-cap">{style.esc(caption)}</p>'
 
 
 @dataclass(frozen=True)

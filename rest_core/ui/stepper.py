@@ -9,6 +9,7 @@ blocks others between clicks. "Back" only moves through the steps already taken.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -125,12 +126,18 @@ class Stepper:
                 return True
             return False
 
-    def run_to_end(self) -> None:
-        """Take every remaining step and show the last."""
+    def run_to_end(self, max_seconds: float = 0.0) -> bool:
+        """Take every remaining step and show the last; with `max_seconds` (> 0) stop taking
+        steps once that long has passed. True when the limit stopped it before the end."""
+        deadline = time.monotonic() + max_seconds if max_seconds > 0 else None
         with self._lock:
+            cut = False
             while self._pull():
-                pass
+                if deadline is not None and time.monotonic() > deadline and not self.finished:
+                    cut = True
+                    break
             self.pos = len(self.events) - 1
+            return cut
 
     # -- what is shown --
 

@@ -1,0 +1,100 @@
+"""What a client of the HTTP API may send and take (issue 19): every endpoint that runs the model
+(Send, Compare, the step-through's Next step and Run to end, Why this c?) keeps to the per-session
+limits (one job queued or running, the message size, the seconds per request); odd input (lone
+surrogates, NaN, strings for booleans) is refused or cleaned, never a traceback or a broken
+session. The app is served on 127.0.0.1 with a scripted engine (tests/served_app.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rest_core.ui.settings import Settings
+from tests.app_fixtures import knob_args
+from tests.page.test_limits import CountingTokenizer
+from tests.served_app import serve
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client.exceptions import ValidationError  # noqa: E402
+
+MESSAGE = "add two numbers"
+C = 16  # the step-through's c
+HEADER, STATUS = 0, 8  # in the step handlers' outputs (TeachPanel.view_components)
+
+
+def step_args(message: str = MESSAGE, c=C, **knobs) -> list:
+    """/next and /run_to_end's inputs: the message, the store, c, the knobs."""
+    return [message, "chat", c, *knob_args(**knobs)]
+
+
+def wait_for_a_call(engine, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while not engine.calls and time.monotonic() < end:
+        time.sleep(0.01)
+    assert engine.calls, "the first request never reached the engine"
+
+
+def test_the_step_through_takes_one_job_per_session(scripted, tmp_path):
+    """One session filled the queue everyone shares with 33 /next requests: a step, Run to end
+    and Why this c? are jobs like Send; a second one while one is queued or running is refused."""
+    rt, engine = scripted
+    with serve(rt, tmp_path) as (client, _):
+        engine.step_s = 0.2  # Run to end takes a few seconds
+        first = client.submit(*step_args(), api_name="/run_to_end")
+        wait_for_a_call(engine)
+        for args, api in ((step_args(), "/next"), ([C], "/why_c"), (["hi", "chat", *knob_args()], "/respond")):
+            with pytest.raises(ValidationError, match="still queued or running"):
+                client.predict(*args, api_name=api)
+        assert "finished" in first.result()[HEADER] and len(engine.calls) == 1
+        # once it ended, the session may step again
+        assert "err" not in client.predict(*step_args("another one"), api_name="/next")[STATUS]
+        assert len(engine.calls) == 2
+
+
+def test_the_step_through_refuses_a_long_message_before_tokenizing_it(scripted, tmp_path):
+    rt, engine = scripted
+    engine.tokenizer = counting = CountingTokenizer(engine.tokenizer)
+    with serve(rt, tmp_path, Settings(max_message_chars=100)) as (client, _):
+        for api in ("/next", "/run_to_end"):
+            status = client.predict(*step_args("y" * 101), api_name=api)[STATUS]
+            assert "101 characters" in status and "at most 100" in status, status
+        assert counting.uses == 0 and engine.calls == []
+        # at the limit it is an ordinary message
+        assert "err" not in client.predict(*step_args("y" * 100), api_name="/next")[STATUS]
+        assert counting.uses > 0 and len(engine.calls) == 1
+
+
+def test_run_to_end_stops_at_the_time_limit(scripted, tmp_path):
+    """With --max-seconds 2, /run_to_end ran 5 s: it stops at the limit as Send does, the steps
+    taken so far kept and shown."""
+    rt, engine = scripted
+    with serve(rt, tmp_path, Settings(max_seconds=1)) as (client, _):
+        engine.step_s = 0.3  # 13 steps: about 4 s
+        started = time.monotonic()
+        out = client.predict(*step_args(), api_name="/run_to_end")
+        took = time.monotonic() - started
+        assert took < 2.5, took
+        assert "server limit" in out[STATUS] and "1 s" in out[STATUS], out[STATUS]
+        assert "Step " in out[HEADER] and "finished" not in out[HEADER]
+
+
+def test_why_c_keeps_to_the_time_limit(scripted, tmp_path, monkeypatch):
+    """Why this c? measures forwards of 1, 2, 4, ... 65 tokens; on a slow model it stops at the
+    limit with the sizes measured so far (its figure drawn from them)."""
+    from rest_core.decode import cost
+
+    slow = cost.tree_forward
+
+    def slow_forward(*args, **kwargs):  # every forward takes 0.15 s: the whole curve ~3.6 s
+        time.sleep(0.15)
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(cost, "tree_forward", slow_forward)
+    rt, _ = scripted
+    with serve(rt, tmp_path, Settings(max_seconds=0.5)) as (client, _):
+        started = time.monotonic()
+        figure, caption = client.predict(C, api_name="/why_c")
+        took = time.monotonic() - started
+    assert took < 2.2, took
+    assert figure is not None and "could not" not in caption
