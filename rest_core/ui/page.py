@@ -229,8 +229,9 @@ def build_corpus(
         yield CorpusStep(corpus_status("The page lost its session: reload it.", "err"))
         return
     paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
+    names = [style.clean_text(Path(p).name) for p in paths]  # shown in the page: valid text only
     try:
-        job = session.start_upload(runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
+        job = session.start_upload(runtime, paths, names, style.clean_text(pasted), style.clean_text(name))
     except ValueError as exc:  # a refusal: a message, never a traceback
         yield CorpusStep(corpus_status(style.esc(str(exc)), "warn"))
         return
@@ -358,6 +359,7 @@ def advance(
     """Next step / Run to end (`move`, see run_step): first starts an answer to the message, on
     the chosen stores (this page's own uploads included), when none is under way. A message
     over the server's limit is refused before anything tokenizes it."""
+    message = style.clean_text(message)
     new = _new_answer(st, message)
     refused = message_too_long(message or "", runtime.settings.max_message_chars) if new else None
     if refused:

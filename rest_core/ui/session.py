@@ -35,7 +35,7 @@ from rest_core.ui.inspector import inspector_html
 from rest_core.ui.run import Run
 from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.stats import stats_html
-from rest_core.ui.style import esc
+from rest_core.ui.style import clean_text, esc
 from rest_core.ui.trie_view import compact_event, empty_figure, trie_figure
 from rest_core.ui.upload_jobs import UploadJob, UploadRefused, store_name
 
@@ -233,11 +233,12 @@ class Session:
         """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
         `knobs`: knob name -> value (rest_core.knobs), `store`: the datastore chosen."""
         self.finish_turn("stopped")
-        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        message = clean_text(message)
+        refused = message_too_long(message, runtime.settings.max_message_chars)
         if refused:  # the box is emptied and the chat never holds it
             yield Update(status=status_html(esc(refused), "warn"), box="")
             return
-        message = (message or "").strip()
+        message = message.strip()
         if not message:
             yield Update(status=status_html("Type a message first.", "warn"))
             return
@@ -359,6 +360,7 @@ class Session:
     ) -> Iterator[Update]:
         """Compare: REST and plain decoding on the same prompt and settings, back to back, nothing
         rendered in between; yields status lines, then the comparison and the speed figure."""
+        message = clean_text(message)
         try:
             config, store = request_config(store, knobs, runtime.preset)
         except ConfigError as exc:
@@ -397,7 +399,7 @@ class Session:
         """Why Compare cannot start now (an answer is streaming, the message is too long), or None."""
         if self.active:
             return Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
-        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        refused = message_too_long(message, runtime.settings.max_message_chars)
         if refused:
             return Update(status=status_html(esc(refused), "warn"), box="")
         return None
@@ -405,7 +407,7 @@ class Session:
     def _compare_prompt(self, engine: Any, message: str) -> tuple[list[int], str] | None:
         """The prompt to compare on and how the status line names it: the message in the box, else
         the last answer's prompt; None when there is neither."""
-        typed = (message or "").strip()
+        typed = message.strip()
         if self.prompt_ids is not None and not typed:
             return self.prompt_ids, "the last prompt"
         if typed:

@@ -19,6 +19,7 @@ from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import request_config
+from rest_core.ui.style import clean_text
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
 
@@ -60,7 +61,7 @@ class Stepper:
         session `owner`). Nothing runs yet: the first `next()` prefills and takes step 1.
         Raises ConfigError / ValueError with a one-line message for bad input."""
         self.close()
-        message = (message or "").strip()
+        message = clean_text(message).strip()
         if not message:
             raise ValueError("Type a message to step through.")
         config, names = request_config(store, {**knobs, "c": int(c), "budget": "fixed"}, runtime.preset)

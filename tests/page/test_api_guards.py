@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 
 from rest_core.ui.settings import Settings
@@ -98,3 +99,45 @@ def test_why_c_keeps_to_the_time_limit(scripted, tmp_path, monkeypatch):
         took = time.monotonic() - started
     assert took < 2.2, took
     assert figure is not None and "could not" not in caption
+
+
+# ------------------------------------------------------------------ odd text: lone surrogates
+
+LONE = "a\ud800b"  # valid JSON ("\ud800"), not valid UTF-8: the page's JSON encoder refuses it
+
+
+@pytest.fixture
+def any_json(monkeypatch):
+    """The client sends what any JSON text may hold: escaped lone surrogates, NaN and Infinity
+    (httpx itself refuses to encode them; a hostile client writes its own JSON)."""
+    import json
+
+    import httpx._content
+
+    def encode_json(obj):
+        body = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=True).encode("ascii")
+        headers = {"Content-Length": str(len(body)), "Content-Type": "application/json"}
+        return headers, httpx._content.ByteStream(body)
+
+    monkeypatch.setattr(httpx._content, "encode_json", encode_json)
+
+
+def test_a_lone_surrogate_never_poisons_the_session(scripted, tmp_path, any_json):
+    """A lone surrogate in a message broke the session's stream for every later request; every
+    text a user sends (messages, the step-through's, pasted corpus, names) is cleaned on entry."""
+    rt, engine = scripted
+    with serve(rt, tmp_path) as (client, _):
+        chat, *_, status, box = client.predict(LONE, "chat", *knob_args(), api_name="/respond")
+        assert "a\ufffdb" in chat and "err" not in status
+        chat = client.predict(MESSAGE, "chat", *knob_args(), api_name="/respond")[0]  # the session goes on
+        assert chat.count('class="tok d') > 0 and "a\ufffdb" in chat
+        out = client.predict(*step_args(LONE), api_name="/next")
+        assert "err" not in out[STATUS] and "Step 1" in out[HEADER]
+        ((_, prompt), (_, step_prompt)) = [(c, engine.tokenizer.decode(c[0])) for c in engine.calls[::2]]
+        assert "a\ufffdb" in prompt and "a\ufffdb" in step_prompt
+        status = client.predict(None, "notes " + LONE * 50, "my\ud800notes", [], api_name="/build_corpus")[0]
+        assert "Built <b>my-notes</b>" in status, status
+        with pytest.raises(httpx.HTTPStatusError):  # not among the choices: refused when queued
+            client.predict(MESSAGE, ["my-notes", "chat\ud800"], *knob_args(), api_name="/respond")
+        status = client.predict(MESSAGE, ["my-notes"], *knob_args(), api_name="/respond")[5]
+        assert "err" not in status and len(engine.calls) == 4
