@@ -63,6 +63,8 @@ class Knob:
             if value not in self.choices:
                 raise ConfigError(f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}")
             return value
+        if isinstance(value, bool):  # a number widget never sends one: True is not 1 here
+            raise ConfigError(f"{self.name} must be a number, got {value!r}")
         try:
             x = float(value)
         except (TypeError, ValueError, OverflowError):

@@ -22,7 +22,7 @@ from rest_core.ui import answer_view, guided, phases, style, trie_view, why_c_vi
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, selected_names
 from rest_core.ui.session import Session, message_too_long, status_html, time_limit_note
 from rest_core.ui.settings import Settings
-from rest_core.ui.stepper import STEP_C_MAX, Stepper
+from rest_core.ui.stepper import STEP_C_MAX, Stepper, step_c
 from rest_core.ui.upload_jobs import UploadJob
 
 log = logging.getLogger("rest.app")
@@ -366,9 +366,10 @@ def advance(
         return step_view(st, status_html(style.esc(refused), "warn"))
 
     def act() -> Any:
+        budget = step_c(c)  # checked on every move: a bad c is a message, never a traceback
         if new:
             private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
-            st.start(runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
+            st.start(runtime, message, store, values_in_order(knobs), budget, private=private, owner=owner)
         return move(st)
 
     return run_step(st, act)
@@ -378,6 +379,10 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
     """Why this c?: the measured forward-cost curve and the expected speedup against c, over this
     answer's steps (or the last chat answer's): (figure, caption); the figure is None when the
     cost could not be measured (the caption then says why)."""
+    try:
+        asked = step_c(c)
+    except ConfigError as exc:
+        return None, status_html(style.esc(str(exc)), "err")
     events = list(st.events)
     if not events and getattr(session, "view", None) is not None:
         events = list(session.view.events)
@@ -389,7 +394,7 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
     except Exception as exc:  # noqa: BLE001
         log.error("cost curve failed:\n%s", traceback.format_exc())
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
-    chosen = events[-1].c if events else int(c)
+    chosen = events[-1].c if events else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
     caption = why_c_view.why_c_caption(curve, events, chosen)
     if curve.sizes[-1] <= STEP_C_MAX:

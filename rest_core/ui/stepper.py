@@ -17,11 +17,20 @@ from typing import Any
 
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
+from rest_core.knobs import BY_NAME
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import request_config
 from rest_core.ui.style import clean_text
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
+# The step-through's c: the c knob's checks (a finite whole number), its range 1..STEP_C_MAX.
+STEP_C = replace(BY_NAME["c"], maximum=STEP_C_MAX)
+
+
+def step_c(value: Any) -> int:
+    """The step-through's c as the page (or an API client) sent it, checked against STEP_C;
+    ConfigError with a one-line message naming c (NaN, inf, a string, 65, 2.5, True)."""
+    return STEP_C.parse(value)
 
 
 class Stepper:

@@ -141,3 +141,24 @@ def test_a_lone_surrogate_never_poisons_the_session(scripted, tmp_path, any_json
             client.predict(MESSAGE, ["my-notes", "chat\ud800"], *knob_args(), api_name="/respond")
         status = client.predict(MESSAGE, ["my-notes"], *knob_args(), api_name="/respond")[5]
         assert "err" not in status and len(engine.calls) == 4
+
+
+# ------------------------------------------------------------------ numbers and booleans
+
+
+@pytest.mark.parametrize("c", [float("nan"), float("inf"), "many", 0, 65, 2.5, True])
+def test_a_bad_step_c_is_refused_with_a_message(scripted, tmp_path, any_json, c):
+    """c = NaN showed 'cannot convert float NaN to integer': the step-through's c is checked
+    against its range (1..STEP_C_MAX) like every knob, on Next, Run to end and Why this c?."""
+    rt, engine = scripted
+    with serve(rt, tmp_path) as (client, _):
+        try:
+            outs = [client.predict(*step_args(c=c), api_name=api)[STATUS] for api in ("/next", "/run_to_end")]
+            outs.append(client.predict(c, api_name="/why_c")[1])
+        except httpx.HTTPStatusError as exc:  # or the widget refused it when it was queued
+            detail = exc.response.json()["detail"]
+            assert exc.response.status_code == 400 and ("imum value" in detail or "slider" in detail), detail
+            return
+    for status in outs:
+        assert "c must be" in status and "convert" not in status, status
+    assert engine.calls == []
