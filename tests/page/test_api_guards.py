@@ -162,3 +162,17 @@ def test_a_bad_step_c_is_refused_with_a_message(scripted, tmp_path, any_json, c)
     for status in outs:
         assert "c must be" in status and "convert" not in status, status
     assert engine.calls == []
+
+
+def test_a_checkbox_knob_takes_true_or_false_only(scripted, tmp_path):
+    """The string "no" for a checkbox knob was taken as True: it is refused, naming the knob."""
+    rt, engine = scripted
+    with serve(rt, tmp_path) as (client, _):
+        for value in ("no", "false", 0):
+            status = client.predict(MESSAGE, "chat", *knob_args(use_datastore=value), api_name="/respond")[5]
+            assert "use_datastore must be true or false" in status, status
+        status = client.predict(*step_args(use_context="no"), api_name="/next")[STATUS]
+        assert "use_context must be true or false" in status, status
+        assert engine.calls == []
+        client.predict(MESSAGE, "chat", *knob_args(use_datastore=False), api_name="/respond")
+        assert not engine.calls[-1][1].draft.use_datastore
