@@ -425,6 +425,8 @@ class Handlers:
         """Build: a datastore from the uploaded files and pasted text, in the background; the
         status line follows it, then the new store is selected and the file input emptied."""
         c = self.ui.corpus
+        self.pages.sweep()  # idle sessions' uploads go first: their disk is free for this one
+        self.pages.uploading(session)
         for step in page.build_corpus(self.runtime, session, files, pasted, name, current):
             if step.selected is None:
                 yield {c.status: step.status}

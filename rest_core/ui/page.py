@@ -9,6 +9,8 @@ components; a chat turn and the comparison are rest_core/ui/session.py's.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -87,8 +89,12 @@ BUSY = "Your previous request is still queued or running: wait for it to finish 
 
 
 def as_session(value: Any) -> Session:
-    """The page's session state; a fresh Session where the state was lost (or an API call sent none)."""
-    return value if isinstance(value, Session) else Session()
+    """The page's session state, used now; a fresh Session where the state was lost (or an API
+    call sent none)."""
+    if not isinstance(value, Session):
+        return Session()
+    value.touch()
+    return value
 
 
 class NotCopied:
@@ -114,20 +120,49 @@ class NotCopied:
 
 class OpenPages:
     """Which Session each open page holds (weakly), so that closing a page frees its data at once
-    (Gradio would keep a closed page's state for an hour)."""
+    (Gradio would keep a closed page's state for an hour); and the sessions that upload corpora,
+    freed once idle for the session TTL whatever endpoints they used (Gradio's state TTL counts
+    from the last update of the state, and a client of /build_corpus alone never updates it)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._open: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()  # page -> its Session
+        self._uploading: dict[str, Session] = {}  # key -> a session that built (or builds) corpora
+        self._lock = threading.Lock()
+        self._sweeper: threading.Thread | None = None
 
     def release(self, session: Any) -> Session:
-        """Clear, the session state's expiry and a closed page: free everything the session holds:
-        its conversation, events, saved KV cache and uploaded corpora (the same object stays the
-        page's state, empty)."""
+        """Clear, the session state's expiry, a closed page and idleness: free everything the
+        session holds: its conversation, events, saved KV cache and uploaded corpora (the same
+        object stays the page's state, empty)."""
         if not isinstance(session, Session):
             return Session()
+        with self._lock:
+            self._uploading.pop(session.key, None)
         session.release(self.runtime)
         return session
+
+    def uploading(self, session: Any) -> None:
+        """`session` builds a corpus: freed once idle for the session TTL (`sweep`, from a
+        thread started with the first one)."""
+        ttl = self.runtime.settings.session_ttl
+        if not isinstance(session, Session) or not ttl:
+            return
+        with self._lock:
+            self._uploading[session.key] = session
+            if self._sweeper is None:
+                self._sweeper = _start_sweeper(self, period_s=min(max(ttl / 4, 0.2), 30.0))
+
+    def sweep(self, now: float | None = None) -> list[Session]:
+        """Release the uploading sessions idle for longer than the session TTL; returns them."""
+        s = self.runtime.settings
+        horizon = job_horizon(s, QUEUE_SIZE)
+        with self._lock:
+            idle = [x for x in self._uploading.values() if s.session_ttl and x.idle_s(horizon, now) > s.session_ttl]
+        for session in idle:
+            log.info("session idle for over %g s: its uploads are deleted", s.session_ttl)
+            self.release(session)
+        return idle
 
     def opened(self, page: str | None, session: Any) -> None:
         if isinstance(session, Session) and page:
@@ -141,6 +176,24 @@ class OpenPages:
         log.info("page closed (%s): %s", page, f"released {len(freed)}" if freed else "no session held")
         for session in freed:
             self.release(session)
+
+
+def _start_sweeper(pages: OpenPages, period_s: float) -> threading.Thread:
+    """A daemon thread that sweeps `pages` every `period_s` seconds while they exist."""
+    ref = weakref.ref(pages)
+
+    def loop() -> None:
+        while (held := ref()) is not None:
+            try:
+                held.sweep()
+            except Exception:  # noqa: BLE001 - the next sweep tries again
+                log.error("session sweep failed:\n%s", traceback.format_exc())
+            del held
+            time.sleep(period_s)
+
+    thread = threading.Thread(target=loop, daemon=True, name="session-sweeper")
+    thread.start()
+    return thread
 
 
 def job_horizon(settings: Settings, queue_size: int) -> float:
@@ -174,6 +227,8 @@ def store_choices(
 ) -> tuple[list[str], list[str]]:
     """The datastore multi-select for a page: everyone's stores and this session's own (never
     another session's), and the selection: the user's choice while its stores exist."""
+    if isinstance(session, Session):
+        session.touch()
     names = session.store_choices(runtime) if isinstance(session, Session) else runtime.store_names()
     return choose_stores(names, current, default_first)
 
@@ -228,6 +283,7 @@ def build_corpus(
     if not isinstance(session, Session):
         yield CorpusStep(corpus_status("The page lost its session: reload it.", "err"))
         return
+    session.touch()
     paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
     names = [style.clean_text(Path(p).name) for p in paths]  # shown in the page: valid text only
     try:
@@ -243,6 +299,7 @@ def build_corpus(
         if session.build is not job:  # released (Clear, the page closed): it was cancelled
             return
         yield CorpusStep(progress_html(job))
+    session.touch()  # idle from the build's end, not its start
     if session.build is not job:
         return
     try:

@@ -151,12 +151,13 @@ class Session:
     uploads: dict[str, Path] = field(default_factory=dict)
     build: UploadJob | None = None  # the upload build in progress (or just ended)
     published: int = 0  # stores this session published (--publish-uploads): they count to its limit
+    last_used: float = field(default_factory=time.monotonic)  # when a request last used it (touch)
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more generation unless `max_jobs` (0: no limit) are queued or running
         already. A job the queue dropped unrun (cancelled while waiting) never reports back:
         admissions older than `horizon_s` (the longest a job can wait and run) no longer count."""
-        now = time.monotonic()
+        now = self.last_used = time.monotonic()
         self.jobs = [t for t in self.jobs if now - t < horizon_s]
         if max_jobs and len(self.jobs) >= max_jobs:
             return False
@@ -164,8 +165,21 @@ class Session:
         return True
 
     def job_done(self) -> None:
+        self.touch()
         if self.jobs:
             self.jobs.pop(0)
+
+    def touch(self) -> None:
+        """A request used this session (its idle time starts again)."""
+        self.last_used = time.monotonic()
+
+    def idle_s(self, horizon_s: float, now: float | None = None) -> float:
+        """Seconds since a request last used this session; 0 while it has work under way (an
+        answer streaming, a build, a job admitted less than `horizon_s` ago)."""
+        now = time.monotonic() if now is None else now
+        building = self.build is not None and not self.build.done.is_set()
+        waiting = bool(self.jobs) and now - self.jobs[-1] < horizon_s
+        return 0.0 if self.active or building or waiting else now - self.last_used
 
     def release(self, runtime: Runtime | None = None) -> None:
         """Forget everything (Clear, or the state expired): the run, the conversation, the

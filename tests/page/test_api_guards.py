@@ -176,3 +176,28 @@ def test_a_checkbox_knob_takes_true_or_false_only(scripted, tmp_path):
         assert engine.calls == []
         client.predict(MESSAGE, "chat", *knob_args(use_datastore=False), api_name="/respond")
         assert not engine.calls[-1][1].draft.use_datastore
+
+
+# ------------------------------------------------------------------ uploads: lifetime
+
+
+def test_uploads_of_an_api_only_session_expire_after_the_session_ttl(scripted, tmp_path):
+    """A session that only calls /build_corpus never updates its state, so Gradio's state TTL
+    never started and its stores stayed (and stayed usable) until a restart: a session's
+    uploads go after session_ttl without any request, whatever endpoints it used."""
+    rt, engine = scripted
+    with serve(rt, tmp_path, Settings(session_ttl=2)) as (client, built):
+        status = client.predict(None, "notes " * 200, "notes", [], api_name="/build_corpus")[0]
+        assert "Built <b>notes</b>" in status, status
+        session = built.handlers._held_session(client.session_hash)
+        folder = session.uploads["notes"]
+        step = [MESSAGE, ["notes"], C, *knob_args()]
+        for k in range(4):  # in use (endpoints that never update the session's state): kept past the TTL
+            time.sleep(0.7)
+            status = client.predict(f"{k}: {MESSAGE}", *step[1:], api_name="/next")[STATUS]
+            assert "err" not in status, status
+        assert folder.is_dir()
+        time.sleep(3.5)  # idle past the TTL: gone without any request
+        assert not folder.exists() and not folder.parent.exists() and session.uploads == {}
+        status = client.predict("again", *step[1:], api_name="/next")[STATUS]
+        assert "is not built" in status, status

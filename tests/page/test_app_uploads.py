@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import tempfile
+import time
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -109,6 +110,22 @@ def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
     assert job.done.wait(120) and job.error == "the build was cancelled"
     assert not job.folder.exists() and not rt.uploads.session_dir(session.key).exists()
     assert rt.uploads.building == 0  # its build slot is free again
+
+
+def test_idle_sessions_lose_their_uploads_busy_ones_keep_them(tmp_path):
+    """The sweep (a thread, and every build's start) releases the sessions that uploaded and
+    have been idle past the session TTL; one with an answer streaming or a build is not idle."""
+    rt = tiny(tmp_path, session_ttl=5)
+    h = handlers(rt)
+    session = Session()
+    assert "Built" in status_of(h, build(h, session, pasted=NOTES, name="notes"))
+    folder, now = session.uploads["notes"], time.monotonic()
+    assert h.pages.sweep(now + 4) == [] and folder.is_dir()
+    session.active = True  # an answer streams
+    assert h.pages.sweep(now + 60) == [] and folder.is_dir()
+    session.active = False
+    assert h.pages.sweep(now + 60) == [session] and not folder.exists() and session.uploads == {}
+    assert h.pages.sweep(now + 120) == []  # released once
 
 
 # ------------------------------------------------------------------ refusals: messages, never tracebacks
