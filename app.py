@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +34,7 @@ from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec
 from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.stats import stats_html
+from rest_core.ui.upload_jobs import remove_stale_roots
 
 ASSETS = ROOT / "assets"
 
@@ -519,8 +521,16 @@ def head_html() -> str:
 demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 
 
+def _exit_cleanly(signum: int, frame: Any) -> None:
+    """SIGTERM (docker stop, systemd, a Space restart): exit as Ctrl-C does, so that the exit
+    handlers run (they remove this instance's uploads folder: private uploads never stay)."""
+    raise SystemExit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    remove_stale_roots()  # uploads folders of instances killed before their exit could
     settings = parse_args(argv, os.environ, have_spaces=HAVE_SPACES)
     settings = replace(
         settings, model=model_spec(settings.model)

@@ -1,8 +1,10 @@
 """The app's uploaded datastores: where they live, the background builds that make them and the
 server-wide bounds on both. No Gradio here (app.py wires the "Your corpus" panel to it).
 
-A session's stores live in its own folder under this server's uploads root (a fresh folder in
-`tempfile.gettempdir()`, removed at exit): `<root>/<session key>/store-<n>`. No name from the
+A session's stores live in its own folder under this server's uploads root (a fresh folder
+`rest-uploads-<pid>-<random>` in `tempfile.gettempdir()`, locked while its process runs and
+removed at exit; app.py also exits cleanly on SIGTERM, and at start removes the roots of
+instances killed before their exit: `remove_stale_roots`): `<root>/<session key>/store-<n>`. No name from the
 upload (file names, zip members, the store name typed in the page) is ever part of a path. With
 `publish_uploads` a store goes to `<root>/public/store-<n>` instead, where every session finds it.
 
@@ -21,6 +23,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -41,6 +44,10 @@ YIELD_S = 0.02  # pause between two batches while a generation holds the model
 DISK_FACTOR = 2.0  # a store takes ~1.5x its text (uint16 tokens + int32 suffix array); kept wide
 RESERVED = ("context", "model", "none")  # source and choice names a store may not take
 _NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
+# This server's uploads root: <temp dir>/rest-uploads-<pid>-<random>, locked by its process.
+ROOT_PREFIX = "rest-uploads-"
+_ROOT_NAME = re.compile(r"rest-uploads-(\d+)-[A-Za-z0-9_]+")
+LOCK_NAME = ".owner.lock"
 
 
 class UploadRefused(ValueError):
@@ -114,6 +121,66 @@ def _lower_priority() -> None:
         pass
 
 
+def _hold_lock(path: Path) -> Any:
+    """An exclusive lock on `path`, held until this process ends (the open file is returned and
+    must be kept); None where there is no flock (the folder's pid alone then says who owns it)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    f = open(path, "w")  # held open for the process's lifetime
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return f
+
+
+def _owner_gone(folder: Path, pid: int) -> bool:
+    """Whether the instance that made uploads root `folder` no longer runs: its pid is not
+    running (or is not ours to signal: then it counts as running) and nobody holds its lock."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+        return False
+    except PermissionError:
+        return False
+    except ProcessLookupError:
+        pass
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        with open(folder / LOCK_NAME, "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
+    except FileNotFoundError:
+        return True
+    except OSError:  # held: a live instance (in another pid namespace) owns it
+        return False
+    return True
+
+
+def remove_stale_roots(parent: Path | None = None) -> list[Path]:
+    """Delete the uploads roots that instances of this app left in `parent` (default: the temp
+    dir) when they were killed before their exit could: folders named rest-uploads-<pid>-<random>,
+    owned by this user, whose process is gone (_owner_gone). A running instance's folder, a
+    link, a file and any other name are left alone. Returns the folders removed."""
+    parent = Path(tempfile.gettempdir()) if parent is None else parent
+    removed = []
+    for path in parent.glob(f"{ROOT_PREFIX}*"):
+        m = _ROOT_NAME.fullmatch(path.name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if m is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        if _owner_gone(path, int(m.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            log.info("removed the uploads folder %s of an instance that is gone", path)
+    return removed
+
+
 class Uploads:
     """The server's uploads: the root folder, the build slots and the disk budget."""
 
@@ -121,15 +188,18 @@ class Uploads:
         self.limits = limits
         self.publish = publish
         self._root = root
+        self._owner_lock: Any = None  # the root's lock file, open while this process runs
         self._lock = threading.Lock()
         self._building = 0
 
     @property
     def root(self) -> Path:
-        """Created on first use, so a server nobody uploads to leaves no folder behind."""
+        """Created on first use, so a server nobody uploads to leaves no folder behind; named
+        after this process and locked while it runs (remove_stale_roots), removed at exit."""
         with self._lock:
             if self._root is None:
-                self._root = Path(tempfile.mkdtemp(prefix="rest-uploads-", dir=tempfile.gettempdir()))
+                self._root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=tempfile.gettempdir()))
+                self._owner_lock = _hold_lock(self._root / LOCK_NAME)
                 atexit.register(shutil.rmtree, self._root, True)
             return self._root
 

@@ -89,3 +89,24 @@ def test_device_type_never_imports_torch():
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_stale_uploads_roots_go_only_when_their_instance_is_gone(tmp_path):
+    """An uploads root of an instance killed with SIGKILL is removed at the next start; one whose
+    pid runs, or whose lock is held (a live instance in another pid namespace), or that is a link
+    or named otherwise, is left alone."""
+    import os
+
+    from rest_core.ui.upload_jobs import LOCK_NAME, _hold_lock, remove_stale_roots
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    gone, locked, alive = (tmp_path / f"rest-uploads-{pid}-{tag}" for pid, tag in ((dead, "g"), (dead, "l"), (1, "a")))
+    for folder in (gone, locked, alive, tmp_path / "elsewhere"):
+        (folder / "s1").mkdir(parents=True)
+    held = _hold_lock(locked / LOCK_NAME)  # kept open: this process holds it
+    (tmp_path / f"rest-uploads-{dead}-link").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / f"rest-uploads-{dead}").mkdir()  # no random part: not a name the app gives
+    assert remove_stale_roots(tmp_path) == [gone]
+    assert locked.is_dir() and alive.is_dir() and (tmp_path / "elsewhere" / "s1").is_dir()
+    held.close()  # the lock's owner ended
+    assert remove_stale_roots(tmp_path) == [locked] and os.path.isdir(tmp_path / f"rest-uploads-{dead}")
