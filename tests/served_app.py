@@ -13,6 +13,7 @@ from typing import Any
 import app
 from rest_core.ui.runtime import Runtime, StoreBuilds
 from rest_core.ui.settings import Settings
+from rest_core.ui.upload_jobs import Uploads
 
 
 def free_port() -> int:
@@ -31,6 +32,7 @@ def serve(runtime: Runtime, folder: Path, settings: Settings | None = None) -> I
     (folder / "chat" / "meta.json").write_text("{}")
     settings = replace(settings or Settings(), datastores=folder)
     runtime.settings = settings
+    runtime.uploads = Uploads(settings.upload_limits(), publish=settings.publish_uploads)  # with these limits
     built = app.build_app(settings, runtime, StoreBuilds(settings))
     built.demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:

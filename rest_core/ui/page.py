@@ -269,10 +269,24 @@ def progress_html(job: UploadJob) -> str:
 @dataclass(frozen=True)
 class CorpusStep:
     """What a corpus build shows now: its status line and, once built, the datastore selection
-    with the new store added (None: the selection stays)."""
+    with the new store added (None: the selection stays). `used`: the build has read (and
+    deleted) the uploaded files, so the file input is emptied."""
 
     status: str
     selected: list[str] | None = None
+    used: bool = False
+
+
+def files_added(session: Any, files: Any) -> None:
+    """Files put in the page's file input (uploaded, not built yet): the session's raw uploads,
+    deleted on Clear or when it expires unless a build reads them first."""
+    if isinstance(session, Session):
+        session.touch()
+        session.raw.update(_paths(files))
+
+
+def _paths(files: Any) -> list[str]:
+    return [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
 
 
 def build_corpus(
@@ -284,7 +298,8 @@ def build_corpus(
         yield CorpusStep(corpus_status("The page lost its session: reload it.", "err"))
         return
     session.touch()
-    paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
+    paths = _paths(files)
+    session.raw.update(paths)  # until the build takes them: Clear or expiry deletes them
     names = [style.clean_text(Path(p).name) for p in paths]  # shown in the page: valid text only
     try:
         job = session.start_upload(runtime, paths, names, style.clean_text(pasted), style.clean_text(name))
@@ -305,7 +320,7 @@ def build_corpus(
     try:
         line = session.finish_upload(runtime)
     except ValueError as exc:
-        yield CorpusStep(corpus_status(style.esc(f"Nothing built: {exc}"), "warn"))
+        yield CorpusStep(corpus_status(style.esc(f"Nothing built: {exc}"), "warn"), used=bool(paths))
         return
     where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
     msg = f"Built <b>{style.esc(job.name)}</b>, added to {where} and selected: {style.esc(line)}."

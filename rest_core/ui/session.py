@@ -152,6 +152,7 @@ class Session:
     build: UploadJob | None = None  # the upload build in progress (or just ended)
     published: int = 0  # stores this session published (--publish-uploads): they count to its limit
     last_used: float = field(default_factory=time.monotonic)  # when a request last used it (touch)
+    raw: set[str] = field(default_factory=set)  # its raw uploads not built yet (runtime.uploads.raw)
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more generation unless `max_jobs` (0: no limit) are queued or running
@@ -200,7 +201,9 @@ class Session:
         if build is not None:  # the user left: their build stops (and removes what it wrote)
             build.stop()
         self.uploads = {}
+        raw, self.raw = self.raw, set()
         if runtime is not None:
+            runtime.uploads.raw.remove(raw)
             runtime.forget(self.key)
             runtime.drop_owner(self.key)  # engines over this session's stores, and their folder
             trim_memory()
@@ -452,6 +455,7 @@ class Session:
         final = store_name(name, self.store_choices(runtime) + list(runtime.published()))
         tokenizer = runtime.build_tokenizer()
         self.build = runtime.uploads.start(self.key, final, paths, names, pasted, tokenizer, busy=runtime.lock.locked)
+        self.raw -= set(paths)  # the build deletes them once read
         return self.build
 
     def finish_upload(self, runtime: Runtime) -> str:

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,64 @@ def _lower_priority() -> None:
         pass
 
 
+class RawFiles:
+    """The raw files of uploads, where the web framework stored them before a build reads them
+    (`folder`, its upload folder; `listed`, its live record of this app's uploads there). Their
+    bytes count against the uploads disk cap; they are deleted once a build has read them (or
+    failed), on Clear and when their session expires. Nothing outside `folder` is ever deleted:
+    without a folder, nothing is."""
+
+    def __init__(self, folder: Path | None = None, listed: set[str] | None = None) -> None:
+        self.folder = Path(folder).resolve() if folder is not None else None
+        self.listed = listed if listed is not None else set()
+
+    def owned(self, path: str | os.PathLike) -> Path | None:
+        """`path` resolved, when it is a raw upload this may delete: a file (not a link)
+        inside the upload folder; else None."""
+        p = Path(path)
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None
+        if self.folder is None or self.folder not in real.parents or p.is_symlink() or not real.is_file():
+            return None
+        return real
+
+    def remove(self, paths: Iterable[str | os.PathLike]) -> int:
+        """Delete those of `paths` that are raw uploads (`owned`), and the folder each was
+        stored in when that is left empty; returns how many files went."""
+        gone = 0
+        for path in paths:
+            real = self.owned(path)
+            if real is None:
+                continue
+            try:
+                real.unlink()
+            except OSError:
+                continue
+            gone += 1
+            self.listed.discard(str(path))
+            self.listed.discard(str(real))
+            if real.parent.parent == self.folder:  # the framework's folder for this one upload
+                try:
+                    real.parent.rmdir()
+                except OSError:
+                    pass
+        return gone
+
+    def size(self, exclude: Iterable[str | os.PathLike] = ()) -> int:
+        """Bytes of this app's raw uploads on disk now, but `exclude`."""
+        skip = {str(p) for p in exclude}
+        total = 0
+        for path in list(self.listed):  # a copy: the server adds to it meanwhile
+            if path not in skip:
+                try:
+                    total += os.lstat(path).st_size
+                except OSError:  # deleted (read, cleared, expired)
+                    pass
+        return total
+
+
 def _hold_lock(path: Path) -> Any:
     """An exclusive lock on `path`, held until this process ends (the open file is returned and
     must be kept); None where there is no flock (the folder's pid alone then says who owns it)."""
@@ -189,6 +247,7 @@ class Uploads:
         self.publish = publish
         self._root = root
         self._owner_lock: Any = None  # the root's lock file, open while this process runs
+        self.raw = RawFiles()  # the app sets the web framework's upload folder
         self._lock = threading.Lock()
         self._building = 0
 
@@ -245,8 +304,8 @@ class Uploads:
         with self._lock:
             if self.limits.max_concurrent_builds and self._building >= self.limits.max_concurrent_builds:
                 raise UploadRefused("the server is building other users' corpora right now: try again in a minute")
-            if self.limits.disk_mb:
-                used = folder_size(self._root) if self._root is not None else 0
+            if self.limits.disk_mb:  # the stores, and the raw uploads not built yet (but this one's)
+                used = (folder_size(self._root) if self._root is not None else 0) + self.raw.size(exclude=paths)
                 if used + DISK_FACTOR * size > self.limits.disk_mb * 1e6:
                     raise UploadRefused(
                         "the server's space for uploaded corpora is full: try again later, or upload less"
@@ -306,6 +365,7 @@ class Uploads:
                 log.error("upload build failed:\n%s", traceback.format_exc())
                 job.error = f"the build failed: {exc}"
         finally:
+            self.raw.remove(paths)  # read (or failed): the raw upload goes
             if job.error is not None or job.cancel.is_set():
                 # Also a build that ended after its session was released: nothing of it stays.
                 shutil.rmtree(job.folder, ignore_errors=True)

@@ -6,6 +6,7 @@ session. The app is served on 127.0.0.1 with a scripted engine (tests/served_app
 
 from __future__ import annotations
 
+import os
 import time
 
 import httpx
@@ -201,3 +202,51 @@ def test_uploads_of_an_api_only_session_expire_after_the_session_ttl(scripted, t
         assert not folder.exists() and not folder.parent.exists() and session.uploads == {}
         status = client.predict("again", *step[1:], api_name="/next")[STATUS]
         assert "is not built" in status, status
+
+
+# ------------------------------------------------------------------ uploads: raw files
+
+
+def raw_files(folder, name: str) -> list:
+    """The raw uploads named `name` in Gradio's upload folder."""
+    return list(folder.rglob(name))
+
+
+def test_raw_uploads_go_once_built_and_on_clear(scripted, tmp_path, monkeypatch):
+    """The files sent to the upload endpoint stayed in Gradio's upload folder for good: a build
+    deletes its files once it has read them, and Clear the files the page holds unbuilt."""
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    uploaded = tmp_path / "gradio"
+    (tmp_path / "notes.md").write_text("# Notes\n\n" + "Retrieval drafts tokens. " * 40)
+    (tmp_path / "later.md").write_text("# Later\n\n" + "Not built yet. " * 40)
+    (tmp_path / "bad.bin").write_bytes(b"\0\1\2" * 100)
+    rt, _ = scripted
+    with serve(rt, tmp_path / "datastores") as (client, _):
+        file = gradio_client.handle_file
+        status = client.predict([file(str(tmp_path / "notes.md"))], "", "notes", [], api_name="/build_corpus")[0]
+        assert "Built <b>notes</b>" in status and raw_files(uploaded, "notes.md") == [], status
+        status = client.predict([file(str(tmp_path / "bad.bin"))], "", "bad", [], api_name="/build_corpus")[0]
+        assert "Nothing built" in status and raw_files(uploaded, "bad.bin") == [], status  # a failed build too
+        client.predict([file(str(tmp_path / "later.md"))], api_name="/files_added")  # picked, not built
+        assert len(raw_files(uploaded, "later.md")) == 1
+        client.predict(["notes"], api_name="/clear")
+        assert raw_files(uploaded, "later.md") == []
+    assert (tmp_path / "notes.md").is_file() and (tmp_path / "later.md").is_file()  # never the originals
+
+
+def test_raw_uploads_count_against_the_cap_and_expire(scripted, tmp_path, monkeypatch):
+    """Raw files nobody built count against the uploads disk cap, and go after the session TTL."""
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    rt, _ = scripted
+    settings = Settings(uploads_disk_mb=0.1, session_ttl=2)
+    with serve(rt, tmp_path / "datastores", settings) as (client, _):
+        url = client.src.rstrip("/") + "/gradio_api/upload"
+        (orphan,) = httpx.post(url, files={"files": ("orphan.txt", b"x" * 120_000)}, timeout=30).json()
+        status = client.predict(None, "a small corpus " * 20, "small", [], api_name="/build_corpus")[0]
+        assert "space for uploaded corpora is full" in status, status
+        end = time.monotonic() + 10
+        while os.path.exists(orphan) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not os.path.exists(orphan)  # past the TTL
+        status = client.predict(None, "a small corpus " * 20, "small", [], api_name="/build_corpus")[0]
+        assert "Built <b>small</b>" in status, status
