@@ -35,13 +35,18 @@ from typing import Any
 
 from rest_core.store.build import BuildCancelled
 from rest_core.store.files import UPLOAD_LIMITS, ReadLimits
+from rest_core.store.format import store_size_estimate
+from rest_core.store.tokenizer_id import tokenizer_vocab_size
 from rest_core.store.uploads import BuildSummary, UploadProgress, build_from_files
 
 log = logging.getLogger("rest.app")
 
 BUILD_NICE = 10  # added to the build thread's nice value (Linux): generation keeps the CPU first
 YIELD_S = 0.02  # pause between two batches while a generation holds the model
-DISK_FACTOR = 2.0  # a store takes ~1.5x its text (uint16 tokens + int32 suffix array); kept wide
+# Disk a store takes per byte of its text, to refuse at once what cannot fit: ~6 bytes per token
+# (uint16 token + int32 suffix-array entry) at 2.5-4 bytes of text per token with a real
+# tokenizer (2.5x was seen on code). The build then accounts the store's real size as it reads.
+DISK_FACTOR = 2.5
 RESERVED = ("context", "model", "none")  # source and choice names a store may not take
 _NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
 # This server's uploads root: <temp dir>/rest-uploads-<pid>-<random>, locked by its process.
@@ -81,6 +86,8 @@ class UploadJob:
     error: str | None = None
     started: float = field(default_factory=time.monotonic)
     thread: threading.Thread | None = None
+    paths: tuple[str, ...] = ()  # its raw uploads (deleted once read)
+    estimate: int = 0  # bytes its store will take, from what it has read so far
 
     def stop(self, wait_s: float = 5.0) -> None:
         """Cancel the build and wait (a moment) for it to end and clean up."""
@@ -89,10 +96,13 @@ class UploadJob:
             self.thread.join(wait_s)
 
 
-def folder_size(path: Path) -> int:
-    """Bytes of the files under `path` (links not followed); 0 when it does not exist."""
+def folder_size(path: Path, skip_hidden: bool = False) -> int:
+    """Bytes of the files under `path` (links not followed; `skip_hidden`: not in folders whose
+    name starts with ".", such as a build's temp folder); 0 when it does not exist."""
     total = 0
-    for dirpath, _, files in os.walk(path):
+    for dirpath, dirs, files in os.walk(path):
+        if skip_hidden:
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
         for f in files:
             try:
                 total += os.lstat(os.path.join(dirpath, f)).st_size
@@ -250,6 +260,7 @@ class Uploads:
         self.raw = RawFiles()  # the app sets the web framework's upload folder
         self._lock = threading.Lock()
         self._building = 0
+        self._running: list[UploadJob] = []  # builds under way (their estimates count as used)
 
     @property
     def root(self) -> Path:
@@ -304,19 +315,18 @@ class Uploads:
         with self._lock:
             if self.limits.max_concurrent_builds and self._building >= self.limits.max_concurrent_builds:
                 raise UploadRefused("the server is building other users' corpora right now: try again in a minute")
-            if self.limits.disk_mb:  # the stores, and the raw uploads not built yet (but this one's)
-                used = (folder_size(self._root) if self._root is not None else 0) + self.raw.size(exclude=paths)
-                if used + DISK_FACTOR * size > self.limits.disk_mb * 1e6:
-                    raise UploadRefused(
-                        "the server's space for uploaded corpora is full: try again later, or upload less"
-                    )
+            if self.limits.disk_mb:
+                self._check_disk(DISK_FACTOR * size, self._used(exclude=paths))
             self._building += 1
+        job = None
         try:
             parent = self.public_dir if self.publish else self.session_dir(key)
             parent.mkdir(parents=True, exist_ok=True)
             folder = Path(tempfile.mkdtemp(prefix="store-", dir=parent))
             folder.rmdir()  # build_datastore wants a path that does not exist yet
-            job = UploadJob(name, folder, self.publish)
+            job = UploadJob(name, folder, self.publish, paths=tuple(paths))
+            with self._lock:
+                self._running.append(job)
             job.thread = threading.Thread(
                 target=self._build,
                 args=(job, list(paths), list(names), pasted, tokenizer, busy),
@@ -325,21 +335,52 @@ class Uploads:
             )
             job.thread.start()
         except BaseException:
-            self._release_slot()
+            self._release_slot(job)
             raise
         return job
 
-    def _release_slot(self) -> None:
+    def _release_slot(self, job: UploadJob | None = None) -> None:
         with self._lock:
             self._building -= 1
+            if job in self._running:
+                self._running.remove(job)
+
+    def _used(self, exclude: Sequence[str] = (), job: UploadJob | None = None) -> int:
+        """Disk the uploads take now (call with the lock held): the stores built, the builds
+        under way by their estimates (but `job`), the raw uploads not read yet (but `exclude`,
+        and those of the builds under way)."""
+        running = [j for j in self._running if j is not job]
+        raw = [*exclude, *(p for j in self._running for p in j.paths)]
+        stores = folder_size(self._root, skip_hidden=True) if self._root is not None else 0
+        return stores + sum(j.estimate for j in running) + self.raw.size(exclude=raw)
+
+    def _check_disk(self, needed: float, used: int) -> None:
+        """Refuse (UploadRefused) a store of `needed` bytes when `used` are taken already."""
+        cap = self.limits.disk_mb * 1e6
+        if self.limits.disk_mb and used + needed > cap:
+            left = max(0.0, cap - used)
+            raise UploadRefused(
+                f"the server's space for uploaded corpora is full: this corpus needs about {needed / 1e6:.2f} MB "
+                f"on disk and {left / 1e6:.2f} MB of {self.limits.disk_mb:g} MB are left: upload less, or try again later"
+            )
+
+    def _account(self, job: UploadJob, p: UploadProgress, separator: int) -> None:
+        """A build read more: its store's estimated size; stop it (UploadRefused) at the cap."""
+        if p.phase != "reading":
+            return
+        job.estimate = store_size_estimate(p.tokens, p.documents, separator)
+        with self._lock:
+            self._check_disk(job.estimate, self._used(job=job))
 
     def _build(
         self, job: UploadJob, paths: list[str], names: list[str], pasted: str, tokenizer: Any, busy: Callable[[], bool]
     ) -> None:
         _lower_priority()
+        separator = tokenizer_vocab_size(tokenizer)
 
         def report(p: UploadProgress) -> None:
             job.progress = p
+            self._account(job, p, separator)
             if busy():  # let the generation have the interpreter between two batches
                 time.sleep(YIELD_S)
 
@@ -374,7 +415,7 @@ class Uploads:
                         job.folder.parent.rmdir()  # the session's folder, when this was all it held
                     except OSError:
                         pass
-            self._release_slot()
+            self._release_slot(job)
             job.done.set()
 
 

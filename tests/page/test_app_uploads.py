@@ -178,6 +178,26 @@ def test_per_session_count_concurrent_builds_and_disk_are_bounded(tmp_path):
     assert other.uploads == {}
 
 
+def test_the_disk_cap_holds_for_what_stores_really_take(tmp_path):
+    """A store takes several times its text on disk (a token and a suffix-array entry per token:
+    6 bytes per byte with this byte-level tokenizer), and the cap overshot (2.05 MB on a 2 MB
+    cap): the build accounts the store's size as it reads and stops at the cap, with a message."""
+    from rest_core.ui.upload_jobs import folder_size
+
+    rt = tiny(tmp_path, uploads_disk_mb=0.5)
+    h = handlers(rt)
+    session = Session()
+    text = "".join(f"line {i}: retrieval drafts tokens.\n" for i in range(1_600))  # ~50 KB
+    assert "Built" in status_of(h, build(h, session, pasted=text, name="first"))
+    first = folder_size(rt.uploads.root)
+    assert 250_000 < first < 400_000  # ~6x its text
+    status = status_of(h, build(h, session, pasted=text, name="second"))
+    assert "space for uploaded corpora is full" in status and "MB" in status, status
+    assert folder_size(rt.uploads.root) == first and list(session.uploads) == ["first"]  # nothing of it stays
+    assert "Built" in status_of(h, build(h, session, pasted=text[:5_000], name="small"))  # what fits still builds
+    assert folder_size(rt.uploads.root) <= 500_000
+
+
 def test_published_uploads_are_everyones(tmp_path):
     rt = tiny(tmp_path, publish_uploads=True)
     h = handlers(rt)
