@@ -267,7 +267,7 @@ def _layout(
             gr.Accordion("Settings", open=True, elem_id="settings-acc"),
         ):
             store, corpus, knobs = _settings_column(runtime)
-    teaching = teach_tab.build()
+    teaching = teach_tab.build(settings.max_message_chars)
     timer = gr.Timer(3, active=False)
     chat = ChatPage(
         session=session,

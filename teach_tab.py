@@ -81,8 +81,8 @@ def _guided() -> tuple[gr.Radio, gr.HTML]:
     return pick, note
 
 
-def _step_controls() -> dict[str, Any]:
-    """The message, c, and the Next / Back / Run to end / New answer buttons."""
+def _step_controls(max_chars: int) -> dict[str, Any]:
+    """The message (at most `max_chars`, 0: any), c, and the Next / Back / Run to end / New answer buttons."""
     with gr.Row(elem_id="teach-row"):
         msg = gr.Textbox(
             placeholder="A message to step through…",
@@ -91,6 +91,7 @@ def _step_controls() -> dict[str, Any]:
             scale=5,
             min_width=160,
             elem_id="teach-prompt",
+            max_length=max_chars or None,
         )
         c = gr.Slider(
             1,
@@ -142,14 +143,14 @@ def _why_c() -> dict[str, Any]:
     return dict(why_btn=why_btn, why_fig=why_fig, why_cap=why_cap)
 
 
-def build() -> TeachPanel:
-    """Guided examples, "How REST works" and "Step through": the controls, one panel per phase
-    and "Why this c?"."""
+def build(max_chars: int = 0) -> TeachPanel:
+    """Guided examples, "How REST works" and "Step through": the controls (a message of at most
+    `max_chars`, the server's limit), one panel per phase and "Why this c?"."""
     pick, note = _guided()
     _how_rest_works()
     with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
         gr.Markdown(page.STEP_NOTE)
-        controls = _step_controls()
+        controls = _step_controls(max_chars)
         panels = _phase_panels()
         why = _why_c()
         stepper = gr.State(Stepper())

@@ -433,7 +433,7 @@ def advance(
     over the server's limit is refused before anything tokenizes it."""
     message = style.clean_text(message)
     new = _new_answer(st, message)
-    refused = message_too_long(message or "", runtime.settings.max_message_chars) if new else None
+    refused = message_too_long(message, runtime.settings.max_message_chars) if new else None
     if refused:
         return step_view(st, status_html(style.esc(refused), "warn"))
 
