@@ -19,11 +19,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.utils import get_upload_folder as gradio_upload_folder
 
 import teach_tab
 from rest_core.knobs import APP_KNOBS, Knob, values_in_order
@@ -33,6 +36,7 @@ from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec
 from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.stats import stats_html
+from rest_core.ui.upload_jobs import RawFiles, remove_stale_roots
 
 ASSETS = ROOT / "assets"
 
@@ -49,8 +53,7 @@ except ImportError:  # anywhere else the decorator does nothing
     HAVE_SPACES = False
 
 
-QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
-BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
+QUEUE_SIZE = page.QUEUE_SIZE  # requests waiting for the model, all sessions together
 
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
@@ -264,7 +267,7 @@ def _layout(
             gr.Accordion("Settings", open=True, elem_id="settings-acc"),
         ):
             store, corpus, knobs = _settings_column(runtime)
-    teaching = teach_tab.build()
+    teaching = teach_tab.build(settings.max_message_chars)
     timer = gr.Timer(3, active=False)
     chat = ChatPage(
         session=session,
@@ -333,13 +336,7 @@ class Handlers:
         """Validator of the generating events, run when a request is queued (before it waits):
         a session may have `max_jobs` generations queued or running, a second one is refused
         with a message instead of taking a place in the queue every user shares. One verdict per input."""
-        ok = [gr.validate(True, "") for _ in range(3 + len(knobs))]
-        if not isinstance(session, Session):
-            return ok
-        s = self.runtime.settings
-        if session.admit(s.max_jobs, page.job_horizon(s, QUEUE_SIZE)):
-            return ok
-        return [gr.validate(False, BUSY), *ok[1:]]  # shown on the message box
+        return teach_tab.verdicts(page.admit_job(self.runtime, session), 3 + len(knobs))  # shown on the message box
 
     @gpu
     def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:
@@ -370,6 +367,7 @@ class Handlers:
             a.timeline: hidden,
             self.ui.store: self._stores(current, session),
             self.ui.corpus.status: "",
+            self.ui.corpus.files: gr.update(value=None),  # its raw files were deleted
         }
 
     def closed(self, request: gr.Request) -> None:
@@ -428,13 +426,20 @@ class Handlers:
         """The colour key of the chosen stores."""
         return page.legend_html(current)
 
+    def files_added(self, files: Any, session: Session) -> None:
+        """Files put in the file input: this session's raw uploads until a build reads them."""
+        self.pages.uploading(session)  # deleted when the session expires, if nothing reads them
+        page.files_added(session, files)
+
     def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[dict]:
         """Build: a datastore from the uploaded files and pasted text, in the background; the
         status line follows it, then the new store is selected and the file input emptied."""
         c = self.ui.corpus
+        self.pages.sweep()  # idle sessions' uploads go first: their disk is free for this one
+        self.pages.uploading(session)
         for step in page.build_corpus(self.runtime, session, files, pasted, name, current):
             if step.selected is None:
-                yield {c.status: step.status}
+                yield {c.status: step.status, **({c.files: gr.update(value=None)} if step.used else {})}
             else:
                 yield {
                     c.status: step.status,
@@ -461,7 +466,7 @@ def _wire_chat(h: Handlers, ui: ChatPage) -> None:
     a.clear.click(
         h.clear,
         [ui.session, ui.store],
-        [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status],
+        [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status, ui.corpus.files],
         cancels=generating,
         concurrency_limit=None,
     )
@@ -477,6 +482,7 @@ def _wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
     ui.store.change(h.legend, [ui.store], [ui.legend], concurrency_limit=None, show_progress="hidden")
     # Builds run beside generation (their own thread, lower priority): not in the model's queue.
     c = ui.corpus
+    c.files.upload(h.files_added, [c.files, ui.session], None, concurrency_limit=None, show_progress="hidden")
     c.build.click(
         h.build_corpus,
         [c.files, c.pasted, c.name, ui.session, ui.store],
@@ -499,7 +505,9 @@ def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreB
     """The page for these settings, wired. Nothing loads here: the model loads on the first request."""
     runtime = runtime or Runtime(settings)
     pages = page.OpenPages(runtime)
-    with gr.Blocks(title="REST speculative decoding") as demo:
+    ttl = settings.session_ttl  # raw uploads nobody built go after it (Gradio deletes them)
+    expiry = (max(1, int(min(ttl / 4, 600))), max(1, int(ttl))) if ttl else None
+    with gr.Blocks(title="REST speculative decoding", delete_cache=expiry) as demo:
         ui, panel = _layout(settings, runtime, page.NotCopied(pages.release))
         teaching = teach_tab.TeachHandlers(runtime, panel, ui)
         teach_tab.wire(teaching, panel, ui)
@@ -507,6 +515,8 @@ def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreB
         _wire_chat(handlers, ui)
         _wire_page(handlers, ui, demo)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    # What the upload endpoint stored: counted against the uploads cap, deleted once built.
+    runtime.uploads.raw = RawFiles(Path(gradio_upload_folder()), demo.upload_file_set)
     return App(demo=demo, handlers=handlers, teaching=teaching)
 
 
@@ -524,8 +534,16 @@ def head_html() -> str:
 demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 
 
+def _exit_cleanly(signum: int, frame: Any) -> None:
+    """SIGTERM (docker stop, systemd, a Space restart): exit as Ctrl-C does, so that the exit
+    handlers run (they remove this instance's uploads folder: private uploads never stay)."""
+    raise SystemExit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    remove_stale_roots()  # uploads folders of instances killed before their exit could
     settings = parse_args(argv, os.environ, have_spaces=HAVE_SPACES)
     settings = replace(
         settings, model=model_spec(settings.model)

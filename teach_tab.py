@@ -81,8 +81,8 @@ def _guided() -> tuple[gr.Radio, gr.HTML]:
     return pick, note
 
 
-def _step_controls() -> dict[str, Any]:
-    """The message, c, and the Next / Back / Run to end / New answer buttons."""
+def _step_controls(max_chars: int) -> dict[str, Any]:
+    """The message (at most `max_chars`, 0: any), c, and the Next / Back / Run to end / New answer buttons."""
     with gr.Row(elem_id="teach-row"):
         msg = gr.Textbox(
             placeholder="A message to step through…",
@@ -91,6 +91,7 @@ def _step_controls() -> dict[str, Any]:
             scale=5,
             min_width=160,
             elem_id="teach-prompt",
+            max_length=max_chars or None,
         )
         c = gr.Slider(
             1,
@@ -142,18 +143,24 @@ def _why_c() -> dict[str, Any]:
     return dict(why_btn=why_btn, why_fig=why_fig, why_cap=why_cap)
 
 
-def build() -> TeachPanel:
-    """Guided examples, "How REST works" and "Step through": the controls, one panel per phase
-    and "Why this c?"."""
+def build(max_chars: int = 0) -> TeachPanel:
+    """Guided examples, "How REST works" and "Step through": the controls (a message of at most
+    `max_chars`, the server's limit), one panel per phase and "Why this c?"."""
     pick, note = _guided()
     _how_rest_works()
     with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
         gr.Markdown(page.STEP_NOTE)
-        controls = _step_controls()
+        controls = _step_controls(max_chars)
         panels = _phase_panels()
         why = _why_c()
         stepper = gr.State(Stepper())
     return TeachPanel(pick=pick, note=note, accordion=accordion, stepper=stepper, **controls, **panels, **why)
+
+
+def verdicts(admitted: bool, n: int, shown_on: int = 0) -> list[dict]:
+    """A job validator's answer for its `n` inputs (app.py's too): all valid, or the refusal
+    page.BUSY shown on input `shown_on`."""
+    return [gr.validate(admitted or i != shown_on, "" if admitted or i != shown_on else page.BUSY) for i in range(n)]
 
 
 class TeachHandlers:
@@ -180,16 +187,31 @@ class TeachHandlers:
             t.stepper: v.stepper,
         }
 
+    def admit(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> list[dict]:
+        """Validator of Next step and Run to end: one job queued or running per session, as
+        Send's (page.admit_job); the refusal is shown on the message box."""
+        return verdicts(page.admit_job(self.runtime, session), 5 + len(knobs))
+
+    def admit_why(self, st: Any, session: Any, c: float) -> list[dict]:
+        """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
+        return verdicts(page.admit_job(self.runtime, session), 3, shown_on=2)
+
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
-        return self._show(
-            page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
-        )
+        try:
+            return self._show(
+                page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
+            )
+        finally:
+            page.job_done(session)
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
-        return self._show(
-            page.advance(self.runtime, Stepper.run_to_end, message, page.as_stepper(st), session, store, c, knobs)
-        )
+        """Run to end: every remaining step, within the server's time limit per request."""
+        move = page.run_to_end(self.runtime.settings.max_seconds)
+        try:
+            return self._show(page.advance(self.runtime, move, message, page.as_stepper(st), session, store, c, knobs))
+        finally:
+            page.job_done(session)
 
     def back(self, st: Any) -> dict:
         st = page.as_stepper(st)
@@ -203,7 +225,10 @@ class TeachHandlers:
 
     def why_c(self, st: Any, session: Any, c: float) -> dict:
         """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
-        fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
+        try:
+            fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
+        finally:
+            page.job_done(session)
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
 
@@ -224,14 +249,16 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     """The step-through's buttons and the guided examples onto their handlers."""
     knobs = list(ui.knobs.values())
     outs = t.view_components()
-    model = dict(concurrency_limit=1, concurrency_id="model")  # a step is a forward of the one model
+    # A step is a forward of the one model: queued with Send's jobs, one per session (h.admit).
+    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
     inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
     t.next.click(h.next, inputs, outs, **model)
     t.end.click(h.run_to_end, inputs, outs, **model)
     t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
     t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
     t.msg.submit(h.next, inputs, outs, **model)
-    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **model)
+    why = dict(model, validator=h.admit_why)
+    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,
         [t.pick, *knobs],

@@ -57,12 +57,16 @@ class Knob:
         """The value as this knob's type, checked against its range; ConfigError names the knob."""
         if value is None or (isinstance(value, str) and not value.strip()):
             raise ConfigError(f"{self.name} is empty")
-        if self.kind is bool:
-            return bool(value)
+        if self.kind is bool:  # a real boolean only: bool("no") is True
+            if not isinstance(value, bool):
+                raise ConfigError(f"{self.name} must be true or false, got {value!r}")
+            return value
         if self.kind is str:
             if value not in self.choices:
                 raise ConfigError(f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}")
             return value
+        if isinstance(value, bool):  # a number widget never sends one: True is not 1 here
+            raise ConfigError(f"{self.name} must be a number, got {value!r}")
         try:
             x = float(value)
         except (TypeError, ValueError, OverflowError):

@@ -78,9 +78,9 @@ def answer_store(answer_ids: list[int], seed: int = 0) -> Datastore:
 
 
 class ScriptedEngine:
-    """What the app asks of an engine (encode, generate, max_positions, forget_cache), answering
-    with `answer` through a real Engine (`self.engine`). `calls` records each generation's
-    prompt and config as the app sent them. The engine's one datastore holds the answer, and it
+    """What the app asks of an engine (encode, generate, max_positions, datastores, forget_cache,
+    forward_cost), answering with `answer` through a real Engine (`self.engine`). `calls` records
+    each generation's prompt and config as the app sent them. The engine's one datastore holds the answer, and it
     drafts from it whichever stores the page picked. step_s: a pause after each step, so a test
     can stop an answer midway."""
 
@@ -92,6 +92,7 @@ class ScriptedEngine:
         self.script = Script(self.answer_ids)
         self.engine = Engine(scripted_model(self.script), tokenizer, answer_store(self.answer_ids, seed))
         self.max_positions = self.engine.max_positions  # the model's context, as Engine.max_positions
+        self.datastores = self.engine.datastores  # the step-through's "where it came from"
 
     def encode(self, prompt, chat: bool = True) -> list[int]:
         if isinstance(prompt, str):
@@ -114,6 +115,10 @@ class ScriptedEngine:
 
     def forget_cache(self) -> None:
         self.engine.forget_cache()
+
+    def forward_cost(self, *args, **kwargs):
+        """Why this c?'s measured cost curve: the real engine's, on the scripted model."""
+        return self.engine.forward_cost(*args, **kwargs)
 
 
 def scripted_runtime(tokenizer, answer: str):

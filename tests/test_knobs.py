@@ -91,6 +91,10 @@ def test_make_config_sets_each_knob_and_keeps_the_base_for_the_rest():
         ({"budget": "lots"}, "budget must be one of fixed, auto"),
         ({"n_min": 9, "n_max": 4}, "n_max"),  # the config classes' own consistency check
         ({"k": 3}, "unknown setting 'k'"),
+        ({"use_datastore": "no"}, "use_datastore must be true or false, got 'no'"),  # not True (issue 19)
+        ({"use_context": 1}, "use_context must be true or false, got 1"),
+        ({"use_context": "false"}, "use_context must be true or false"),
+        ({"c": True}, "c must be a number, got True"),
     ],
 )
 def test_make_config_refuses_with_the_knobs_name(values, message):

@@ -17,9 +17,17 @@ from rest_core.decode.models import input_device
 
 
 def measure_cost_curve(
-    model, max_q: int, context_len: int = 256, reps: int = 2, head: OutputHead | None = None
+    model,
+    max_q: int,
+    context_len: int = 256,
+    reps: int = 2,
+    head: OutputHead | None = None,
+    max_seconds: float = 0.0,
 ) -> CostCurve:
     """Time forwards of 1, 2, 4, ..., max_q tokens after a `context_len`-token cache.
+
+    With `max_seconds` (> 0) no larger size is started once that long has passed (two sizes are
+    always measured): the curve then ends below max_q, and extrapolates past its last size.
 
     With `head` (lazy logits), a forward is the body over q tokens and the head over one row,
     as a verify step with lazy logits costs before its walk scores accepted rows.
@@ -44,11 +52,14 @@ def measure_cost_curve(
         sizes.append(min(sizes[-1] * 2, max_q))
     kind, layout = mask_kind(model), mask_layout(model.config)
     body = head.body if head is not None else model
+    started = time.perf_counter()
     with torch.inference_mode():
         cache = DynamicCache()
         model(input_ids=ctx, **cache_kw(model, cache))
         ms = []
         for q in sizes:
+            if max_seconds > 0 and len(ms) >= 2 and time.perf_counter() - started > max_seconds:
+                break
             ids = torch.randint(0, vocab, (1, q), generator=gen).to(device)
             chain = np.tril(np.ones((q, q), dtype=bool))  # a chain: same cost as any tree of q
             offsets = np.arange(q) if not limit else np.minimum(np.arange(q), limit - 1 - context_len)
@@ -63,4 +74,4 @@ def measure_cost_curve(
                     times.append(1000 * (time.perf_counter() - t0))
                 truncate(cache, context_len)
             ms.append(min(times))
-    return CostCurve(tuple(sizes), tuple(np.maximum.accumulate(ms).tolist()))
+    return CostCurve(tuple(sizes[: len(ms)]), tuple(np.maximum.accumulate(ms).tolist()))

@@ -267,11 +267,14 @@ class Engine:
             self._head_checked = True
         return self._head
 
-    def forward_cost(self, max_q: int = 64) -> CostCurve:
-        """The measured forward-cost curve (measured once per engine, extended when needed)."""
+    def forward_cost(self, max_q: int = 64, max_seconds: float = 0.0) -> CostCurve:
+        """The measured forward-cost curve (measured once per engine, extended when needed).
+        `max_seconds` (> 0) bounds a measurement; a curve it cut short is returned, not kept."""
         curve = self.auto_budget.curve
         if curve is None or curve.sizes[-1] < max_q:
-            curve = self.auto_budget.curve = measure_cost_curve(self.model, max_q, head=self.output_head())
+            curve = measure_cost_curve(self.model, max_q, head=self.output_head(), max_seconds=max_seconds)
+            if curve.sizes[-1] >= max_q:
+                self.auto_budget.curve = curve
         return curve
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> list[int]:

@@ -119,6 +119,16 @@ def token_dtype(separator: int) -> np.dtype:
     return np.dtype("<u2") if separator <= np.iinfo(np.uint16).max else np.dtype("<u4")
 
 
+def store_size_estimate(tokens: int, documents: int, separator: int) -> int:
+    """About the bytes a store of `tokens` tokens in `documents` documents takes on disk (for a
+    disk budget): every token and every document's separator once in the token files
+    (token_dtype) and once in the suffix array (int32; int64 past INT32_MAX), a document index
+    entry and a typical name (64 bytes) per document, and meta.json (~16 KB at most)."""
+    n = tokens + documents
+    per_token = token_dtype(separator).itemsize + (4 if n <= INT32_MAX else 8)
+    return n * per_token + documents * (16 + 64) + 16_384
+
+
 def clean_name(name: str) -> bytes:
     """A document name as stored: UTF-8 (undecodable file-name bytes replaced), control
     characters (newlines, escapes) replaced by "?", cut to MAX_NAME_BYTES. Display only."""

@@ -9,6 +9,8 @@ components; a chat turn and the comparison are rest_core/ui/session.py's.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -20,9 +22,9 @@ from rest_core.config import ConfigError
 from rest_core.knobs import APP_KNOBS, values_in_order
 from rest_core.ui import answer_view, guided, phases, style, trie_view, why_c_view
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, selected_names
-from rest_core.ui.session import Session, status_html
+from rest_core.ui.session import Session, message_too_long, status_html, time_limit_note
 from rest_core.ui.settings import Settings
-from rest_core.ui.stepper import STEP_C_MAX, Stepper
+from rest_core.ui.stepper import STEP_C_MAX, Stepper, step_c
 from rest_core.ui.upload_jobs import UploadJob
 
 log = logging.getLogger("rest.app")
@@ -82,10 +84,17 @@ WHY_C_NOTE = (
 # ----------------------------------------------------------------------------------------------
 # Sessions and the pages that hold them
 
+QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
+BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
+
 
 def as_session(value: Any) -> Session:
-    """The page's session state; a fresh Session where the state was lost (or an API call sent none)."""
-    return value if isinstance(value, Session) else Session()
+    """The page's session state, used now; a fresh Session where the state was lost (or an API
+    call sent none)."""
+    if not isinstance(value, Session):
+        return Session()
+    value.touch()
+    return value
 
 
 class NotCopied:
@@ -111,20 +120,49 @@ class NotCopied:
 
 class OpenPages:
     """Which Session each open page holds (weakly), so that closing a page frees its data at once
-    (Gradio would keep a closed page's state for an hour)."""
+    (Gradio would keep a closed page's state for an hour); and the sessions that upload corpora,
+    freed once idle for the session TTL whatever endpoints they used (Gradio's state TTL counts
+    from the last update of the state, and a client of /build_corpus alone never updates it)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._open: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()  # page -> its Session
+        self._uploading: dict[str, Session] = {}  # key -> a session that built (or builds) corpora
+        self._lock = threading.Lock()
+        self._sweeper: threading.Thread | None = None
 
     def release(self, session: Any) -> Session:
-        """Clear, the session state's expiry and a closed page: free everything the session holds:
-        its conversation, events, saved KV cache and uploaded corpora (the same object stays the
-        page's state, empty)."""
+        """Clear, the session state's expiry, a closed page and idleness: free everything the
+        session holds: its conversation, events, saved KV cache and uploaded corpora (the same
+        object stays the page's state, empty)."""
         if not isinstance(session, Session):
             return Session()
+        with self._lock:
+            self._uploading.pop(session.key, None)
         session.release(self.runtime)
         return session
+
+    def uploading(self, session: Any) -> None:
+        """`session` builds a corpus: freed once idle for the session TTL (`sweep`, from a
+        thread started with the first one)."""
+        ttl = self.runtime.settings.session_ttl
+        if not isinstance(session, Session) or not ttl:
+            return
+        with self._lock:
+            self._uploading[session.key] = session
+            if self._sweeper is None:
+                self._sweeper = _start_sweeper(self, period_s=min(max(ttl / 4, 0.2), 30.0))
+
+    def sweep(self, now: float | None = None) -> list[Session]:
+        """Release the uploading sessions idle for longer than the session TTL; returns them."""
+        s = self.runtime.settings
+        horizon = job_horizon(s, QUEUE_SIZE)
+        with self._lock:
+            idle = [x for x in self._uploading.values() if s.session_ttl and x.idle_s(horizon, now) > s.session_ttl]
+        for session in idle:
+            log.info("session idle for over %g s: its uploads are deleted", s.session_ttl)
+            self.release(session)
+        return idle
 
     def opened(self, page: str | None, session: Any) -> None:
         if isinstance(session, Session) and page:
@@ -140,10 +178,44 @@ class OpenPages:
             self.release(session)
 
 
+def _start_sweeper(pages: OpenPages, period_s: float) -> threading.Thread:
+    """A daemon thread that sweeps `pages` every `period_s` seconds while they exist."""
+    ref = weakref.ref(pages)
+
+    def loop() -> None:
+        while (held := ref()) is not None:
+            try:
+                held.sweep()
+            except Exception:  # noqa: BLE001 - the next sweep tries again
+                log.error("session sweep failed:\n%s", traceback.format_exc())
+            del held
+            time.sleep(period_s)
+
+    thread = threading.Thread(target=loop, daemon=True, name="session-sweeper")
+    thread.start()
+    return thread
+
+
 def job_horizon(settings: Settings, queue_size: int) -> float:
     """The longest a generation can wait in a queue of `queue_size` and then run (seconds): a
     session's admissions older than this no longer count (Session.admit)."""
     return (queue_size + 1) * settings.max_seconds + 60 if settings.max_seconds else 3600.0
+
+
+def admit_job(runtime: Runtime, session: Any) -> bool:
+    """Whether `session` may queue one more job on the model (Send, Compare, a step, Run to end,
+    Why this c?): at most the server's max_jobs queued or running per session (Session.admit).
+    Asked when a request is queued, so a refused one never takes a place in the shared queue."""
+    if not isinstance(session, Session):
+        return True
+    s = runtime.settings
+    return session.admit(s.max_jobs, job_horizon(s, QUEUE_SIZE))
+
+
+def job_done(session: Any) -> None:
+    """An admitted job ended (finished, failed or cancelled)."""
+    if isinstance(session, Session):
+        session.job_done()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,6 +227,8 @@ def store_choices(
 ) -> tuple[list[str], list[str]]:
     """The datastore multi-select for a page: everyone's stores and this session's own (never
     another session's), and the selection: the user's choice while its stores exist."""
+    if isinstance(session, Session):
+        session.touch()
     names = session.store_choices(runtime) if isinstance(session, Session) else runtime.store_names()
     return choose_stores(names, current, default_first)
 
@@ -195,10 +269,24 @@ def progress_html(job: UploadJob) -> str:
 @dataclass(frozen=True)
 class CorpusStep:
     """What a corpus build shows now: its status line and, once built, the datastore selection
-    with the new store added (None: the selection stays)."""
+    with the new store added (None: the selection stays). `used`: the build has read (and
+    deleted) the uploaded files, so the file input is emptied."""
 
     status: str
     selected: list[str] | None = None
+    used: bool = False
+
+
+def files_added(session: Any, files: Any) -> None:
+    """Files put in the page's file input (uploaded, not built yet): the session's raw uploads,
+    deleted on Clear or when it expires unless a build reads them first."""
+    if isinstance(session, Session):
+        session.touch()
+        session.raw.update(_paths(files))
+
+
+def _paths(files: Any) -> list[str]:
+    return [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
 
 
 def build_corpus(
@@ -209,9 +297,12 @@ def build_corpus(
     if not isinstance(session, Session):
         yield CorpusStep(corpus_status("The page lost its session: reload it.", "err"))
         return
-    paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in (files or [])]
+    session.touch()
+    paths = _paths(files)
+    session.raw.update(paths)  # until the build takes them: Clear or expiry deletes them
+    names = [style.clean_text(Path(p).name) for p in paths]  # shown in the page: valid text only
     try:
-        job = session.start_upload(runtime, paths, [Path(p).name for p in paths], pasted or "", name or "")
+        job = session.start_upload(runtime, paths, names, style.clean_text(pasted), style.clean_text(name))
     except ValueError as exc:  # a refusal: a message, never a traceback
         yield CorpusStep(corpus_status(style.esc(str(exc)), "warn"))
         return
@@ -223,12 +314,13 @@ def build_corpus(
         if session.build is not job:  # released (Clear, the page closed): it was cancelled
             return
         yield CorpusStep(progress_html(job))
+    session.touch()  # idle from the build's end, not its start
     if session.build is not job:
         return
     try:
         line = session.finish_upload(runtime)
     except ValueError as exc:
-        yield CorpusStep(corpus_status(style.esc(f"Nothing built: {exc}"), "warn"))
+        yield CorpusStep(corpus_status(style.esc(f"Nothing built: {exc}"), "warn"), used=bool(paths))
         return
     where = "everyone's datastores (published)" if job.public else "your datastores (private to this page)"
     msg = f"Built <b>{style.esc(job.name)}</b>, added to {where} and selected: {style.esc(line)}."
@@ -289,17 +381,35 @@ def step_view(st: Stepper, status: str = "") -> StepView:
 
 
 def run_step(st: Stepper, action: Callable[[], Any]) -> StepView:
-    """Do `action` on the stepper and show where it got to; a failure is a message in the page."""
+    """Do `action` on the stepper and show where it got to; a failure is a message in the page,
+    and so is a note `action` returns (a string: why it stopped short)."""
     try:
-        action()
+        stopped = action()
     except (ConfigError, ValueError) as exc:
         return step_view(st, status_html(style.esc(str(exc)), "err"))
     except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
         log.error("step-through failed:\n%s", traceback.format_exc())
         st.close()
         return step_view(st, status_html(style.esc(f"step-through failed: {exc}"), "err"))
+    if isinstance(stopped, str) and stopped:
+        return step_view(st, status_html(style.esc(stopped), "warn"))
     note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
     return step_view(st, status_html(note) if note else "")
+
+
+def run_to_end(max_seconds: float) -> Callable[[Stepper], str]:
+    """Run to end's move: every remaining step, for at most `max_seconds` (0: no limit) as a
+    chat answer; returns the note when the limit stopped it ("" otherwise)."""
+
+    def move(st: Stepper) -> str:
+        if not st.run_to_end(max_seconds):
+            return ""
+        return (
+            f"Run to end {time_limit_note(max_seconds)}: the model is shared, so one request may use it for "
+            f"{max_seconds:g} s at most. Press Run to end again to go on."
+        )
+
+    return move
 
 
 def _new_answer(st: Stepper, message: str) -> bool:
@@ -318,14 +428,21 @@ def advance(
     c: float,
     knobs: Sequence[Any],
 ) -> StepView:
-    """Next step / Run to end (`move`): first starts an answer to the message, on the chosen stores
-    (this page's own uploads included), when none is under way."""
+    """Next step / Run to end (`move`, see run_step): first starts an answer to the message, on
+    the chosen stores (this page's own uploads included), when none is under way. A message
+    over the server's limit is refused before anything tokenizes it."""
+    message = style.clean_text(message)
+    new = _new_answer(st, message)
+    refused = message_too_long(message, runtime.settings.max_message_chars) if new else None
+    if refused:
+        return step_view(st, status_html(style.esc(refused), "warn"))
 
-    def act() -> None:
-        if _new_answer(st, message):
+    def act() -> Any:
+        budget = step_c(c)  # checked on every move: a bad c is a message, never a traceback
+        if new:
             private, owner = (session.uploads, session.key) if isinstance(session, Session) else ({}, "")
-            st.start(runtime, message, store, values_in_order(knobs), int(c), private=private, owner=owner)
-        move(st)
+            st.start(runtime, message, store, values_in_order(knobs), budget, private=private, owner=owner)
+        return move(st)
 
     return run_step(st, act)
 
@@ -334,19 +451,30 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
     """Why this c?: the measured forward-cost curve and the expected speedup against c, over this
     answer's steps (or the last chat answer's): (figure, caption); the figure is None when the
     cost could not be measured (the caption then says why)."""
+    try:
+        asked = step_c(c)
+    except ConfigError as exc:
+        return None, status_html(style.esc(str(exc)), "err")
     events = list(st.events)
     if not events and getattr(session, "view", None) is not None:
         events = list(session.view.events)
+    limit = runtime.settings.max_seconds
     try:
         engine = runtime.engine(NO_STORE)
-        with runtime.lock:
-            curve = engine.forward_cost(STEP_C_MAX + 1)
+        with runtime.lock:  # the request's time limit, as Send's: larger sizes are extrapolated
+            curve = engine.forward_cost(STEP_C_MAX + 1, max_seconds=limit)
     except Exception as exc:  # noqa: BLE001
         log.error("cost curve failed:\n%s", traceback.format_exc())
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
-    chosen = events[-1].c if events else int(c)
+    chosen = events[-1].c if events else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-    return fig, f'<p class="tt-cap">{style.esc(why_c_view.why_c_caption(curve, events, chosen))}</p>'
+    caption = why_c_view.why_c_caption(curve, events, chosen)
+    if curve.sizes[-1] <= STEP_C_MAX:
+        caption += (
+            f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
+            "the cost past it is extrapolated."
+        )
+    return fig, f'<p class="tt-cap">{style.esc(caption)}</p>'
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.ui.settings import ROOT, Settings
-from rest_core.ui.style import esc
+from rest_core.ui.style import clean_text, esc
 from rest_core.ui.upload_jobs import Uploads, build_tokenizer
 
 DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
@@ -88,6 +88,7 @@ def selected_names(stores: str | Sequence[str] | None) -> tuple[str, ...]:
     for name in stores:
         if not isinstance(name, str):
             raise ValueError(f"a datastore is chosen by its name, got {name!r}")
+        name = clean_text(name)  # shown in messages: valid text only
         if name and name != NO_STORE and name not in out:
             out.append(name)
     return tuple(out)

@@ -35,7 +35,7 @@ from rest_core.ui.inspector import inspector_html
 from rest_core.ui.run import Run
 from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.stats import stats_html
-from rest_core.ui.style import esc
+from rest_core.ui.style import clean_text, esc
 from rest_core.ui.trie_view import compact_event, empty_figure, trie_figure
 from rest_core.ui.upload_jobs import UploadJob, UploadRefused, store_name
 
@@ -151,12 +151,14 @@ class Session:
     uploads: dict[str, Path] = field(default_factory=dict)
     build: UploadJob | None = None  # the upload build in progress (or just ended)
     published: int = 0  # stores this session published (--publish-uploads): they count to its limit
+    last_used: float = field(default_factory=time.monotonic)  # when a request last used it (touch)
+    raw: set[str] = field(default_factory=set)  # its raw uploads not built yet (runtime.uploads.raw)
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more generation unless `max_jobs` (0: no limit) are queued or running
         already. A job the queue dropped unrun (cancelled while waiting) never reports back:
         admissions older than `horizon_s` (the longest a job can wait and run) no longer count."""
-        now = time.monotonic()
+        now = self.last_used = time.monotonic()
         self.jobs = [t for t in self.jobs if now - t < horizon_s]
         if max_jobs and len(self.jobs) >= max_jobs:
             return False
@@ -164,8 +166,21 @@ class Session:
         return True
 
     def job_done(self) -> None:
+        self.touch()
         if self.jobs:
             self.jobs.pop(0)
+
+    def touch(self) -> None:
+        """A request used this session (its idle time starts again)."""
+        self.last_used = time.monotonic()
+
+    def idle_s(self, horizon_s: float, now: float | None = None) -> float:
+        """Seconds since a request last used this session; 0 while it has work under way (an
+        answer streaming, a build, a job admitted less than `horizon_s` ago)."""
+        now = time.monotonic() if now is None else now
+        building = self.build is not None and not self.build.done.is_set()
+        waiting = bool(self.jobs) and now - self.jobs[-1] < horizon_s
+        return 0.0 if self.active or building or waiting else now - self.last_used
 
     def release(self, runtime: Runtime | None = None) -> None:
         """Forget everything (Clear, or the state expired): the run, the conversation, the
@@ -186,7 +201,9 @@ class Session:
         if build is not None:  # the user left: their build stops (and removes what it wrote)
             build.stop()
         self.uploads = {}
+        raw, self.raw = self.raw, set()
         if runtime is not None:
+            runtime.uploads.raw.remove(raw)
             runtime.forget(self.key)
             runtime.drop_owner(self.key)  # engines over this session's stores, and their folder
             trim_memory()
@@ -233,11 +250,12 @@ class Session:
         """Send: stream the answer step by step into the chat, the stats, the trie and the inspector.
         `knobs`: knob name -> value (rest_core.knobs), `store`: the datastore chosen."""
         self.finish_turn("stopped")
-        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        message = clean_text(message)
+        refused = message_too_long(message, runtime.settings.max_message_chars)
         if refused:  # the box is emptied and the chat never holds it
             yield Update(status=status_html(esc(refused), "warn"), box="")
             return
-        message = (message or "").strip()
+        message = message.strip()
         if not message:
             yield Update(status=status_html("Type a message first.", "warn"))
             return
@@ -359,6 +377,7 @@ class Session:
     ) -> Iterator[Update]:
         """Compare: REST and plain decoding on the same prompt and settings, back to back, nothing
         rendered in between; yields status lines, then the comparison and the speed figure."""
+        message = clean_text(message)
         try:
             config, store = request_config(store, knobs, runtime.preset)
         except ConfigError as exc:
@@ -397,7 +416,7 @@ class Session:
         """Why Compare cannot start now (an answer is streaming, the message is too long), or None."""
         if self.active:
             return Update(status=status_html("Wait for the answer to finish (or Stop it) before comparing.", "warn"))
-        refused = message_too_long(message or "", runtime.settings.max_message_chars)
+        refused = message_too_long(message, runtime.settings.max_message_chars)
         if refused:
             return Update(status=status_html(esc(refused), "warn"), box="")
         return None
@@ -405,7 +424,7 @@ class Session:
     def _compare_prompt(self, engine: Any, message: str) -> tuple[list[int], str] | None:
         """The prompt to compare on and how the status line names it: the message in the box, else
         the last answer's prompt; None when there is neither."""
-        typed = (message or "").strip()
+        typed = message.strip()
         if self.prompt_ids is not None and not typed:
             return self.prompt_ids, "the last prompt"
         if typed:
@@ -436,6 +455,7 @@ class Session:
         final = store_name(name, self.store_choices(runtime) + list(runtime.published()))
         tokenizer = runtime.build_tokenizer()
         self.build = runtime.uploads.start(self.key, final, paths, names, pasted, tokenizer, busy=runtime.lock.locked)
+        self.raw -= set(paths)  # the build deletes them once read
         return self.build
 
     def finish_upload(self, runtime: Runtime) -> str:

@@ -9,6 +9,7 @@ blocks others between clicks. "Back" only moves through the steps already taken.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -16,10 +17,20 @@ from typing import Any
 
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
+from rest_core.knobs import BY_NAME
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import request_config
+from rest_core.ui.style import clean_text
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
+# The step-through's c: the c knob's checks (a finite whole number), its range 1..STEP_C_MAX.
+STEP_C = replace(BY_NAME["c"], maximum=STEP_C_MAX)
+
+
+def step_c(value: Any) -> int:
+    """The step-through's c as the page (or an API client) sent it, checked against STEP_C;
+    ConfigError with a one-line message naming c (NaN, inf, a string, 65, 2.5, True)."""
+    return STEP_C.parse(value)
 
 
 class Stepper:
@@ -59,7 +70,7 @@ class Stepper:
         session `owner`). Nothing runs yet: the first `next()` prefills and takes step 1.
         Raises ConfigError / ValueError with a one-line message for bad input."""
         self.close()
-        message = (message or "").strip()
+        message = clean_text(message).strip()
         if not message:
             raise ValueError("Type a message to step through.")
         config, names = request_config(store, {**knobs, "c": int(c), "budget": "fixed"}, runtime.preset)
@@ -125,12 +136,18 @@ class Stepper:
                 return True
             return False
 
-    def run_to_end(self) -> None:
-        """Take every remaining step and show the last."""
+    def run_to_end(self, max_seconds: float = 0.0) -> bool:
+        """Take every remaining step and show the last; with `max_seconds` (> 0) stop taking
+        steps once that long has passed. True when the limit stopped it before the end."""
+        deadline = time.monotonic() + max_seconds if max_seconds > 0 else None
         with self._lock:
+            cut = False
             while self._pull():
-                pass
+                if deadline is not None and time.monotonic() > deadline and not self.finished:
+                    cut = True
+                    break
             self.pos = len(self.events) - 1
+            return cut
 
     # -- what is shown --
 

@@ -1,5 +1,5 @@
-"""What every view of rest_core.ui shares: the source colours, the tokenizer protocol, HTML
-escaping, a draft source's CSS class and name, and token labels.
+"""What every view of rest_core.ui shares: the source colours, the tokenizer protocol, user text
+made valid, HTML escaping, a draft source's CSS class and name, and token labels.
 
 Class names used in the HTML are styled by assets/app.css.
 """
@@ -27,6 +27,18 @@ class Tokenizer(Protocol):
 
 def decode_text(tokenizer: Tokenizer, ids: Sequence[int]) -> str:
     return tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def clean_text(text: Any) -> str:
+    """User text as valid Unicode (None: ""): a lone surrogate, which JSON may carry ("\\ud800")
+    but UTF-8 cannot, becomes U+FFFD (the page's JSON encoder and the tokenizers refuse it, so one
+    kept in a conversation would break every later update), a surrogate pair its character."""
+    text = "" if text is None else text if isinstance(text, str) else str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def esc(text: str) -> str:

@@ -203,6 +203,7 @@ def test_clear_resets_everything(h):
         a.timeline,
         h.ui.store,
         h.ui.corpus.status,
+        h.ui.corpus.files,  # its raw uploads are deleted
     ]
     assert set(out) == set(cleared)  # every part of the page that shows the conversation is reset
     assert out[h.ui.session] is session and session.turns == [] and session.messages == [] and session.view is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import tempfile
+import time
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -111,6 +112,22 @@ def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
     assert rt.uploads.building == 0  # its build slot is free again
 
 
+def test_idle_sessions_lose_their_uploads_busy_ones_keep_them(tmp_path):
+    """The sweep (a thread, and every build's start) releases the sessions that uploaded and
+    have been idle past the session TTL; one with an answer streaming or a build is not idle."""
+    rt = tiny(tmp_path, session_ttl=5)
+    h = handlers(rt)
+    session = Session()
+    assert "Built" in status_of(h, build(h, session, pasted=NOTES, name="notes"))
+    folder, now = session.uploads["notes"], time.monotonic()
+    assert h.pages.sweep(now + 4) == [] and folder.is_dir()
+    session.active = True  # an answer streams
+    assert h.pages.sweep(now + 60) == [] and folder.is_dir()
+    session.active = False
+    assert h.pages.sweep(now + 60) == [session] and not folder.exists() and session.uploads == {}
+    assert h.pages.sweep(now + 120) == []  # released once
+
+
 # ------------------------------------------------------------------ refusals: messages, never tracebacks
 
 
@@ -159,6 +176,26 @@ def test_per_session_count_concurrent_builds_and_disk_are_bounded(tmp_path):
     rt.uploads._building = 0
     assert "space for uploaded corpora is full" in status_of(h, build(h, other, pasted="y" * 600_000))
     assert other.uploads == {}
+
+
+def test_the_disk_cap_holds_for_what_stores_really_take(tmp_path):
+    """A store takes several times its text on disk (a token and a suffix-array entry per token:
+    6 bytes per byte with this byte-level tokenizer), and the cap overshot (2.05 MB on a 2 MB
+    cap): the build accounts the store's size as it reads and stops at the cap, with a message."""
+    from rest_core.ui.upload_jobs import folder_size
+
+    rt = tiny(tmp_path, uploads_disk_mb=0.5)
+    h = handlers(rt)
+    session = Session()
+    text = "".join(f"line {i}: retrieval drafts tokens.\n" for i in range(1_600))  # ~50 KB
+    assert "Built" in status_of(h, build(h, session, pasted=text, name="first"))
+    first = folder_size(rt.uploads.root)
+    assert 250_000 < first < 400_000  # ~6x its text
+    status = status_of(h, build(h, session, pasted=text, name="second"))
+    assert "space for uploaded corpora is full" in status and "MB" in status, status
+    assert folder_size(rt.uploads.root) == first and list(session.uploads) == ["first"]  # nothing of it stays
+    assert "Built" in status_of(h, build(h, session, pasted=text[:5_000], name="small"))  # what fits still builds
+    assert folder_size(rt.uploads.root) <= 500_000
 
 
 def test_published_uploads_are_everyones(tmp_path):

@@ -64,8 +64,9 @@ def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(
 
 def test_the_message_box_carries_the_limit(tmp_path):
     demo = app.create_app(Settings(datastores=tmp_path, max_message_chars=123))
-    box = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "prompt")
-    assert box.max_length == 123
+    for elem_id in ("prompt", "teach-prompt"):  # the chat's and the step-through's
+        box = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+        assert box.max_length == 123
 
 
 def test_one_job_queued_or_running_per_session(scripted):

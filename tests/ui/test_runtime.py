@@ -89,3 +89,45 @@ def test_device_type_never_imports_torch():
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_stale_uploads_roots_go_only_when_their_instance_is_gone(tmp_path):
+    """An uploads root of an instance killed with SIGKILL is removed at the next start; one whose
+    pid runs, or whose lock is held (a live instance in another pid namespace), or that is a link
+    or named otherwise, is left alone."""
+    import os
+
+    from rest_core.ui.upload_jobs import LOCK_NAME, _hold_lock, remove_stale_roots
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    gone, locked, alive = (tmp_path / f"rest-uploads-{pid}-{tag}" for pid, tag in ((dead, "g"), (dead, "l"), (1, "a")))
+    for folder in (gone, locked, alive, tmp_path / "elsewhere"):
+        (folder / "s1").mkdir(parents=True)
+    held = _hold_lock(locked / LOCK_NAME)  # kept open: this process holds it
+    (tmp_path / f"rest-uploads-{dead}-link").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / f"rest-uploads-{dead}").mkdir()  # no random part: not a name the app gives
+    assert remove_stale_roots(tmp_path) == [gone]
+    assert locked.is_dir() and alive.is_dir() and (tmp_path / "elsewhere" / "s1").is_dir()
+    held.close()  # the lock's owner ended
+    assert remove_stale_roots(tmp_path) == [locked] and os.path.isdir(tmp_path / f"rest-uploads-{dead}")
+
+
+def test_raw_uploads_are_deleted_only_inside_the_upload_folder(tmp_path):
+    """RawFiles deletes what the upload endpoint stored (and its folder, left empty) and nothing
+    else: not a file outside the upload folder, not a link in it, not a folder, not `..` out of it."""
+    from rest_core.ui.upload_jobs import RawFiles
+
+    folder, outside = tmp_path / "gradio", tmp_path / "mine.txt"
+    (folder / "h1").mkdir(parents=True)
+    (folder / "h2").mkdir()
+    raw, kept = folder / "h1" / "a.txt", folder / "h2" / "b.txt"
+    for f in (raw, kept, outside):
+        f.write_text("x" * 10)
+    (folder / "h2" / "link.txt").symlink_to(outside)
+    files = RawFiles(folder, {str(raw), str(kept), str(folder / "gone.txt")})
+    assert files.size() == 20 and files.size(exclude=[str(raw)]) == 10
+    tries = [outside, folder / "h2" / "link.txt", folder / "h2", folder / "h1" / ".." / ".." / "mine.txt", raw]
+    assert files.remove(tries) == 1 and not raw.exists() and not (folder / "h1").exists()
+    assert outside.is_file() and kept.is_file() and (folder / "h2" / "link.txt").is_symlink()
+    assert files.size() == 10 and str(raw) not in files.listed
+    assert RawFiles().remove([kept]) == 0 and kept.is_file()  # no upload folder: nothing is deleted

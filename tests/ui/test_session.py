@@ -46,6 +46,15 @@ def test_request_config_validates_and_maps_the_store():
         request_config("code", knobs(top_p=0), BASE)
 
 
+def test_user_text_is_made_valid_unicode():
+    from rest_core.ui.runtime import selected_names
+    from rest_core.ui.style import clean_text
+
+    assert clean_text("a\ud800b") == "a\ufffdb" and clean_text("\udfffx\ud800") == "\ufffdx\ufffd"
+    assert clean_text("\ud83d\ude00") == "\U0001f600" and clean_text("plain, 世界") == "plain, 世界"
+    assert clean_text(None) == "" and selected_names(["my\ud800", "chat"]) == ("my\ufffd", "chat")
+
+
 def test_fit_context_shortens_or_refuses():
     config = GenerationConfig(max_new_tokens=500)
     assert fit_context(100, config, None) == (config, "")
