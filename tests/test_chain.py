@@ -125,3 +125,19 @@ def test_probabilities_must_not_grow_along_a_chain():
 
 def test_a_chain_draft_is_empty_by_default():
     assert len(ChainDraft()) == 0
+
+
+def test_a_fitted_shape_corrects_a_prior_that_is_flat_where_the_device_is_steep():
+    from rest_core.budget.cost_curve import ObservedCosts
+
+    true = CostCurve((1, 1024), (10.0, 10.0 + 1023 * 20.0))
+    for fit in (False, True):
+        costs = ObservedCosts(512, fit_shape=fit)
+        for q in (23, 45, 64):  # only large steps were ever timed
+            for _ in range(3):
+                costs.observe(q, float(true(q)))
+        at_8 = float(costs.corrected(FLAT)(8))
+        if fit:  # the drift grows with q like the true cost: extrapolated down to a small step
+            assert at_8 == pytest.approx(float(true(8)), rel=0.25)
+        else:  # one factor: below the smallest timed size the curve stays as flat as the prior
+            assert at_8 == pytest.approx(float(true(23)), rel=0.02)

@@ -47,12 +47,14 @@ class AutoBudget:
     node means more when the context has no say.
     """
 
-    def __init__(self, curve: CostCurve | None = None, acceptance: AcceptanceModel | None = None) -> None:
+    def __init__(
+        self, curve: CostCurve | None = None, acceptance: AcceptanceModel | None = None, costs: ObservedCosts | None = None
+    ) -> None:
         self.curve = curve  # set (measured) by the engine before the first choice
         self.acceptance = acceptance or AcceptanceModel.load()
         self._by_sources: dict[tuple[int, ...], AcceptanceModel] = {}
         self.overhead_ms = 1.0  # per-step time outside the forward, running mean
-        self.costs = ObservedCosts()  # the forward time seen per size q; its clock counts the steps learned
+        self.costs = costs or ObservedCosts()  # the forward time seen per size q; its clock counts the steps learned
         self._observed = self.costs.seen  # q -> the forward time seen for q tokens
         self._idle = 0  # plans in a row that had candidates but drafted nothing
 

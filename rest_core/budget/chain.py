@@ -116,15 +116,15 @@ class BatchPlan:
 
 def batch_lengths(
     chains: Sequence[np.ndarray], cost: Cost, *, overhead_ms: float = 0.0, at_least: int = 0,
-    limit: int | None = None,
+    at_most: int | None = None, limit: int | None = None,
 ) -> BatchPlan:
     """Per request, how much of its chain to draft: the total that maximises the batch's expected
     tokens per millisecond (see the module docstring). `chains`: one entry per request in the
     batch (an empty array for a request with nothing to draft, which still verifies its one
     token), each the non-increasing predicted path probabilities along that request's chain;
-    `cost`: milliseconds of a verify forward over T tokens; `at_least`: draft that many tokens
-    in all even if none pays (exploration); `limit`: no request drafts more (vLLM's
-    num_speculative_tokens)."""
+    `cost`: milliseconds of a verify forward over T tokens; `at_least` / `at_most`: draft at
+    least / at most that many tokens in all, whatever pays (exploration); `limit`: no request
+    drafts more (vLLM's num_speculative_tokens)."""
     b = len(chains)
     if b == 0:
         return BatchPlan((), 0.0, 0, 0.0)
@@ -137,7 +137,8 @@ def batch_lengths(
     depth = max((c.shape[0] for c in cut), default=0)
     owner = np.array([i for j in range(depth) for i, c in enumerate(cut) if c.shape[0] > j], dtype=np.int64)
     flat = np.array([c[j] for j in range(depth) for c in cut if c.shape[0] > j], dtype=np.float64)
-    chosen = select(flat, flat.shape[0], cost, overhead_ms, at_least, roots=b)
+    most = flat.shape[0] if at_most is None else min(int(at_most), flat.shape[0])
+    chosen = select(flat, most, cost, overhead_ms, at_least, roots=b)
     lengths = np.bincount(owner[chosen.idx], minlength=b) if chosen.idx.size else np.zeros(b, np.int64)
     n = int(lengths.sum())
     return BatchPlan(tuple(int(x) for x in lengths), b + chosen.expected_accepted, b + n, chosen.rate)

@@ -54,9 +54,9 @@ class _Observed:
     step: int  # the clock (observations of any size) at the latest observation
 
 
-def _fade(age: int) -> float:
+def _fade(age: int, half_life: float = HALF_LIFE) -> float:
     """How much an observation `age` observations old is trusted (1 when fresh)."""
-    return 0.5 ** (age / HALF_LIFE)
+    return 0.5 ** (age / half_life)
 
 
 def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
@@ -73,9 +73,14 @@ class ObservedCosts:
     Each `observe` is one tick of the clock that ages every size's observations.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, half_life: float = HALF_LIFE, *, fit_shape: bool = False) -> None:
         self.seen: dict[int, _Observed] = {}  # q -> the forward time seen for q tokens
         self.clock = 0  # observations so far, of any size
+        self.half_life = float(half_life)  # in observations (a server steps far more often than a chat)
+        # Whether the drift may grow or shrink with q (a power of q fitted to the observed
+        # sizes' drifts) instead of being one factor: for a curve that is only a prior guess
+        # of the shape (a batched verify on an unmeasured device), not a measurement of it.
+        self.fit_shape = fit_shape
 
     def observe(self, q: int, ms: float) -> None:
         """One forward of q tokens took `ms` milliseconds."""
@@ -86,28 +91,34 @@ class ObservedCosts:
             return
         # A mean, then a moving average; what was seen long ago (another load) weighs less
         # against this observation.
-        seen.weight = min(seen.weight * _fade(self.clock - seen.step) + 1.0, _MAX_WEIGHT)
+        seen.weight = min(seen.weight * _fade(self.clock - seen.step, self.half_life) + 1.0, _MAX_WEIGHT)
         seen.ms += (ms - seen.ms) / seen.weight
         seen.n += 1
         seen.step = self.clock
 
     def corrected(self, curve: CostCurve) -> CostCurve:
         """`curve` scaled by how far observation drifted from it (the median over sizes seen at
-        least MIN_SEEN times, each weighted by how fresh it is), with those sizes' own observed
-        cost blended in as far as it is fresh. The observed sizes bound the scaled curve between
-        them (a bigger forward never costs less), so a curve whose shape was measured wrong gives
-        way to what was seen. `curve` itself when nothing is trusted yet."""
+        least MIN_SEEN times, each weighted by how fresh it is; with `fit_shape`, a power of q
+        fitted to those drifts), with those sizes' own observed cost blended in as far as it is
+        fresh. The observed sizes bound the scaled curve between them (a bigger forward never
+        costs less), so a curve whose shape was measured wrong gives way to what was seen.
+        `curve` itself when nothing is trusted yet."""
         seen = {q: o for q, o in self.seen.items() if o.n >= MIN_SEEN}
         if not seen:
             return curve
-        trust = {q: _fade(self.clock - o.step) for q, o in seen.items()}
-        drift = _weighted_median([o.ms / float(curve(q)) for q, o in seen.items()], list(trust.values()))
         obs_q = np.array(sorted(seen))
-        t = np.array([trust[q] for q in obs_q])
-        obs_ms = t * np.array([seen[q].ms for q in obs_q]) + (1.0 - t) * curve(obs_q) * drift
-        # Each measured size's scaled cost, between the largest observed below it and the
-        # smallest observed above it.
-        sizes, scaled = np.array(curve.sizes), np.array(curve.ms) * drift
+        t = np.array([_fade(self.clock - seen[q].step, self.half_life) for q in obs_q])
+        ratios = np.array([seen[q].ms for q in obs_q]) / curve(obs_q)
+        drift = self._drift(obs_q, ratios, t)
+        obs_ms = t * np.array([seen[q].ms for q in obs_q]) + (1.0 - t) * curve(obs_q) * drift(obs_q)
+        # Each size's scaled cost, between the largest observed below it and the smallest
+        # observed above it.
+        sizes = np.array(curve.sizes)
+        if self.fit_shape:  # a shaped drift bends the curve between the prior's sizes too
+            top = max(int(sizes[-1]), int(obs_q[-1]))
+            grid = np.unique(np.round(2.0 ** (np.arange(0, 2 * np.log2(top) + 1) / 2)).astype(np.int64))
+            sizes = np.union1d(sizes, grid[grid <= top])
+        scaled = curve(sizes) * drift(sizes)
         below = np.searchsorted(obs_q, sizes, side="left")  # observed sizes smaller than q
         above = np.searchsorted(obs_q, sizes, side="right")  # index of the first one larger
         floor = np.concatenate(([-np.inf], np.maximum.accumulate(obs_ms)))[below]
@@ -116,3 +127,16 @@ class ObservedCosts:
         points.update(zip(obs_q.tolist(), obs_ms.tolist()))
         q_all = sorted(points)
         return CostCurve(tuple(q_all), tuple(np.maximum.accumulate([points[q] for q in q_all]).tolist()))
+
+    def _drift(self, q: np.ndarray, ratios: np.ndarray, trust: np.ndarray):
+        """observed / curve as a function of q: the trust-weighted median ratio, or (fit_shape,
+        two sizes or more) ratio = a * q**b by weighted least squares in logs, b in [-1, 1.5]."""
+        if not self.fit_shape or q.shape[0] < 2:
+            level = _weighted_median(ratios.tolist(), trust.tolist())
+            return lambda x: np.full(np.shape(x), level)
+        x, y, w = np.log(q), np.log(ratios), trust + 1e-9
+        xm, ym = np.average(x, weights=w), np.average(y, weights=w)
+        var = np.average((x - xm) ** 2, weights=w)
+        b = float(np.clip(np.average((x - xm) * (y - ym), weights=w) / var, -1.0, 1.5)) if var > 0 else 0.0
+        a = ym - b * xm
+        return lambda size: np.exp(a + b * np.log(np.asarray(size, np.float64)))
