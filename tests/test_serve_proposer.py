@@ -16,7 +16,7 @@ from rest_core.budget.cost_curve import CostCurve
 from rest_core.config import ConfigError
 from rest_core.serve import proposer as proposer_module
 from rest_core.serve.proposer import RestProposer
-from rest_core.serve.settings import ServeSettings, rest_config, speculative_config, StoreSpec
+from rest_core.serve.settings import ServeSettings, StoreSpec, rest_config, speculative_config
 from rest_core.store.build import build_datastore
 from rest_core.store.format import DatastoreError
 

@@ -145,18 +145,19 @@ def rest_config(
     *,
     retrieval: RetrievalConfig | None = None,
     context_weight: float = 1.0,
-    cost_curve: CostCurve | str = "auto",
+    cost_curve: CostCurve | str | Mapping[str, Any] = "auto",
     log: str | None = None,
     stats: str | None = None,
 ) -> dict[str, Any]:
     """The additional_config["rest"] object for these settings (checked by parsing it back)."""
     r = retrieval or RetrievalConfig(m=DEFAULT_K)
+    curve = cost_curve if isinstance(cost_curve, CostCurve) else _curve(cost_curve)
     out: dict[str, Any] = {
         "method": method,
         "datastores": [{"path": str(Path(s.path).resolve()), "name": s.name, "weight": s.weight} for s in stores],
         "n_min": r.n_min, "n_max": r.n_max, "m": r.m, "max_matches": r.max_matches,
         "context_weight": context_weight,
-        "cost_curve": cost_curve if isinstance(cost_curve, str) else {"sizes": list(cost_curve.sizes), "ms": list(cost_curve.ms)},
+        "cost_curve": curve if isinstance(curve, str) else {"sizes": list(curve.sizes), "ms": list(curve.ms)},
     }
     if log:
         out["log"] = log
