@@ -1,0 +1,139 @@
+"""One method of `bench --engine vllm`, run in the vLLM environment:
+`python -m rest_core.serve.bench_worker JOB.json` (the bench, `rest_core/bench/vllm_bench.py`,
+writes the job and reads the result; it never imports vLLM itself).
+
+The job names the model, one method's speculative_config (and additional_config), the prompts
+as token ids (encoded by the bench exactly as its other engines get them), the batch sizes and
+the tokens to generate. One engine is loaded and every batch size runs on it, greedy:
+
+- batch B: the prompts in rounds of B requests submitted together (a round past the last
+  prompt wraps around to the first ones, so that every round holds B requests);
+- per request: its tokens, and its latency from the engine's own timestamps (queued to last
+  token); per round: the wall time and the differences of vLLM's speculative-decoding counters
+  (drafts, draft tokens, accepted tokens, accepted per position);
+- with `calibrate`, the cost of one plain decoding step with B requests in flight, for each B:
+  the REST proposer's prior cost curve (measured here on the method without speculation);
+- with `proposer_stats`, the REST proposer's running totals (a JSON file its worker process
+  rewrites every step) after each batch size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SPEC_COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+
+
+def spec_counters(llm: Any) -> dict[str, Any]:
+    """vLLM's cumulative speculative-decoding counters (vllm:spec_decode_*), as plain numbers."""
+    out: dict[str, Any] = {name: 0 for name in SPEC_COUNTERS}
+    out["accepted_per_position"] = []
+    for metric in llm.get_metrics():
+        name = metric.name.removeprefix("vllm:spec_decode_")
+        if name in SPEC_COUNTERS:
+            out[name] = int(getattr(metric, "value", 0))
+        elif name == "num_accepted_tokens_per_pos":
+            out["accepted_per_position"] = [int(v) for v in getattr(metric, "values", [])]
+    return out
+
+
+def counter_delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    out = {k: after[k] - before[k] for k in SPEC_COUNTERS}
+    a, b = after["accepted_per_position"], before["accepted_per_position"]
+    b = b + [0] * (len(a) - len(b))
+    out["accepted_per_position"] = [x - y for x, y in zip(a, b, strict=True)]
+    return out
+
+
+def generate(llm: Any, prompts: list[list[int]], max_tokens: int) -> tuple[list[dict[str, Any]], float]:
+    """One round: the requests submitted together, greedy; (per request: tokens and latency, wall s)."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    start = time.perf_counter()
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    wall = time.perf_counter() - start
+    requests = []
+    for o in outs:
+        m = o.metrics
+        latency = (m.last_token_ts - m.queued_ts) if m is not None and m.last_token_ts > 0 else wall
+        first = (m.first_token_ts - m.queued_ts) if m is not None and m.first_token_ts > 0 else None
+        requests.append({"token_ids": [int(t) for t in o.outputs[0].token_ids], "latency_s": latency,
+                         "first_token_s": first, "finish_reason": o.outputs[0].finish_reason})
+    return requests, wall
+
+
+def run_batch(llm: Any, prompts: list[list[int]], batch: int, max_tokens: int) -> dict[str, Any]:
+    """Every prompt at batch size `batch`, in rounds of `batch` requests."""
+    rounds = []
+    n = len(prompts)
+    for start in range(0, n, batch):
+        index = [(start + j) % n for j in range(batch)]
+        before = spec_counters(llm)
+        requests, wall = generate(llm, [prompts[i] for i in index], max_tokens)
+        rounds.append({"prompts": index, "wall_s": wall, "requests": requests,
+                       "spec": counter_delta(spec_counters(llm), before)})
+    return {"batch": batch, "rounds": rounds}
+
+
+def step_cost(llm: Any, prompts: list[list[int]], sizes: list[int], steps: int = 16) -> dict[str, list[float]]:
+    """Milliseconds of one plain decoding step with B requests in flight, for each B in sizes:
+    (time for 1 + steps tokens - time for 1 token) / steps, the prompts' prefill cached alike in
+    both, the faster of two tries."""
+    ms = []
+    for b in sizes:
+        batch = [prompts[i % len(prompts)] + [i] for i in range(b)]  # distinct requests (no shared last block)
+        generate(llm, batch, 1)  # caches the prompts' blocks for both timed calls
+        best = float("inf")
+        for _ in range(2):
+            _, short = generate(llm, batch, 1)
+            _, long = generate(llm, batch, 1 + steps)
+            best = min(best, 1000.0 * (long - short) / steps)
+        ms.append(round(max(best, 0.01), 3))
+    for i in range(1, len(ms)):  # a bigger step never costs less
+        ms[i] = max(ms[i], ms[i - 1])
+    return {"sizes": list(sizes), "ms": ms}
+
+
+def main(argv: list[str] | None = None) -> int:
+    job_path = Path((argv or sys.argv[1:])[0])
+    job = json.loads(job_path.read_text())
+    from rest_core.serve.launch import fix_version_lookup
+
+    fix_version_lookup()
+    from vllm import LLM
+
+    kwargs: dict[str, Any] = dict(model=job["model"], dtype=job.get("dtype", "auto"), max_model_len=job["max_model_len"],
+                                  seed=job.get("seed", 0), disable_log_stats=False, **job.get("llm_kwargs", {}))
+    if job.get("speculative_config"):
+        kwargs["speculative_config"] = job["speculative_config"]
+    if job.get("additional_config"):
+        kwargs["additional_config"] = job["additional_config"]
+    t0 = time.perf_counter()
+    llm = LLM(**kwargs)
+    result: dict[str, Any] = {"method": job["method"], "load_s": time.perf_counter() - t0, "pid": os.getpid(),
+                              "batches": [], "loadavg_start": list(os.getloadavg())}
+    for prompts in job.get("warmup", []):  # untimed: kernels, allocator, the proposer's first steps
+        generate(llm, prompts, job.get("warmup_tokens", 16))
+    if job.get("calibrate"):
+        result["cost_curve"] = step_cost(llm, job["warmup"][0] if job.get("warmup") else job["prompts"], job["calibrate"])
+    stats = job.get("proposer_stats")
+    for b in job["batches"]:
+        before = json.loads(Path(stats).read_text()) if stats and Path(stats).is_file() else None
+        run = run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]))
+        if stats and Path(stats).is_file():
+            run["proposer_before"] = before  # the warm-up's steps are not this batch size's
+            run["proposer"] = json.loads(Path(stats).read_text())
+        result["batches"].append(run)
+    result["loadavg_end"] = list(os.getloadavg())
+    Path(job["out"]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
