@@ -127,17 +127,36 @@ def test_a_chain_draft_is_empty_by_default():
     assert len(ChainDraft()) == 0
 
 
-def test_a_fitted_shape_corrects_a_prior_that_is_flat_where_the_device_is_steep():
-    from rest_core.budget.cost_curve import ObservedCosts
+def test_the_linear_correction_learns_a_slope_a_flat_prior_does_not_have():
+    from rest_core.budget.cost_curve import LinearCorrection
 
-    true = CostCurve((1, 1024), (10.0, 10.0 + 1023 * 20.0))
-    for fit in (False, True):
-        costs = ObservedCosts(512, fit_shape=fit)
-        for q in (23, 45, 64):  # only large steps were ever timed
-            for _ in range(3):
-                costs.observe(q, float(true(q)))
-        at_8 = float(costs.corrected(FLAT)(8))
-        if fit:  # the drift grows with q like the true cost: extrapolated down to a small step
-            assert at_8 == pytest.approx(float(true(8)), rel=0.25)
-        else:  # one factor: below the smallest timed size the curve stays as flat as the prior
-            assert at_8 == pytest.approx(float(true(23)), rel=0.02)
+    true = CostCurve((1, 1024), (10.0, 10.0 + 1023 * 20.0))  # 20 ms per token
+    cost = LinearCorrection(FLAT)
+    assert float(cost(64)) == pytest.approx(10.0)  # nothing seen: the prior
+    rng = np.random.default_rng(0)
+    for t in rng.integers(8, 72, size=200):  # only steps of 8 tokens and more were timed
+        cost.observe(int(t), float(true(int(t))))
+    for t in (8, 16, 64):
+        assert float(cost(t)) == pytest.approx(float(true(t)), rel=0.1)
+    assert cost.params[2] == pytest.approx(20.0, rel=0.1)  # g: ms per token
+    assert list(cost.curve().ms) == sorted(cost.curve().ms)
+
+
+def test_the_linear_correction_learns_a_fixed_cost_per_step_and_forgets_an_old_load():
+    from rest_core.budget.cost_curve import LinearCorrection
+
+    measured = CostCurve((1, 2, 4, 8), (32.0, 36.0, 38.0, 43.0))  # plain decoding, measured
+    cost = LinearCorrection(measured, half_life=32)
+    for _ in range(100):  # a speculative step costs 15 ms more, whatever its size
+        for t in (1, 3, 6):
+            cost.observe(t, float(measured(t)) + 15.0)
+    assert float(cost(4)) == pytest.approx(float(measured(4)) + 15.0, rel=0.05)
+    for _ in range(300):  # the load went away: back to the measurement
+        for t in (1, 3, 6):
+            cost.observe(t, float(measured(t)))
+    assert float(cost(4)) == pytest.approx(float(measured(4)), rel=0.05)
+    steep = CostCurve((1, 64), (10.0, 10.0 + 63 * 20.0))
+    cost = LinearCorrection(steep)
+    for t in (4, 16, 40) * 50:  # the prior overstates the growth: the slope goes (never below 0)
+        cost.observe(t, 10.0)
+    assert float(cost(40)) < 2 * 10.0 and cost.params[0] >= 0 and cost.params[2] >= 0

@@ -453,8 +453,9 @@ def _stores(args: Any) -> list[Any]:
 
 def _retrieval(args: Any) -> Any:
     from rest_core.config import RetrievalConfig
+    from rest_core.serve.settings import DEFAULT_MATCHES
 
-    defaults = RetrievalConfig(m=args.spec_k)
+    defaults = RetrievalConfig(m=args.spec_k, max_matches=DEFAULT_MATCHES)
     given = {k: getattr(args, k) for k in ("n_min", "n_max", "m", "max_matches") if getattr(args, k, None) is not None}
     return RetrievalConfig(**{**{"n_min": defaults.n_min, "n_max": defaults.n_max, "m": defaults.m,
                                  "max_matches": defaults.max_matches}, **given})

@@ -2,8 +2,8 @@
 verification), and the length of every request's chain when a whole batch is verified in one
 forward.
 
-`chain_draft`: one request's sources merged into the engine's own weighted trie
-(`rest_core.drafting.draft.build_draft`), each node scored by the acceptance model
+`chain_draft` / `chain_drafts`: one request's sources merged into the engine's own weighted trie
+and draft tree (`rest_core.drafting.draft.build_draft`), each node scored by the acceptance model
 (`rest_core.budget.acceptance`: p = the chance that the model's path runs through the node), and
 the chain that follows the likeliest child from the root down to a leaf (at most k deep). Each
 prefix of that chain is then the likeliest next token given the one before, which is what the
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures, SourceMatch, node_features
+from rest_core._jit import jit
+from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures, SourceMatch, node_features, path_probabilities
 from rest_core.budget.selection import POOL_MIN, Cost, select
 from rest_core.drafting.draft import build_draft
 from rest_core.drafting.source import Retrieved
-from rest_core.drafting.trie import Trie, select_top_c, subtree
 
 _NO_IDS = np.empty(0, np.int64)
 
@@ -63,45 +63,71 @@ class ChainDraft:
         return ChainDraft(self.tokens[:n], self.p[:n], self.sources[:n], feats, self.matches)
 
 
+@jit
 def likeliest_path(parents: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Node indices from the root down to a leaf, taking the child with the largest p at each
-    node (ties: the smaller index). `parents` in BFS order (non-decreasing, -1 = the root)."""
-    path: list[int] = []
+    node (ties: the smaller index). `parents` in BFS order (non-decreasing, -1 = the root), so
+    each node's children are one contiguous block."""
+    n = parents.shape[0]
+    path = np.empty(n, np.int64)
+    length = 0
     node = -1
+    lo = 0
     while True:
-        lo, hi = np.searchsorted(parents, node, side="left"), np.searchsorted(parents, node, side="right")
-        if lo == hi:
-            return np.array(path, dtype=np.int64)
-        node = int(lo + np.argmax(p[lo:hi]))  # argmax takes the first of equals
-        path.append(node)
+        while lo < n and parents[lo] < node:
+            lo += 1
+        best = -1
+        i = lo
+        while i < n and parents[i] == node:
+            if best < 0 or p[i] > p[best]:
+                best = i
+            i += 1
+        if best < 0:
+            return path[:length]
+        path[length] = best
+        length += 1
+        node = best
+        lo = i
 
 
 def chain_draft(retrieved: Sequence[Retrieved], model: AcceptanceModel, k: int) -> ChainDraft:
-    """The likeliest chain of at most k tokens through the merged trie of what one request's
+    """The likeliest chain of at most k tokens through the draft tree of what one request's
     sources retrieved (`retrieved`: one result per enabled source), with each token's predicted
-    path probability under `model`.
+    path probability under `model` (see `chain_drafts`)."""
+    return chain_drafts([retrieved], [model], [k])[0]
 
-    Only the heaviest max(4k, POOL_MIN) nodes (a connected subtree) are scored, as the auto
-    budget does (`rest_core.budget.selection.choose_draft`)."""
-    if k <= 0 or not retrieved:
-        return ChainDraft()
-    matches = tuple(SourceMatch.of(r) for r in retrieved)
-    chosen: dict[str, NodeFeatures] = {}
 
-    def plan(pool: Trie, _retrieved: Sequence[Retrieved], c: int) -> tuple[np.ndarray, np.ndarray]:
-        cand = select_top_c(pool, max(4 * c, POOL_MIN))
-        parents = subtree(pool, cand).parents
-        feats = node_features(pool, matches, cand)
-        p = model.path_of(parents, feats)
-        path = likeliest_path(parents, p)[:c]
-        chosen["features"] = feats.take(path)
-        return cand[path], p[path]  # BFS indices along a chain increase: sorted, as build_draft wants
-
-    draft = build_draft(retrieved, k, max_depth=k, plan=plan)
-    if draft.nodes is None or len(draft) == 0:
-        return ChainDraft(matches=matches)
-    return ChainDraft(draft.nodes.tokens.astype(np.int64), np.asarray(draft.predicted, np.float64),
-                      draft.nodes.sources.copy(), chosen["features"], matches)
+def chain_drafts(
+    retrieved: Sequence[Sequence[Retrieved]], models: Sequence[AcceptanceModel], ks: Sequence[int]
+) -> list[ChainDraft]:
+    """One chain per request: its sources' continuations merged, weighed and cut to the
+    heaviest max(4k, POOL_MIN) nodes at most k deep by the engine's own `build_draft` (what
+    the auto budget scores too, `rest_core.budget.selection.choose_draft`); every node of
+    that tree scored by the request's acceptance model; the likeliest path through it.
+    The scoring is one matrix product per model for the whole batch (a step of a full batch
+    would otherwise pay numpy's per-call cost once per request)."""
+    trees = []
+    for found, k in zip(retrieved, ks, strict=True):
+        draft = build_draft(found, max(4 * k, POOL_MIN), max_depth=k) if (k > 0 and found) else None
+        trees.append(draft if draft is not None and len(draft) else None)
+    matches = [tuple(SourceMatch.of(r) for r in found) for found in retrieved]
+    out: list[ChainDraft] = [ChainDraft(matches=m) for m in matches]
+    by_model: dict[int, list[int]] = {}
+    for i, draft in enumerate(trees):
+        if draft is not None:
+            by_model.setdefault(id(models[i]), []).append(i)
+    for rows in by_model.values():
+        feats = [node_features(trees[i].trie, matches[i], trees[i].idx) for i in rows]
+        q = models[rows[0]].conditional(NodeFeatures.concat(feats))
+        at = 0
+        for i, f in zip(rows, feats, strict=True):
+            nodes = trees[i].nodes
+            p = path_probabilities(nodes.parents, q[at : at + f.n])
+            at += f.n
+            path = likeliest_path(nodes.parents, p)[: ks[i]]
+            out[i] = ChainDraft(nodes.tokens[path].astype(np.int64), p[path], nodes.sources[path].copy(),
+                                f.take(path), matches[i])
+    return out
 
 
 @dataclass(frozen=True)

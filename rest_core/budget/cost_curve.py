@@ -54,9 +54,9 @@ class _Observed:
     step: int  # the clock (observations of any size) at the latest observation
 
 
-def _fade(age: int, half_life: float = HALF_LIFE) -> float:
+def _fade(age: int) -> float:
     """How much an observation `age` observations old is trusted (1 when fresh)."""
-    return 0.5 ** (age / half_life)
+    return 0.5 ** (age / HALF_LIFE)
 
 
 def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
@@ -73,14 +73,9 @@ class ObservedCosts:
     Each `observe` is one tick of the clock that ages every size's observations.
     """
 
-    def __init__(self, half_life: float = HALF_LIFE, *, fit_shape: bool = False) -> None:
+    def __init__(self) -> None:
         self.seen: dict[int, _Observed] = {}  # q -> the forward time seen for q tokens
         self.clock = 0  # observations so far, of any size
-        self.half_life = float(half_life)  # in observations (a server steps far more often than a chat)
-        # Whether the drift may grow or shrink with q (a power of q fitted to the observed
-        # sizes' drifts) instead of being one factor: for a curve that is only a prior guess
-        # of the shape (a batched verify on an unmeasured device), not a measurement of it.
-        self.fit_shape = fit_shape
 
     def observe(self, q: int, ms: float) -> None:
         """One forward of q tokens took `ms` milliseconds."""
@@ -91,34 +86,28 @@ class ObservedCosts:
             return
         # A mean, then a moving average; what was seen long ago (another load) weighs less
         # against this observation.
-        seen.weight = min(seen.weight * _fade(self.clock - seen.step, self.half_life) + 1.0, _MAX_WEIGHT)
+        seen.weight = min(seen.weight * _fade(self.clock - seen.step) + 1.0, _MAX_WEIGHT)
         seen.ms += (ms - seen.ms) / seen.weight
         seen.n += 1
         seen.step = self.clock
 
     def corrected(self, curve: CostCurve) -> CostCurve:
         """`curve` scaled by how far observation drifted from it (the median over sizes seen at
-        least MIN_SEEN times, each weighted by how fresh it is; with `fit_shape`, a power of q
-        fitted to those drifts), with those sizes' own observed cost blended in as far as it is
-        fresh. The observed sizes bound the scaled curve between them (a bigger forward never
-        costs less), so a curve whose shape was measured wrong gives way to what was seen.
-        `curve` itself when nothing is trusted yet."""
+        least MIN_SEEN times, each weighted by how fresh it is), with those sizes' own observed
+        cost blended in as far as it is fresh. The observed sizes bound the scaled curve between
+        them (a bigger forward never costs less), so a curve whose shape was measured wrong gives
+        way to what was seen. `curve` itself when nothing is trusted yet."""
         seen = {q: o for q, o in self.seen.items() if o.n >= MIN_SEEN}
         if not seen:
             return curve
+        trust = {q: _fade(self.clock - o.step) for q, o in seen.items()}
+        drift = _weighted_median([o.ms / float(curve(q)) for q, o in seen.items()], list(trust.values()))
         obs_q = np.array(sorted(seen))
-        t = np.array([_fade(self.clock - seen[q].step, self.half_life) for q in obs_q])
-        ratios = np.array([seen[q].ms for q in obs_q]) / curve(obs_q)
-        drift = self._drift(obs_q, ratios, t)
-        obs_ms = t * np.array([seen[q].ms for q in obs_q]) + (1.0 - t) * curve(obs_q) * drift(obs_q)
-        # Each size's scaled cost, between the largest observed below it and the smallest
-        # observed above it.
-        sizes = np.array(curve.sizes)
-        if self.fit_shape:  # a shaped drift bends the curve between the prior's sizes too
-            top = max(int(sizes[-1]), int(obs_q[-1]))
-            grid = np.unique(np.round(2.0 ** (np.arange(0, 2 * np.log2(top) + 1) / 2)).astype(np.int64))
-            sizes = np.union1d(sizes, grid[grid <= top])
-        scaled = curve(sizes) * drift(sizes)
+        t = np.array([trust[q] for q in obs_q])
+        obs_ms = t * np.array([seen[q].ms for q in obs_q]) + (1.0 - t) * curve(obs_q) * drift
+        # Each measured size's scaled cost, between the largest observed below it and the
+        # smallest observed above it.
+        sizes, scaled = np.array(curve.sizes), np.array(curve.ms) * drift
         below = np.searchsorted(obs_q, sizes, side="left")  # observed sizes smaller than q
         above = np.searchsorted(obs_q, sizes, side="right")  # index of the first one larger
         floor = np.concatenate(([-np.inf], np.maximum.accumulate(obs_ms)))[below]
@@ -128,15 +117,80 @@ class ObservedCosts:
         q_all = sorted(points)
         return CostCurve(tuple(q_all), tuple(np.maximum.accumulate([points[q] for q in q_all]).tolist()))
 
-    def _drift(self, q: np.ndarray, ratios: np.ndarray, trust: np.ndarray):
-        """observed / curve as a function of q: the trust-weighted median ratio, or (fit_shape,
-        two sizes or more) ratio = a * q**b by weighted least squares in logs, b in [-1, 1.5]."""
-        if not self.fit_shape or q.shape[0] < 2:
-            level = _weighted_median(ratios.tolist(), trust.tolist())
-            return lambda x: np.full(np.shape(x), level)
-        x, y, w = np.log(q), np.log(ratios), trust + 1e-9
-        xm, ym = np.average(x, weights=w), np.average(y, weights=w)
-        var = np.average((x - xm) ** 2, weights=w)
-        b = float(np.clip(np.average((x - xm) * (y - ym), weights=w) / var, -1.0, 1.5)) if var > 0 else 0.0
-        a = ym - b * xm
-        return lambda size: np.exp(a + b * np.log(np.asarray(size, np.float64)))
+
+class LinearCorrection:
+    """A prior cost curve corrected online by a linear model of what steps were seen to cost:
+
+        C(T) = b * prior(T) + a + g * T,   b >= 0, g >= 0
+
+    fitted by least squares to every observed (T, ms), older observations fading with a
+    half-life of `half_life` observations, and pulled towards the prior itself (b = 1, a = g = 0)
+    as strongly as `strength` observations would. Three numbers cover what a prior measured
+    elsewhere, or only guessed, gets wrong: a fixed cost per step it did not include (a: vLLM's
+    speculative-decoding machinery, the scheduler), a uniformly slower or faster machine (b), and
+    a cost per token that grows faster or slower than it says (g: a prior that calls the device
+    flat when it is not). Unlike `ObservedCosts` (sizes seen a few times each, the shape of a
+    measured curve kept), it uses every step's exact size, which a batched verify rarely repeats.
+    """
+
+    T_UNIT = 16.0  # T is fitted in units of 16 tokens and ms in units of the prior's one-token step
+
+    def __init__(self, prior: CostCurve, *, half_life: float = 256.0, strength: float = 1.0) -> None:
+        self.prior = prior
+        self.unit = max(float(prior(1)), 1e-6)
+        self.decay = 0.5 ** (1.0 / float(half_life))
+        self.strength = float(strength)
+        self.theta0 = np.array([1.0, 0.0, 0.0])
+        self._xx = np.zeros((3, 3))
+        self._xy = np.zeros(3)
+        self.observations = 0
+        self.largest = int(prior.sizes[-1])  # the largest T seen or measured
+        self._theta: np.ndarray | None = self.theta0.copy()
+        self._curve: CostCurve | None = prior
+
+    def _x(self, t: np.ndarray | float) -> np.ndarray:
+        t = np.asarray(t, np.float64)
+        return np.stack([self.prior(t) / self.unit, np.ones_like(t), t / self.T_UNIT], axis=-1)
+
+    def observe(self, tokens: int, ms: float) -> None:
+        """One step over `tokens` tokens took `ms` milliseconds."""
+        x, y = self._x(float(tokens)), ms / self.unit
+        self._xx = self.decay * self._xx + np.outer(x, x)
+        self._xy = self.decay * self._xy + x * y
+        self.observations += 1
+        self.largest = max(self.largest, int(tokens))
+        self._theta = self._curve = None
+
+    @property
+    def params(self) -> tuple[float, float, float]:
+        """(b, a in ms, g in ms per token)."""
+        b, a, g = self._solve()
+        return float(b), float(a * self.unit), float(g * self.unit / self.T_UNIT)
+
+    def _solve(self) -> np.ndarray:
+        if self._theta is None:
+            ridge = self.strength * np.eye(3)
+            theta = np.linalg.solve(self._xx + ridge, self._xy + ridge @ self.theta0)
+            if theta[0] < 0 or theta[2] < 0:  # keep C non-decreasing: refit with the offending slope at 0
+                keep = [i for i in range(3) if not (i in (0, 2) and theta[i] < 0)]
+                sub = np.linalg.solve((self._xx + ridge)[np.ix_(keep, keep)], (self._xy + ridge @ self.theta0)[keep])
+                theta = np.zeros(3)
+                theta[keep] = np.maximum(sub, [0.0 if i != 1 else -np.inf for i in keep])
+            self._theta = theta
+        return self._theta
+
+    def __call__(self, tokens: np.ndarray | int) -> np.ndarray:
+        """The corrected cost of a step over `tokens` tokens (ms), at least a tenth of the
+        prior's one-token step."""
+        t = np.asarray(tokens, np.float64)
+        return np.maximum((self._x(t) @ self._solve()) * self.unit, 0.1 * self.unit)
+
+    def curve(self) -> CostCurve:
+        """The corrected cost as a curve, on the prior's sizes and powers of two up to the largest
+        T seen (cached until the next observation)."""
+        if self._curve is None:
+            top = max(self.largest, 1)
+            sizes = np.union1d(np.array(self.prior.sizes), 2 ** np.arange(0, int(np.ceil(np.log2(top))) + 1))
+            ms = np.maximum.accumulate(self(sizes))
+            self._curve = CostCurve(tuple(int(x) for x in sizes), tuple(float(x) for x in ms))
+        return self._curve

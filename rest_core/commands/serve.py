@@ -19,7 +19,7 @@ import os
 import shlex
 import sys
 
-from rest_core.serve.settings import DEFAULT_K, METHODS, PRIOR_CURVES
+from rest_core.serve.settings import DEFAULT_K, DEFAULT_MATCHES, METHODS, PRIOR_CURVES
 
 PASSTHROUGH = True  # unknown flags are vLLM's (rest_core.cli hands them over as args.passthrough)
 
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-min", type=int, default=1)
     p.add_argument("--n-max", type=int, default=16)
     p.add_argument("--m", type=int, default=None, help="continuation length per match (default: num_speculative_tokens)")
-    p.add_argument("--max-matches", type=int, default=5000, help="K: matches sampled per store and step")
+    p.add_argument("--max-matches", type=int, default=DEFAULT_MATCHES, help=f"matches sampled per store and step (default {DEFAULT_MATCHES})")
     p.add_argument("--context-weight", type=float, default=1.0)
     p.add_argument("--cost-curve", default="auto",
                    help=f"the prior cost of a batched verify step: auto (by device), {', '.join(PRIOR_CURVES)}, or a JSON file "

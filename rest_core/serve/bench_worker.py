@@ -100,6 +100,19 @@ def step_cost(llm: Any, prompts: list[list[int]], sizes: list[int], steps: int =
     return {"sizes": list(sizes), "ms": ms}
 
 
+def proposer_totals(llm: Any, stats: str | None, prompt: list[int]) -> dict[str, Any] | None:
+    """The REST proposer's running totals so far. Its worker process writes them at the start
+    of a step at most every FLUSH_S seconds, so one short request after a pause makes it write
+    everything up to now (that request's own step or two count towards the next reading)."""
+    if not stats:
+        return None
+    from rest_core.serve.proposer import FLUSH_S
+
+    time.sleep(FLUSH_S + 0.05)
+    generate(llm, [prompt], 2)
+    return json.loads(Path(stats).read_text()) if Path(stats).is_file() else None
+
+
 def main(argv: list[str] | None = None) -> int:
     job_path = Path((argv or sys.argv[1:])[0])
     job = json.loads(job_path.read_text())
@@ -123,12 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     if job.get("calibrate"):
         result["cost_curve"] = step_cost(llm, job["warmup"][0] if job.get("warmup") else job["prompts"], job["calibrate"])
     stats = job.get("proposer_stats")
+    before = proposer_totals(llm, stats, job["prompts"][0])
     for b in job["batches"]:
-        before = json.loads(Path(stats).read_text()) if stats and Path(stats).is_file() else None
         run = run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]))
-        if stats and Path(stats).is_file():
+        if stats:
             run["proposer_before"] = before  # the warm-up's steps are not this batch size's
-            run["proposer"] = json.loads(Path(stats).read_text())
+            run["proposer"] = before = proposer_totals(llm, stats, job["prompts"][0])
         result["batches"].append(run)
     result["loadavg_end"] = list(os.getloadavg())
     Path(job["out"]).write_text(json.dumps(result))

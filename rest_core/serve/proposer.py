@@ -45,23 +45,19 @@ from typing import Any
 
 import numpy as np
 
-from rest_core.budget.acceptance import AcceptanceModel
+from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures
 from rest_core.budget.auto import EXPLORE_EVERY, AutoBudget
-from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_draft
-from rest_core.budget.cost_curve import ObservedCosts
+from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_drafts
+from rest_core.budget.cost_curve import LinearCorrection
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
+from rest_core.drafting.source import Retrieved
 from rest_core.serve.settings import CONFIG_KEY, ServeSettings, StoreSpec
 from rest_core.sources import KINDS, SourceTable, kind_of
 
-# A step's observed time is filed under the nearest of these sizes (scaled by the prior's ratio
-# between the two), so that batches of many different token counts still add up to enough
-# observations per size for `ObservedCosts` to trust.
-COST_GRID: tuple[int, ...] = tuple(sorted({int(round(2 ** (i / 2))) for i in range(0, 27)}))  # 1 .. 8192
-# Observations (steps) after which a size's observed cost is trusted half as much: long, because
-# only a few sizes are seen while the batch is steady (the engine's auto budget, one chat's steps: 16).
-COST_HALF_LIFE = 512
-_OUTLIER = 20.0  # a step this many times slower than the same size's running mean is not learned
+COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load change, a new batch size)
+FLUSH_S = 0.25  # the log and the totals file are written at most this often
+_OUTLIER = 20.0  # a step this many times slower than predicted is not learned (the process was paused)
 
 _STORES: dict[tuple[str, str], Any] = {}  # (folder, tokenizer fingerprint) -> opened Datastore, once per process
 
@@ -135,16 +131,25 @@ class RestProposer:
             DatastoreSource(ds, s.retrieval, spec_.weight, bit=src.bit, name=src.name)
             for (spec_, ds), src in zip(stores, self.table.stores, strict=True)
         ]
-        self.budget = AutoBudget(s.prior_curve(self.device_type), AcceptanceModel.load(), ObservedCosts(COST_HALF_LIFE, fit_shape=True))
+        # The step's cost: the prior curve, corrected by every step timed (`_learn_cost`).
+        self.cost = LinearCorrection(s.prior_curve(self.device_type), half_life=COST_HALF_LIFE)
+        # What the auto budget knows about acceptance: a recalibrated copy of the prior model per
+        # set of sources (the cost part of AutoBudget is not used: a batch's cost is `self.cost`).
+        self.budget = AutoBudget(None, AcceptanceModel.load())
         self.requests: dict[Any, _Request] = {}
         self.records: deque[dict[str, Any]] = deque(maxlen=s.records)
         self.totals = _Totals(self.table)
         self._last: _Step | None = None
         self._idle = 0  # steps in a row that had candidates but drafted nothing
+        self._full_ms = 0.5  # running mean of propose()'s time per row when it retrieves
+        self._bare_ms = 0.05  # ... and when it only keeps the contexts up to date
+        self._verdicts: dict[int, float] = {}  # batch size class -> retrieving's rate over skipping's
+        self._since_check = 0  # skipped steps since retrieving was last tried
+        self._to_learn: dict[int, tuple[AcceptanceModel, list, list]] = {}  # this step's outcomes, per model
         self._since_explore = 0  # steps since the plan was last pushed off its optimum
-        self._row_ms = 0.5  # running mean of propose()'s own time per row
         self._log = open(s.log, "a", encoding="utf-8") if s.log else None  # noqa: SIM115 - lives as long as the proposer
         self.clock = time.perf_counter  # what step times are read from (a test's fake clock)
+        self._flushed = -float("inf")  # when the log and totals were last written
         warm_up()  # compile (or load) the retrieval and trie kernels before the first step
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
@@ -162,6 +167,7 @@ class RestProposer:
         **_: Any,
     ) -> list[list[int]]:
         start = self.clock()
+        self._flush(start)
         rows = len(sampled_token_ids)
         ids = _caller_req_ids(rows)
         keys: list[Any] = ids if ids is not None else [("row", i) for i in range(rows)]
@@ -172,73 +178,128 @@ class RestProposer:
         # Rows that may draft: not a partial prefill (it emitted nothing), not at the length limit.
         drafting = [i for i in range(rows) if len(sampled_token_ids[i]) and lengths[i] < self.max_model_len - 1]
         step.clean = len(drafting) == rows
-        explore = self._idle >= EXPLORE_EVERY
-        retrieve = explore or self._drafting_can_pay(len(drafting), rows)
-        chains: list[ChainDraft] = []
+        retrieve, at_least = self._worth_retrieving(len(drafting), rows)
+        if retrieve and self._idle >= EXPLORE_EVERY:
+            at_least = max(at_least, len(drafting))
+        found: list[list[Retrieved]] = []
+        models: list[AcceptanceModel | None] = []
+        rooms: list[int] = []
         for i in drafting:
             ctx = np.asarray(token_ids_cpu[i, : lengths[i]])
             req, known = self._request(keys[i], ctx)
             step.clean &= known and previous is not None and keys[i] in previous.drafted
-            room = min(self.k, self.max_model_len - lengths[i] - 1)
-            chains.append(self._chain(req, ctx, room) if (room > 0 and retrieve) else ChainDraft())
+            room = min(self.k, self.max_model_len - lengths[i] - 1) if retrieve else 0
+            found.append(self._retrieve(req, ctx) if room > 0 else [])
+            models.append(req.model)
+            rooms.append(room)
+        self._learn_outcomes()
+        chains = chain_drafts(found, models, rooms)
         if not retrieve:
             self.totals.steps_skipped += 1
         if previous is not None and step.clean and previous.clean:
             self._learn_cost(previous, start, [keys[i] for i in drafting])
-        plan = self._plan(chains, rows, explore)
-        # Steps that could have drafted but did not count towards exploring (see `AutoBudget`).
-        passed_up = any(len(c) for c in chains) or not retrieve
-        self._idle = self._idle + 1 if (passed_up and plan.tokens == len(chains)) else 0
+        best, plan = self._plan(chains, rows, at_least)
+        if retrieve:
+            # Retrieving steps that had candidates but drafted nothing count towards exploring
+            # (see `AutoBudget`); steps that skipped retrieval are `_worth_retrieving`'s business.
+            had = any(len(c) for c in chains)
+            self._idle = self._idle + 1 if (had and plan.tokens == len(chains)) else 0
         out: list[list[int]] = [[] for _ in range(rows)]
         for i, chain, length in zip(drafting, chains, plan.lengths, strict=True):
             drafted = chain.cut(length)
-            out[i] = [int(t) for t in drafted.tokens]
+            out[i] = drafted.tokens.tolist()
             self._remember(keys[i], drafted, chain, lengths[i])
             step.drafted[keys[i]] = len(drafted)
         self._forget_others(set(keys))
         end = self.clock()
-        self._row_ms += 0.1 * (1000.0 * (end - start) / max(rows, 1) - self._row_ms)
+        self._propose_ms(retrieve, 1000.0 * (end - start), rows)
+        if retrieve and drafting:
+            self._judge_retrieval(best, len(drafting), rows)
         step.end = end
+        if self._log is not None and previous is not None:
+            # The step that ended as this call began: its wall time, what it verified, this call's time.
+            verified = sum(1 + previous.drafted.get(keys[i], 0) for i in drafting)
+            self._log.write(json.dumps({
+                "kind": "step", "rows": rows, "tokens": verified, "clean": bool(step.clean and previous.clean),
+                "step_ms": round(1000.0 * (start - previous.end), 3), "propose_ms": round(1000.0 * (end - start), 3),
+                "retrieved": retrieve, "drafted_next": sum(step.drafted.values()),
+            }) + "\n")
         self._last = step
         self.totals.calls += 1
         self.totals.propose_ms += 1000.0 * (end - start)
-        self._flush()
         return out
 
-    def _plan(self, chains: list[ChainDraft], rows: int, explore: bool) -> BatchPlan:
-        """Each chain's length for the next step. Only sizes that are verified get timed, so the
-        cost curve's slope is learned only if the batch's token count varies: every
-        EXPLORE_EVERY steps the plan is pushed off its optimum, up (after that many steps that
-        drafted nothing: at least one token per row) or down (half the planned drafts), so that
-        a prior that overstates or understates how the cost grows is corrected either way."""
-        curve, overhead = self.budget.corrected_curve(), self._row_ms * rows
+    def _plan(self, chains: list[ChainDraft], rows: int, at_least: int) -> tuple[BatchPlan, BatchPlan]:
+        """(the best plan, the plan to draft): each chain's length for the next step. Only sizes
+        that are verified get timed, so the cost curve's slope is learned only if the batch's
+        token count varies: the plan drafted is pushed off the best one, up to `at_least`
+        tokens (when exploring, see `_worth_retrieving`) or, every EXPLORE_EVERY steps, down to
+        half the best plan's drafts, so that a prior that overstates or understates how the
+        cost grows is corrected either way."""
+        curve, overhead = self.cost.curve(), self._full_ms * rows
         probs = [c.p for c in chains]
-        if explore:
+        best = batch_lengths(probs, curve, overhead_ms=overhead, limit=self.k)
+        drafted = best.tokens - len(chains)
+        if at_least > drafted:
             self._since_explore = 0
-            return batch_lengths(probs, curve, overhead_ms=overhead, at_least=len(chains), limit=self.k)
-        plan = batch_lengths(probs, curve, overhead_ms=overhead, limit=self.k)
-        drafted = plan.tokens - len(chains)
+            return best, batch_lengths(probs, curve, overhead_ms=overhead, at_least=at_least, limit=self.k)
         self._since_explore += 1
         if drafted >= 2 and self._since_explore >= EXPLORE_EVERY:
             self._since_explore = 0
             self.totals.steps_explored += 1
-            return batch_lengths(probs, curve, overhead_ms=overhead, at_most=drafted // 2, limit=self.k)
-        return plan
+            return best, batch_lengths(probs, curve, overhead_ms=overhead, at_most=drafted // 2, limit=self.k)
+        return best, best
 
-    def _drafting_can_pay(self, b: int, rows: int) -> bool:
-        """Whether any draft could pay in a step of b decoding rows, even if every drafted token
-        were certain to be accepted; if not, the step retrieves nothing (it saves the
-        retrieval's time when a full batch on a slow device makes every extra token a loss)."""
+    # -- whether to retrieve at all ---------------------------------------------------------
+
+    def _worth_retrieving(self, b: int, rows: int) -> tuple[bool, int]:
+        """(whether this step looks for drafts at all, how many drafted tokens it must try at
+        least). Retrieval and scoring cost time per row (`_full_ms`, against `_bare_ms` for a
+        step that only keeps the contexts up to date), so the choice is the plan's own rate, one
+        level up: a step that drafts must yield more tokens per millisecond than one that does
+        not even look. No when even certain drafts could not pay for their verify, or when
+        recent steps of a batch this size drafted less than their retrieval cost
+        (`_judge_retrieval`); either is rechecked every EXPLORE_EVERY steps, drafting a quarter
+        as many tokens as there are rows at least, so that a bigger step is timed and a cost
+        curve that says "never" can be proved wrong."""
         if b == 0:
-            return False
-        curve, overhead = self.budget.corrected_curve(), self._row_ms * rows
+            return False, 0
+        curve = self.cost.curve()
+        bare = b / (self._bare_ms * rows + float(curve(b)))
         n = np.arange(1, b * self.k + 1)
-        return bool(np.any((b + n) / (overhead + curve(b + n)) > b / (overhead + float(curve(b)))))
+        could_pay = bool(np.any((b + n) / (self._full_ms * rows + curve(b + n)) > bare))
+        verdict = self._verdicts.get(_size_class(b))
+        if could_pay and (verdict is None or verdict >= 1.0):
+            return True, 0
+        self._since_check += 1
+        if self._since_check >= EXPLORE_EVERY:
+            self._since_check = 0
+            self.totals.steps_explored += 1
+            return True, -(-b // 4)
+        return False, 0
+
+    def _judge_retrieval(self, plan: BatchPlan, b: int, rows: int) -> None:
+        """A retrieving step's expected rate against a step that skips retrieval, as a running
+        mean per batch size class (>= 1: retrieving pays)."""
+        bare = b / (self._bare_ms * rows + float(self.cost(b)))
+        ratio = plan.rate / bare if bare > 0 else 1.0
+        key = _size_class(b)
+        old = self._verdicts.get(key)
+        self._verdicts[key] = ratio if old is None else old + 0.2 * (ratio - old)
+
+    def _propose_ms(self, retrieved: bool, ms: float, rows: int) -> None:
+        per_row = ms / max(rows, 1)
+        if retrieved:
+            self._full_ms += 0.1 * (per_row - self._full_ms)
+        else:
+            self._bare_ms += 0.1 * (per_row - self._bare_ms)
+
+    # -- per request ------------------------------------------------------------------------
 
     def _request(self, key: Any, ctx: np.ndarray) -> tuple[_Request, bool]:
         """The request's state, extended by its new tokens; rebuilt from the row when the row no
         longer holds the context it had (another request, or a request seen for the first time).
-        Learns the outcome of the chain drafted for it last step. Returns (state, was it known)."""
+        Collects the outcome of the chain drafted for it last step. Returns (state, was it known)."""
         req = self.requests.get(key)
         n = ctx.shape[0]
         if req is not None and req.ids.shape[0] <= n and np.array_equal(req.ids, ctx[: req.ids.shape[0]]):
@@ -258,8 +319,9 @@ class RestProposer:
         self.requests[key] = req
         return req, False
 
-    def _chain(self, req: _Request, ctx: np.ndarray, room: int) -> ChainDraft:
-        """The likeliest chain of at most `room` tokens from this request's sources."""
+    def _retrieve(self, req: _Request, ctx: np.ndarray) -> list[Retrieved]:
+        """What this request's sources find for its context (and the acceptance model that will
+        score it, kept on the request to learn from the outcome)."""
         retrieved = []
         tail = ctx[-self.settings.retrieval.n_max:]
         for store in self.stores:
@@ -267,16 +329,15 @@ class RestProposer:
             retrieved.append(store.retrieve())
         if req.context is not None:
             retrieved.append(req.context.retrieve())
-        if not retrieved:
-            return ChainDraft()
-        req.model = self.budget.model_for(retrieved)
-        return chain_draft(retrieved, req.model, room)
+        req.model = self.budget.model_for(retrieved) if retrieved else None
+        return retrieved
 
     # -- learning -------------------------------------------------------------------------
 
     def _outcome(self, req: _Request, new: np.ndarray) -> None:
         """The row's context grew by `new` since the last step: accepted drafts + one token of
-        the model's own. Teaches the acceptance model and resolves the step's record."""
+        the model's own. Queues what the acceptance model learns (`_learn_outcomes`) and
+        resolves the step's record."""
         chain, req.pending = req.pending, None
         if chain is None or len(chain) == 0 or new.shape[0] == 0:
             return
@@ -284,29 +345,31 @@ class RestProposer:
         if accepted > len(chain) or not np.array_equal(new[:accepted], chain.tokens[:accepted]):
             return  # not what was drafted (the scheduler cut the draft, or the row was reused): nothing to learn
         observed = min(accepted + 1, len(chain))  # accepted ones, and the first rejected one
-        outcome = np.arange(observed) < accepted
         if chain.features is not None and req.model is not None:
-            req.model.learn(chain.features.take(np.arange(observed)), outcome)
+            queue = self._to_learn.setdefault(id(req.model), (req.model, [], []))
+            queue[1].append(chain.features.take(np.arange(observed)))
+            queue[2].append(np.arange(observed) < accepted)
         self.totals.resolve(chain, accepted)
         if req.record is not None:
             req.record["accepted"] = accepted
             if self._log is not None:
-                self._log.write(json.dumps(req.record) + "\n")
+                record = {**req.record, "sources": [self.table.origin(m).label for m in req.record["sources"]]}
+                self._log.write(json.dumps(record) + "\n")
+
+    def _learn_outcomes(self) -> None:
+        """One update per acceptance model from every request's outcome this step."""
+        for model, feats, outcomes in self._to_learn.values():
+            model.learn(NodeFeatures.concat(feats), np.concatenate(outcomes))
+        self._to_learn.clear()
 
     def _learn_cost(self, previous: _Step, start: float, keys: list[Any]) -> None:
         """The time since the last call was one engine step verifying each of these requests'
-        last token and drafts: file it under the cost grid."""
+        last token and drafts."""
         tokens = sum(1 + previous.drafted[k] for k in keys)
-        if tokens == 0:
-            return
         ms = 1000.0 * (start - previous.end)
-        grid = min(COST_GRID, key=lambda q: abs(np.log(q / tokens)))
-        prior = self.budget.curve
-        ms *= float(prior(grid)) / float(prior(tokens))  # as if the step had verified `grid` tokens
-        seen = self.budget.costs.seen.get(grid)
-        if ms <= 0.0 or (seen is not None and seen.n >= 3 and ms > _OUTLIER * seen.ms):
-            return  # a hiccup (a pause of the whole process), not what such a step costs
-        self.budget.costs.observe(grid, ms)
+        if tokens == 0 or ms <= 0.0 or (self.cost.observations > 16 and ms > _OUTLIER * float(self.cost(tokens))):
+            return  # nothing verified, or a hiccup (a pause of the whole process), not what such a step costs
+        self.cost.observe(tokens, ms)
         self.totals.steps_timed += 1
 
     def _remember(self, key: Any, drafted: ChainDraft, chain: ChainDraft, n: int) -> None:
@@ -316,10 +379,10 @@ class RestProposer:
         self.totals.add(chain, drafted)
         if len(drafted) or len(chain):
             record = {
-                "req": key if not isinstance(key, tuple) else f"row{key[1]}",
+                "kind": "draft", "req": key if not isinstance(key, tuple) else f"row{key[1]}",
                 "step": req.steps, "context_len": n,
                 "drafted": [int(t) for t in drafted.tokens],
-                "sources": [self.table.origin(int(m)).label for m in drafted.sources],
+                "sources": drafted.sources.tolist(),  # bitmasks; named when the record is written
                 "p": [round(float(x), 4) for x in drafted.p],
                 "candidates": len(chain), "accepted": None,
             }
@@ -338,24 +401,30 @@ class RestProposer:
 
     def snapshot(self) -> dict[str, Any]:
         """The running totals and the learned cost curve (JSON-ready)."""
-        curve = self.budget.corrected_curve()
+        curve, prior = self.cost.curve(), self.cost.prior
+        b, a, g = self.cost.params
         return {
             **self.totals.as_dict(),
             "method": self.settings.method, "k": self.k, "pid": os.getpid(),
             "stores": [s.name for s in self.stores],
             "cost_curve": {"sizes": list(curve.sizes), "ms": [round(x, 3) for x in curve.ms]},
-            "prior_curve": {"sizes": list(self.budget.curve.sizes), "ms": list(self.budget.curve.ms)},
+            "cost_correction": {"scale": round(b, 4), "fixed_ms": round(a, 3), "ms_per_token": round(g, 4)},
+            "prior_curve": {"sizes": list(prior.sizes), "ms": list(prior.ms)},
         }
 
-    def _flush(self) -> None:
+    def _flush(self, now: float) -> None:
+        """Write the log and the running totals, at most every FLUSH_S seconds: a file write
+        costs about a millisecond on this machine's disk, a step of one request 30. Called at
+        the start of a step, so what is written is complete up to the step before: a reader
+        that wants a generation's totals runs one more short request after it, FLUSH_S later."""
+        if now - self._flushed < FLUSH_S:
+            return
+        self._flushed = now
         if self._log is not None:
             self._log.flush()
-        path = self.settings.stats
-        if path:
-            tmp = f"{path}.tmp-{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.snapshot(), f)
-            os.replace(tmp, path)
+        if self.settings.stats:
+            with open(self.settings.stats, "w", encoding="utf-8") as f:
+                f.write(json.dumps(self.snapshot()))
 
 
 class _Totals:
@@ -374,7 +443,7 @@ class _Totals:
         self.rebuilt = 0
         self.steps_timed = 0  # engine steps whose time was learned
         self.steps_skipped = 0  # steps that retrieved nothing: no draft could pay
-        self.steps_explored = 0  # steps that drafted half the plan, to time a smaller step
+        self.steps_explored = 0  # steps whose draft was pushed off the best plan, to time another size
         self.propose_ms = 0.0
         self.req_ids = "unknown"
         self.drafted_by_kind = dict.fromkeys(KINDS, 0)
@@ -422,6 +491,11 @@ def _caller_req_ids(rows: int) -> list[str] | None:
     if len(ids) != rows or not all(isinstance(r, str) for r in ids):
         return None
     return ids
+
+
+def _size_class(b: int) -> int:
+    """Batch sizes judged together: 1, 2, 3-4, 5-8, 9-16, ..."""
+    return int(np.ceil(np.log2(max(b, 1))))
 
 
 def _device_type(vllm_config: Any) -> str:
