@@ -10,8 +10,10 @@ outputs would otherwise hold the answers to these very prompts from the previous
 by request, at the same batch size) and it measures the plain step cost per batch size that the
 REST proposer starts from as its prior cost curve.
 
-Per method and batch size (`VllmSummary`): tokens/s in total (all requests' tokens over the wall
-time) and per request (each request's tokens over its own latency), ms per token per request
+A batch size B is B requests in flight at every moment (continuous batching, as a server keeps
+its batch full; `rest_core.serve.bench_worker.run_batch`). Per method and batch size
+(`VllmSummary`): tokens/s in total (all requests' tokens over the wall time) and per request
+(each request's tokens over its own latency), ms per token per request
 (prefill included, as `mean_token_ms` elsewhere), tokens per step and request M (generated /
 (generated - accepted drafts): every step of a request yields one token of the model's own),
 drafted tokens per step and acceptance (vLLM's counters), identity with `ar`.
@@ -42,7 +44,7 @@ class VllmSummary:
     requests: int
     new_tokens: int
     wall_s: float
-    tokens_per_s: float  # all requests' tokens / the rounds' wall time
+    tokens_per_s: float  # all requests' tokens / the pass's wall time
     tokens_per_s_request: float  # mean over requests of tokens / latency
     mean_token_ms: float  # per request: latency / tokens, pooled (prefill included)
     mean_generated_length: float  # M: tokens per step of a request
@@ -80,6 +82,7 @@ class VllmPlan:
     max_model_len: int = 2048
     llm_kwargs: dict[str, Any] = field(default_factory=dict)
     calibrate: list[int] = field(default_factory=list)  # ar: the batch sizes whose step cost is measured
+    requests_per_batch: int = 3  # a batch size B runs max(prompts, this x B) requests
 
 
 def method_config(name: str, *, stores: Sequence[Any] = (), k: int = 16, ngram: tuple[int, int] = DEFAULT_NGRAM,
@@ -115,7 +118,7 @@ def run_method(plan: VllmPlan, method: VllmMethod, work: Path, *, log: Path) -> 
             "method": method.name, "model": plan.model, "dtype": plan.dtype, "max_model_len": plan.max_model_len,
             "llm_kwargs": plan.llm_kwargs, "speculative_config": method.speculative_config,
             "additional_config": method.additional_config, "prompts": plan.prompts, "batches": batches,
-            "max_tokens": plan.max_tokens, "warmup": plan.warmup,
+            "max_tokens": plan.max_tokens, "warmup": plan.warmup, "requests_per_batch": plan.requests_per_batch,
             "calibrate": plan.calibrate if method.name == "ar" else [],
             "proposer_stats": (method.additional_config or {}).get("rest", {}).get("stats"),
             "out": str(work / f"{method.name}-{i}.json"),
@@ -146,53 +149,45 @@ def run_method(plan: VllmPlan, method: VllmMethod, work: Path, *, log: Path) -> 
 # Summaries
 
 
-def _requests(batch_run: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]:
-    """(round, slot, request) of a batch size's run, with each request's prompt index as 'prompt'."""
-    out = []
-    for r, rnd in enumerate(batch_run["rounds"]):
-        for slot, (prompt, req) in enumerate(zip(rnd["prompts"], rnd["requests"], strict=True)):
-            out.append((r, slot, {**req, "prompt": prompt}))
-    return out
-
-
 def summarize(results: dict[str, dict[str, Any]]) -> tuple[dict[int, dict[str, VllmSummary]], list[dict[str, Any]]]:
-    """Per batch size, per method: its summary; and every greedy output that differs from ar's."""
+    """Per batch size, per method: its summary; and every greedy output that differs from ar's
+    (request j of a batch size runs the same prompt for every method)."""
     ar = results.get("ar")
     ar_runs = {b["batch"]: b for b in ar["batches"]} if ar else {}
     ar_first = {}
     if 1 in ar_runs:
-        for _, _, req in _requests(ar_runs[1]):
-            ar_first.setdefault(req["prompt"], req["token_ids"])
+        for q in ar_runs[1]["requests"]:
+            ar_first.setdefault(q["prompt"], q["token_ids"])
     table: dict[int, dict[str, VllmSummary]] = {}
     differences: list[dict[str, Any]] = []
     for name, result in results.items():
         for run in result["batches"]:
-            b = run["batch"]
-            reqs = _requests(run)
-            ref = {(r, s): q["token_ids"] for r, s, q in _requests(ar_runs[b])} if b in ar_runs else None
+            b, reqs = run["batch"], run["requests"]
+            ref = [q["token_ids"] for q in ar_runs[b]["requests"]] if b in ar_runs else None
             same = []
-            for r, s, q in reqs:
+            for j, q in enumerate(reqs):
                 if ref is not None and name != "ar":
-                    ok = q["token_ids"] == ref[(r, s)]
+                    ok = q["token_ids"] == ref[j]
                     same.append(ok)
                     if not ok:
-                        differences.append({"method": name, "batch": b, "round": r, "slot": s, "prompt": q["prompt"],
-                                            "first_diff": _first_diff(q["token_ids"], ref[(r, s)])})
-            tokens = sum(len(q["token_ids"]) for _, _, q in reqs)
-            wall = sum(rnd["wall_s"] for rnd in run["rounds"])
-            spec = _sum_spec([rnd["spec"] for rnd in run["rounds"]])
+                        differences.append({"method": name, "batch": b, "request": j, "prompt": q["prompt"],
+                                            "first_diff": _first_diff(q["token_ids"], ref[j])})
+            tokens = sum(len(q["token_ids"]) for q in reqs)
+            wall = run["wall_s"]
+            spec = run["spec"]
             steps = max(tokens - spec["num_accepted_tokens"], 1)
+            rates = [len(q["token_ids"]) / q["latency_s"] for q in reqs if q["latency_s"] > 0]
             summary = VllmSummary(
                 method=name, batch=b, requests=len(reqs), new_tokens=tokens, wall_s=wall,
                 tokens_per_s=tokens / wall if wall else 0.0,
-                tokens_per_s_request=sum(len(q["token_ids"]) / q["latency_s"] for _, _, q in reqs if q["latency_s"] > 0) / max(len(reqs), 1),
-                mean_token_ms=1000.0 * sum(q["latency_s"] for _, _, q in reqs) / max(tokens, 1),
+                tokens_per_s_request=sum(rates) / len(rates) if rates else 0.0,
+                mean_token_ms=1000.0 * sum(q["latency_s"] for q in reqs) / max(tokens, 1),
                 mean_generated_length=tokens / steps,
                 draft_tokens_per_step=spec["num_draft_tokens"] / steps,
                 mean_draft_length=spec["num_draft_tokens"] / spec["num_drafts"] if spec["num_drafts"] else 0.0,
                 acceptance=spec["num_accepted_tokens"] / spec["num_draft_tokens"] if spec["num_draft_tokens"] else None,
                 identical_to_ar=(1.0 if name == "ar" else (sum(same) / len(same))) if ref is not None else None,
-                identical_to_ar_batch1=_share([q["token_ids"] == ar_first[q["prompt"]] for _, _, q in reqs if q["prompt"] in ar_first]),
+                identical_to_ar_batch1=_share([q["token_ids"] == ar_first[q["prompt"]] for q in reqs if q["prompt"] in ar_first]),
                 accepted_per_position=spec["accepted_per_position"],
                 proposer=_proposer_part(run.get("proposer"), result["batches"], run),
             )
@@ -223,17 +218,6 @@ def _proposer_part(stats: dict[str, Any] | None, runs: list[dict[str, Any]], run
     return out
 
 
-def _sum_spec(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    out = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "accepted_per_position": []}
-    for p in parts:
-        for k in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
-            out[k] += p[k]
-        pos = p["accepted_per_position"]
-        acc = out["accepted_per_position"] + [0] * (len(pos) - len(out["accepted_per_position"]))
-        out["accepted_per_position"] = [a + x for a, x in zip(acc, pos + [0] * (len(acc) - len(pos)), strict=True)]
-    return out
-
-
 def _share(values: list[bool]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -257,7 +241,7 @@ def markdown_tables(table: dict[int, dict[str, VllmSummary]]) -> str:
     """One table per batch size."""
     out = []
     for b, by_method in table.items():
-        out += [f"**batch {b}** ({next(iter(by_method.values())).requests} requests)", "",
+        out += [f"**batch {b}** ({next(iter(by_method.values())).requests} requests, {b} in flight)", "",
                 "| method | tok/s total | vs ar | tok/s per request | vs ar | ms/token (request) | M | drafted/step | acceptance "
                 "| identical to ar | identical to ar at batch 1 |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -291,8 +275,9 @@ def write_report(out: Path, *, title: str, table: dict[int, dict[str, VllmSummar
     payload = {
         **meta,
         "engine": "vllm",
-        "timing": "per batch size: rounds of B requests submitted together; tok/s total = tokens / rounds' wall time; "
-                  "per request = tokens / its latency (queued to last token); one engine load per method",
+        "timing": "per batch size B: max(problems, 3B) requests, B in flight at every moment (continuous batching); "
+                  "tok/s total = tokens / the pass's wall time; per request = tokens / its latency (admitted to finished); "
+                  "one engine load per method (suffix: per batch size)",
         "methods": methods,
         "batches": {str(b): {n: asdict(s) for n, s in by.items()} for b, by in table.items()},
         "differences": differences,
@@ -336,10 +321,12 @@ def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPl
     device = args.device if args.device != "auto" else None
     if (device or "").startswith("cpu") or (device is None and not _cuda_visible()):
         kwargs["enforce_eager"] = True  # vLLM's CPU backend: no graph compilation (minutes on 2 cores)
-    calibrate = sorted({1, 2, 4, *batches, *(2 * b for b in batches), *(4 * b for b in batches)})
+    # Plain steps of 1 .. 2 x the largest batch: the REST proposer's prior (a batch of B verifies
+    # B + its drafts tokens; beyond the measured sizes CostCurve extrapolates linearly).
+    calibrate = sorted({1, 2, 4, 8, 16, 32, 64, *batches, *(2 * b for b in batches)})
     return VllmPlan(model=folder, prompts=[first_turn(p) for p in problems], batches=batches,
                     max_tokens=args.max_new_tokens, warmup=[warm, warm * max(1, batches[-1] // len(warm))],
-                    dtype=dtype, llm_kwargs=kwargs, calibrate=[b for b in calibrate if b <= 4 * batches[-1]])
+                    dtype=dtype, llm_kwargs=kwargs, calibrate=[b for b in calibrate if b <= max(2 * batches[-1], 4)])
 
 
 def _cuda_visible() -> bool:

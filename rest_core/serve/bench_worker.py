@@ -6,11 +6,12 @@ The job names the model, one method's speculative_config (and additional_config)
 as token ids (encoded by the bench exactly as its other engines get them), the batch sizes and
 the tokens to generate. One engine is loaded and every batch size runs on it, greedy:
 
-- batch B: the prompts in rounds of B requests submitted together (a round past the last
-  prompt wraps around to the first ones, so that every round holds B requests);
-- per request: its tokens, and its latency from the engine's own timestamps (queued to last
-  token); per round: the wall time and the differences of vLLM's speculative-decoding counters
-  (drafts, draft tokens, accepted tokens, accepted per position);
+- batch B: max(prompts, 3 B) requests, the prompts in turn (from the first again after the
+  last), with B of them in flight at every moment, as a server keeps its batch full (continuous
+  batching: a request is admitted as soon as another finishes);
+- per request: its tokens and its latency (admitted to finished); per batch size: the wall time
+  and the differences of vLLM's speculative-decoding counters (drafts, draft tokens, accepted
+  tokens, accepted per position);
 - with `calibrate`, the cost of one plain decoding step with B requests in flight, for each B:
   the REST proposer's prior cost curve (measured here on the method without speculation);
 - with `proposer_stats`, the REST proposer's running totals (a JSON file its worker process
@@ -68,26 +69,49 @@ def generate(llm: Any, prompts: list[list[int]], max_tokens: int) -> tuple[list[
     return requests, wall
 
 
-def run_batch(llm: Any, prompts: list[list[int]], batch: int, max_tokens: int) -> dict[str, Any]:
-    """Every prompt at batch size `batch`, in rounds of `batch` requests."""
-    rounds = []
-    n = len(prompts)
-    for start in range(0, n, batch):
-        index = [(start + j) % n for j in range(batch)]
-        before = spec_counters(llm)
-        requests, wall = generate(llm, [prompts[i] for i in index], max_tokens)
-        rounds.append({"prompts": index, "wall_s": wall, "requests": requests,
-                       "spec": counter_delta(spec_counters(llm), before)})
-    return {"batch": batch, "rounds": rounds}
+def run_batch(llm: Any, prompts: list[list[int]], batch: int, max_tokens: int, requests: int) -> dict[str, Any]:
+    """`requests` requests (the prompts in turn, from the first again after the last) with
+    `batch` of them in flight at every moment, as a server keeps its batch full: a request is
+    admitted as soon as another finishes (continuous batching). Per request: its tokens and its
+    latency (admitted to finished, on this process's clock); the pass's wall time and vLLM's
+    speculative-decoding counters over it."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    engine = llm.llm_engine
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, output_kind=RequestOutputKind.FINAL_ONLY)
+    order = [i % len(prompts) for i in range(requests)]
+    admitted: dict[str, tuple[int, float]] = {}
+    done: dict[int, dict[str, Any]] = {}
+    before = spec_counters(llm)
+    start = time.perf_counter()
+    nxt = 0
+    while nxt < len(order) or engine.has_unfinished_requests():
+        while nxt < len(order) and len(admitted) - len(done) < batch:
+            rid = f"b{batch}-{nxt}"
+            engine.add_request(rid, {"prompt_token_ids": prompts[order[nxt]]}, params)
+            admitted[rid] = (nxt, time.perf_counter())
+            nxt += 1
+        for out in engine.step():
+            if out.finished:
+                j, t0 = admitted[out.request_id]
+                done[j] = {"prompt": order[j], "token_ids": [int(t) for t in out.outputs[0].token_ids],
+                           "latency_s": time.perf_counter() - t0, "finish_reason": out.outputs[0].finish_reason}
+    wall = time.perf_counter() - start
+    return {"batch": batch, "wall_s": wall, "requests": [done[j] for j in range(len(order))],
+            "spec": counter_delta(spec_counters(llm), before)}
 
 
-def step_cost(llm: Any, prompts: list[list[int]], sizes: list[int], steps: int = 16) -> dict[str, list[float]]:
+def step_cost(llm: Any, prompts: list[list[int]], sizes: list[int], steps: int = 16,
+              context: int = 64) -> dict[str, list[float]]:
     """Milliseconds of one plain decoding step with B requests in flight, for each B in sizes:
-    (time for 1 + steps tokens - time for 1 token) / steps, the prompts' prefill cached alike in
-    both, the faster of two tries."""
+    (time for 1 + steps tokens - time for 1 token) / steps, on prompts cut to `context` tokens
+    (a step's cost hardly depends on it; the prefill of long ones would dominate the time this
+    takes), their prefill cached alike in both calls, the faster of two tries."""
     ms = []
     for b in sizes:
-        batch = [prompts[i % len(prompts)] + [i] for i in range(b)]  # distinct requests (no shared last block)
+        # distinct requests: each prompt ends in its own token, so no two share their last block
+        batch = [prompts[i % len(prompts)][:context] + [i] for i in range(b)]
         generate(llm, batch, 1)  # caches the prompts' blocks for both timed calls
         best = float("inf")
         for _ in range(2):
@@ -138,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = job.get("proposer_stats")
     before = proposer_totals(llm, stats, job["prompts"][0])
     for b in job["batches"]:
-        run = run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]))
+        requests = max(len(job["prompts"]), int(job.get("requests_per_batch", 3)) * int(b))
+        run = run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), requests)
         if stats:
             run["proposer_before"] = before  # the warm-up's steps are not this batch size's
             run["proposer"] = before = proposer_totals(llm, stats, job["prompts"][0])
