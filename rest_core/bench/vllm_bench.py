@@ -282,7 +282,7 @@ def write_report(out: Path, *, title: str, table: dict[int, dict[str, VllmSummar
         "batches": {str(b): {n: asdict(s) for n, s in by.items()} for b, by in table.items()},
         "differences": differences,
         "cost_curve": (results.get("ar") or {}).get("cost_curve"),
-        "load_s": {n: r["load_s"] for n, r in results.items()},
+        "load_s": {n: r.get("load_s") for n, r in results.items()},
         "loadavg": {n: [r.get("loadavg_start"), r.get("loadavg_end")] for n, r in results.items()},
         "raw": results,
     }
