@@ -32,6 +32,7 @@ NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (ru
 FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
 ACTIONS = ("run", "ablation", "pld-sweep", "profile", "ngram-sweep")
+HF_DEFAULT_METHODS = "ar,pld,rest"
 VLLM_DEFAULT_METHODS = "ar,ngram,suffix,rest,hybrid"
 
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return run_vllm(args, commit)
     if args.action == "ngram-sweep":
         raise ValueError("ngram-sweep sweeps vLLM's ngram drafter: add --engine vllm (pld-sweep is transformers' prompt lookup)")
-    args.methods = args.methods or "ar,pld,rest"
+    args.methods = args.methods or HF_DEFAULT_METHODS
     problems = select_problems(args)
     device = resolve_device(args.device)  # bad device or settings: an error before loading the model
     settings = settings_from_args(args, device.type)
@@ -235,7 +236,7 @@ def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
     from rest_core.bench.runners import ALL_METHODS
 
     args, factory = setup.args, setup.factory
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m.strip() for m in (args.methods or HF_DEFAULT_METHODS).split(",") if m.strip()]
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(ALL_METHODS)}")
