@@ -83,6 +83,7 @@ class VllmPlan:
     llm_kwargs: dict[str, Any] = field(default_factory=dict)
     calibrate: list[int] = field(default_factory=list)  # ar: the batch sizes whose step cost is measured
     requests_per_batch: int = 3  # a batch size B runs max(prompts, this x B) requests
+    repeats: int = 1  # passes per batch size on one engine, the fastest counts (suffix: always 1)
 
 
 def method_config(name: str, *, stores: Sequence[Any] = (), k: int = 16, ngram: tuple[int, int] = DEFAULT_NGRAM,
@@ -119,6 +120,8 @@ def run_method(plan: VllmPlan, method: VllmMethod, work: Path, *, log: Path) -> 
             "llm_kwargs": plan.llm_kwargs, "speculative_config": method.speculative_config,
             "additional_config": method.additional_config, "prompts": plan.prompts, "batches": batches,
             "max_tokens": plan.max_tokens, "warmup": plan.warmup, "requests_per_batch": plan.requests_per_batch,
+            # suffix's cache of earlier outputs would hold this very pass's answers on a repeat
+            "repeats": 1 if method.fresh_engine_per_batch else plan.repeats,
             "calibrate": plan.calibrate if method.name == "ar" else [],
             "proposer_stats": (method.additional_config or {}).get("rest", {}).get("stats"),
             "out": str(work / f"{method.name}-{i}.json"),
@@ -172,6 +175,9 @@ def summarize(results: dict[str, dict[str, Any]]) -> tuple[dict[int, dict[str, V
                     if not ok:
                         differences.append({"method": name, "batch": b, "request": j, "prompt": q["prompt"],
                                             "first_diff": _first_diff(q["token_ids"], ref[j])})
+            if run.get("passes_identical") is False:  # greedy: a repeated pass must give the same tokens
+                differences.append({"method": name, "batch": b, "request": None, "prompt": None,
+                                    "first_diff": None, "what": "repeated passes differ"})
             tokens = sum(len(q["token_ids"]) for q in reqs)
             wall = run["wall_s"]
             spec = run["spec"]
@@ -324,7 +330,7 @@ def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPl
     # Plain steps of 1 .. 2 x the largest batch: the REST proposer's prior (a batch of B verifies
     # B + its drafts tokens; beyond the measured sizes CostCurve extrapolates linearly).
     calibrate = sorted({1, 2, 4, 8, 16, 32, 64, *batches, *(2 * b for b in batches)})
-    return VllmPlan(model=folder, prompts=[first_turn(p) for p in problems], batches=batches,
+    return VllmPlan(model=folder, prompts=[first_turn(p) for p in problems], batches=batches, repeats=args.repeats,
                     max_tokens=args.max_new_tokens, warmup=[warm, warm * max(1, batches[-1] // len(warm))],
                     dtype=dtype, llm_kwargs=kwargs, calibrate=[b for b in calibrate if b <= max(2 * batches[-1], 4)])
 

@@ -14,6 +14,8 @@ the tokens to generate. One engine is loaded and every batch size runs on it, gr
   tokens, accepted per position);
 - with `calibrate`, the cost of one plain decoding step with B requests in flight, for each B:
   the REST proposer's prior cost curve (measured here on the method without speculation);
+- with `repeats` R > 1, each batch size runs R times on the same engine and the fastest pass
+  counts (the REST proposer's totals then cover all R);
 - with `proposer_stats`, the REST proposer's running totals (a JSON file its worker process
   rewrites every step) after each batch size.
 """
@@ -163,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     before = proposer_totals(llm, stats, job["prompts"][0])
     for b in job["batches"]:
         requests = max(len(job["prompts"]), int(job.get("requests_per_batch", 3)) * int(b))
-        run = run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), requests)
+        passes = [run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), requests)
+                  for _ in range(max(1, int(job.get("repeats", 1))))]
+        run = min(passes, key=lambda r: r["wall_s"])  # the fastest pass: on a shared machine noise only adds time
+        run["passes_wall_s"] = [r["wall_s"] for r in passes]
+        run["passes_identical"] = all(r["requests"] == passes[0]["requests"] for r in passes)
         if stats:
             run["proposer_before"] = before  # the warm-up's steps are not this batch size's
             run["proposer"] = before = proposer_totals(llm, stats, job["prompts"][0])
