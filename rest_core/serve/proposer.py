@@ -47,7 +47,7 @@ import numpy as np
 
 from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures
 from rest_core.budget.auto import EXPLORE_EVERY, AutoBudget
-from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_drafts
+from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_drafts, likeliest_path
 from rest_core.budget.cost_curve import LinearCorrection
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
@@ -151,6 +151,7 @@ class RestProposer:
         self.clock = time.perf_counter  # what step times are read from (a test's fake clock)
         self._flushed = -float("inf")  # when the log and totals were last written
         warm_up()  # compile (or load) the retrieval and trie kernels before the first step
+        likeliest_path(np.array([-1, 0], np.int64), np.array([0.5, 0.4]))  # and the chain's
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's CPU runner calls this with the target model whenever a drafter exists; REST
