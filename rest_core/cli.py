@@ -2,7 +2,8 @@
 
 Each command lives in `rest_core/commands/<name>.py` with `add_arguments(parser)` and
 `run(args) -> int`. Command modules keep heavy imports (torch, transformers) inside `run`,
-so `--help` stays instant.
+so `--help` stays instant. A command module with `PASSTHROUGH = True` takes flags it does not
+know as `args.passthrough` (`serve` hands them to vLLM); any other command refuses them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-retrieval": ("rest_core.commands.bench_retrieval", "time retrieval + trie + tree per step"),
     "generate": ("rest_core.commands.generate", "generate text with REST or plain decoding"),
     "bench": ("rest_core.commands.bench", "benchmark suites and ablations (HumanEval, MT-Bench)"),
+    "serve": (
+        "rest_core.commands.serve",
+        "vLLM's OpenAI-compatible server with REST drafting (vLLM flags pass through)",
+    ),
 }
 
 
@@ -26,12 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _passthrough=bool(getattr(module, "PASSTHROUGH", False)))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not args._passthrough:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.passthrough = extra
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

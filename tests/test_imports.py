@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rest_core.drafting",),  # draft sources, trie, tree layout, one step's draft
     ("rest_core.budget",),  # acceptance model, cost curve, selection, auto budget
     ("rest_core.decode",),  # models, events, sampling, masks, KV cache, the engine
+    ("rest_core.serve",),  # REST as a vLLM speculative proposer, its launcher and bench worker
     ("rest_core.bench",),  # suites, runners, the benchmark loop, reports, ablations
     ("rest_core.ui",),  # what the app's sessions share and hold (no Gradio)
     ("rest_core.commands", "rest_core.cli", "rest_core.__main__", "rest_core"),  # the CLI

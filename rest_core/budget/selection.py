@@ -44,17 +44,24 @@ def rank_order(p: np.ndarray) -> np.ndarray:
     return np.lexsort((np.arange(p.shape[0]), -p))
 
 
-def select(p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0, at_least: int = 0) -> Selection:
+def select(
+    p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0, at_least: int = 0, *, roots: int = 1
+) -> Selection:
     """The rate-maximising subtree of at most c nodes (`p`: path probabilities, BFS order,
     p[child] <= p[parent]), and of at least `at_least` nodes where there are that many (the
-    auto budget's exploration step: the best draft of one node or more even if none pays)."""
+    auto budget's exploration step: the best draft of one node or more even if none pays).
+
+    roots: the tokens the forward verifies besides the draft, each of which yields one token
+    (1: one request's last token; a batch of B requests verified together: B, with `p` the
+    forest of every request's draft, `rest_core.budget.chain.batch_lengths`). The rate is then
+    (roots + sum of p) / (overhead_ms + cost(roots + n))."""
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c}")
     p = np.asarray(p, dtype=np.float64)
     n_max = min(int(c), p.shape[0])
     n_min = min(max(int(at_least), 0), n_max)
     if n_max == 0:
-        return Selection(np.empty(0, np.int64), 0.0, 1.0 / float(overhead_ms + cost(np.array([1]))[0]))
+        return Selection(np.empty(0, np.int64), 0.0, roots / float(overhead_ms + cost(np.array([roots]))[0]))
     if n_max < p.shape[0]:
         # Only the n_max best can be chosen: cut to them before sorting (tries can be large).
         cut = np.argpartition(-p, n_max - 1)[:n_max]
@@ -65,7 +72,7 @@ def select(p: np.ndarray, c: int, cost: Cost, overhead_ms: float = 0.0, at_least
         order = rank_order(p)
     gain = np.concatenate(([0.0], np.cumsum(p[order])))  # expected accepted drafts, n = 0..n_max
     sizes = np.arange(n_max + 1)
-    rate = (1.0 + gain) / (overhead_ms + cost(sizes + 1))
+    rate = (roots + gain) / (overhead_ms + cost(sizes + roots))
     best = n_min + int(np.argmax(rate[n_min:]))  # the smallest n among equals: never pay for nothing
     return Selection(np.sort(order[:best]), float(gain[best]), float(rate[best]))
 

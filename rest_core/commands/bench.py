@@ -6,8 +6,11 @@ prompt lookup's k on the training split.
     python -m rest_core bench pld-sweep --suite humaneval --limit 10 --out bench_results/pld-humaneval
     python -m rest_core bench --suite humaneval --pld-k bench_results/pld-humaneval/results.json
     python -m rest_core bench profile --suite humaneval --method hybrid --limit 3 --max-new-tokens 64
+    python -m rest_core bench --engine vllm --methods ar,ngram,suffix,rest,hybrid --batch 1,8,32 --limit 10
+    python -m rest_core bench ngram-sweep --engine vllm --suite humaneval --limit 10 --out bench_results/ngram-humaneval
 
-Knob flags left out (--c, --budget, --n-max, ...) take the device's preset (`config.PRESETS`:
+`--engine vllm` serves the same prompts with vLLM (its own environment, `make serve-env`) at
+each --batch size: `rest_core.bench.vllm_bench`. Knob flags left out (--c, --budget, --n-max, ...) take the device's preset (`config.PRESETS`:
 "cpu" or "gpu"), the same defaults as the app and `generate`.
 """
 
@@ -28,24 +31,36 @@ DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/cha
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (runners.ENGINE_METHODS)
 FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
-ACTIONS = ("run", "ablation", "pld-sweep", "profile")
+ACTIONS = ("run", "ablation", "pld-sweep", "profile", "ngram-sweep")
+HF_DEFAULT_METHODS = "ar,pld,rest"
+VLLM_DEFAULT_METHODS = "ar,ngram,suffix,rest,hybrid"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rest_core.bench.ablations import KINDS
     from rest_core.bench.runners import ALL_METHODS
-    from rest_core.knobs import add_flags
 
     p.add_argument(
         "action",
         nargs="?",
         choices=ACTIONS,
         default="run",
-        help="run (default), ablation, pld-sweep (prompt lookup's k on the training split), or "
-        "profile (where a step's time goes, lazy against full logits)",
+        help="run (default), ablation, pld-sweep (prompt lookup's k on the training split), "
+        "profile (where a step's time goes, lazy against full logits), or ngram-sweep (--engine vllm: "
+        "vLLM's ngram drafter's best settings on the training split)",
     )
     p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
-    p.add_argument("--methods", default="ar,pld,rest", help=f"comma-separated, from {','.join(ALL_METHODS)}")
+    p.add_argument(
+        "--methods",
+        default=None,
+        help=f"comma-separated, from {','.join(ALL_METHODS)} (default ar,pld,rest); "
+        f"with --engine vllm from {VLLM_DEFAULT_METHODS} (default: all)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("hf", "vllm"),
+        default="hf",
+        help="hf (default): transformers and this project's engine; vllm: vLLM with its drafters and REST as its proposer",
+    )
     p.add_argument("--limit", type=int, default=10, help="number of problems (0 = the whole suite)")
     p.add_argument("--offset", type=int, default=0, help="skip this many problems first (within --split)")
     p.add_argument(
@@ -55,6 +70,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="all (default), eval (HumanEval 0-99, MT-Bench 81-100) or train (the rest; pld-sweep's only split)",
     )
     p.add_argument("--out", default=None, help="output folder (default bench_results/<suite>-<action>-<time>)")
+    _add_model_and_settings(p)
+    _add_timing(p)
+    _add_ablation_and_vllm(p)
+
+
+def _add_model_and_settings(p: argparse.ArgumentParser) -> None:
+    from rest_core.knobs import add_flags
+
     g = p.add_argument_group("model")
     g.add_argument("--model", default="embedded", help="embedded, a local folder, a .gguf file or a hub id")
     g.add_argument("--device", default="auto")
@@ -65,6 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # Knob flags left out stay None and take the device's preset once the device is known
     # (`settings_from_args`); max_new_tokens and seed have the bench's own defaults.
     add_flags(g, exclude=NOT_FLAGS, defaults=FLAG_DEFAULTS)
+
+
+def _add_timing(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("timing")
     g.add_argument("--warmup", type=int, default=1, help="untimed warm-up generations per method")
     g.add_argument("--repeats", type=int, default=1, help="rounds per problem; each method's fastest run counts")
@@ -79,6 +105,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pld-tune-limit", type=int, default=2)
     g.add_argument("--pld-tune-tokens", type=int, default=64)
     g.add_argument("--no-progress", action="store_true")
+
+
+def _add_ablation_and_vllm(p: argparse.ArgumentParser) -> None:
+    from rest_core.bench.ablations import KINDS
+
     g = p.add_argument_group("ablation")
     g.add_argument("--kind", choices=KINDS, default="c-sweep")
     g.add_argument(
@@ -90,6 +121,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--method", default="rest", help="engine method the ablation (or profile) runs (rest, hybrid, context)"
     )
     g.add_argument("--max-q", type=int, default=64, help="profile: the forward-cost curve's largest size")
+    g = p.add_argument_group("vLLM (--engine vllm)")
+    g.add_argument(
+        "--batch", default="1", help="comma-separated batch sizes: requests in flight together (e.g. 1,8,32)"
+    )
+    g.add_argument(
+        "--spec-k",
+        type=int,
+        default=16,
+        help="num_speculative_tokens of rest, hybrid and suffix: their longest draft per step",
+    )
+    g.add_argument(
+        "--ngram",
+        default=None,
+        metavar="K:N|RESULTS",
+        help="vLLM ngram's num_speculative_tokens:prompt_lookup_max, or an ngram-sweep's results.json (its winner)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
     from rest_core.decode.models import resolve_device
 
     commit = git_commit()  # the code that runs, read before it runs
+    if args.engine == "vllm":
+        return run_vllm(args, commit)
+    if args.action == "ngram-sweep":
+        raise ValueError(
+            "ngram-sweep sweeps vLLM's ngram drafter: add --engine vllm (pld-sweep is transformers' prompt lookup)"
+        )
+    args.methods = args.methods or HF_DEFAULT_METHODS
     problems = select_problems(args)
     device = resolve_device(args.device)  # bad device or settings: an error before loading the model
     settings = settings_from_args(args, device.type)
@@ -107,12 +161,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def select_problems(args: argparse.Namespace) -> list:
-    """The problems of this call. pld-sweep tunes, so it runs on the training split only."""
+    """The problems of this call. pld-sweep and ngram-sweep tune, so they run on the training split only."""
     from rest_core.bench.suites import load_suite
 
-    split = args.split or ("train" if args.action == "pld-sweep" else "all")
-    if args.action == "pld-sweep" and split != "train":
-        raise ValueError("pld-sweep tunes prompt lookup, so it runs on the training split only (--split train)")
+    tuning = args.action in ("pld-sweep", "ngram-sweep")
+    split = args.split or ("train" if tuning else "all")
+    if tuning and split != "train":
+        raise ValueError(f"{args.action} tunes a drafter, so it runs on the training split only (--split train)")
     problems = load_suite(args.suite, args.limit or None, args.offset, split)
     if not problems:
         raise ValueError("no problems selected (check --limit / --offset / --split)")
@@ -129,6 +184,33 @@ def settings_from_args(args: argparse.Namespace, device_type: str) -> tuple[Any,
         given["n_min"] = min(preset.retrieval.n_min, given["n_max"])
     config = make_config(given, preset)
     return config.retrieval, config.draft, config.sampling
+
+
+def run_vllm(args: argparse.Namespace, commit: str | None) -> int:
+    """`--engine vllm`: run (every method at every --batch) or ngram-sweep; vLLM in its own environment."""
+    from rest_core.bench import vllm_bench
+    from rest_core.bench.report import now_utc
+
+    if args.action not in ("run", "ngram-sweep"):
+        raise ValueError(f"--engine vllm runs the benchmark or ngram-sweep, not {args.action}")
+    args.methods = args.methods or VLLM_DEFAULT_METHODS
+    args.datastore = args.datastore or DEFAULT_DATASTORES[args.suite]
+    problems = select_problems(args)
+    out = Path(args.out or f"bench_results/vllm-{args.suite}-{args.action}-{time.strftime('%Y%m%d-%H%M%S')}")
+    meta = {
+        "date": now_utc(),
+        "git_commit": commit,
+        "suite": args.suite,
+        "problems_run": f"{len(problems)} ({problems[0].id} .. {problems[-1].id})",
+        "problem_ids": [p.id for p in problems],
+        "model": args.model,
+        "device": args.device,
+        "max_new_tokens": args.max_new_tokens,
+        "command": _command_line(),
+    }
+    if args.action == "ngram-sweep":
+        return vllm_bench.sweep_ngram(args, problems, out, meta)
+    return vllm_bench.run(args, problems, out, meta)
 
 
 @dataclass
@@ -232,7 +314,7 @@ def run_methods(setup: BenchSetup, problems: list, out: Path) -> int:
     from rest_core.bench.runners import ALL_METHODS
 
     args, factory = setup.args, setup.factory
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m.strip() for m in (args.methods or HF_DEFAULT_METHODS).split(",") if m.strip()]
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(ALL_METHODS)}")

@@ -152,6 +152,24 @@ class _StepClock:
         )
 
 
+def encode_prompt(tokenizer: Any, prompt: str | list[dict], chat: bool = False) -> list[int]:
+    """Token ids of a prompt: plain text, or a conversation (list of {role, content}) / a single
+    user turn (chat=True) through the tokenizer's chat template. What the engine and every
+    benchmark (the vLLM one too, which has no engine) feed the model."""
+    if isinstance(prompt, str) and not chat:
+        if not prompt:
+            raise ValueError("the prompt is empty")
+        return list(tokenizer(prompt).input_ids)
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    if not messages or not any(m.get("content") for m in messages):
+        raise ValueError("the prompt is empty")
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("this tokenizer has no chat template: use a plain prompt (chat=False)")
+    add_prompt = messages[-1].get("role") != "assistant"
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_prompt)
+    return list(tokenizer(text, add_special_tokens=False).input_ids)
+
+
 class Engine:
     """Generate with REST (or plain decoding) from an unmodified Hugging Face causal LM.
 
@@ -218,22 +236,10 @@ class Engine:
     # -- prompt encoding --
 
     def encode(self, prompt: str | list[dict], chat: bool = False) -> list[int]:
-        """Token ids of a prompt: plain text, or a conversation (list of {role, content}) /
-        a single user turn (chat=True) through the tokenizer's chat template."""
+        """Token ids of a prompt (see `encode_prompt`)."""
         if self.tokenizer is None:
             raise ValueError("Engine.encode needs a tokenizer")
-        if isinstance(prompt, str) and not chat:
-            if not prompt:
-                raise ValueError("the prompt is empty")
-            return list(self.tokenizer(prompt).input_ids)
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-        if not messages or not any(m.get("content") for m in messages):
-            raise ValueError("the prompt is empty")
-        if getattr(self.tokenizer, "chat_template", None) is None:
-            raise ValueError("this tokenizer has no chat template: use a plain prompt (chat=False)")
-        add_prompt = messages[-1].get("role") != "assistant"
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_prompt)
-        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+        return encode_prompt(self.tokenizer, prompt, chat)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)

@@ -212,6 +212,34 @@ def load_model(
     )
 
 
+def local_folder(spec: str | None = DEFAULT_MODEL) -> str:
+    """A model's files as a folder (or hub id) another library loads as it is, e.g. vLLM: a
+    folder or hub id unchanged; the embedded default or a .gguf file: the float32 folder
+    converted from it (see the module docstring), converted now if missing, by loading the model
+    once on the CPU. Where the embedded package is not installed (vLLM's environment), an
+    existing converted folder of the embedded model is used."""
+    try:
+        src = resolve_model(spec)
+    except FileNotFoundError:
+        if (spec or DEFAULT_MODEL) != DEFAULT_MODEL:
+            raise
+        converted = sorted(p for p in _gguf_cache_root().glob(f"{EMBEDDED_NAME}-*") if ".tmp-" not in p.name)
+        if not converted:
+            raise
+        return str(max(converted, key=lambda p: p.stat().st_mtime))
+    if not src.gguf_file:
+        return src.path
+    folder = _gguf_cache_dir(src)
+    if folder is None or not folder.is_dir():
+        load_model(spec, device="cpu")
+        folder = _gguf_cache_dir(src)
+    if folder is None or not folder.is_dir():
+        raise ModelLoadError(
+            f"could not write the converted {src.name} under {_gguf_cache_root()} (see the warning above)"
+        )
+    return str(folder)
+
+
 def _checked_map(device_map: str | None, max_memory: Any, offload_folder: Any) -> str | None:
     if device_map not in (None, "auto"):
         raise ValueError(f"device_map must be None or 'auto', got {device_map!r}")

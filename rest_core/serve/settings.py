@@ -1,0 +1,203 @@
+"""What the REST proposer inside vLLM is told: one JSON object under vLLM's `additional_config`
+(key "rest"), written by `rest_config` (the `serve` command and the vLLM bench) and read back in
+the worker process by `ServeSettings.parse`. No vLLM import.
+
+vLLM 0.32 refuses unknown keys in `speculative_config`, and `custom_class` constructs the
+proposer with nothing but the `VllmConfig`, whose `additional_config` dict is the one place a
+launcher can put settings of its own (`LLM(additional_config=...)` or `--additional-config`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.config import ConfigError, RetrievalConfig
+
+CONFIG_KEY = "rest"  # additional_config[CONFIG_KEY]
+PROPOSER_CLASS = "rest_core.serve.proposer.RestProposer"  # speculative_config["model"] of custom_class
+# Which draft sources each method turns on: (datastores, context). "rest" is the paper's method.
+METHODS: dict[str, tuple[bool, bool]] = {"rest": (True, False), "hybrid": (True, True), "context": (False, True)}
+DEFAULT_K = 16  # num_speculative_tokens: the longest chain a request may draft in a step
+# Matches sampled per store and step. A chain needs the likeliest continuation, which a fair sample
+# of 500 estimates about as well as the engine's 5000 do for a whole tree; the trie of 5000 x K
+# continuations cost 0.49 ms per request and step here, of 500 x K 0.33 ms (32 requests, hybrid).
+DEFAULT_MATCHES = 500
+
+# Prior cost of one batched verify step over T tokens (ms), corrected online from the time
+# between consecutive propose() calls (`rest_core.serve.proposer`).
+# "cpu": vLLM 0.32 CPU on this project's 2-core machine, SmolLM2-135M float32, two OMP threads:
+# the step time of plain decoding with B requests in flight is C(B) (T = B; `bench --engine vllm`
+# measures it again as `cost_curve` in every run's results and hands it to rest/hybrid).
+# "gpu": an assumption, not a measurement (no GPU was at hand): a step costs about the same up to
+# a few hundred tokens, then grows with the tokens. Whichever prior, the online correction takes
+# over within a few dozen steps of each batch size.
+PRIOR_CURVES: dict[str, CostCurve] = {
+    "cpu": CostCurve((1, 2, 4, 8, 16, 32, 64, 128), (33.0, 36.0, 41.0, 50.0, 66.0, 95.0, 160.0, 290.0)),
+    "gpu": CostCurve((1, 64, 256, 1024, 4096), (8.0, 8.5, 10.0, 16.0, 40.0)),
+}
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """One datastore that drafts: its folder, the name it drafts under, its weight in the trie."""
+
+    path: str
+    name: str
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """The proposer's settings, validated once (ConfigError naming the problem)."""
+
+    method: str = "hybrid"
+    stores: tuple[StoreSpec, ...] = ()
+    retrieval: RetrievalConfig = field(
+        default_factory=lambda: RetrievalConfig(m=DEFAULT_K, max_matches=DEFAULT_MATCHES)
+    )
+    context_weight: float = 1.0
+    cost_curve: CostCurve | str = "auto"  # a curve, a PRIOR_CURVES name, or "auto" (by device)
+    check_tokenizer: bool = True
+    records: int = 4096  # drafted-chain records kept in memory (the latest ones)
+    log: str | None = None  # JSON Lines file: one line per resolved record (what was drafted, accepted)
+    stats: str | None = None  # JSON file rewritten with the running totals
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if METHODS[self.method][0] and not self.stores:
+            raise ConfigError(f"method {self.method!r} drafts from datastores: give at least one ('datastores')")
+        if self.records < 0:
+            raise ConfigError(f"records must be >= 0, got {self.records}")
+
+    @property
+    def use_stores(self) -> bool:
+        return METHODS[self.method][0]
+
+    @property
+    def use_context(self) -> bool:
+        return METHODS[self.method][1]
+
+    def prior_curve(self, device_type: str) -> CostCurve:
+        """The cost curve to start from: the given one, or the named / device's prior."""
+        if isinstance(self.cost_curve, CostCurve):
+            return self.cost_curve
+        name = self.cost_curve if self.cost_curve != "auto" else ("cpu" if device_type == "cpu" else "gpu")
+        return PRIOR_CURVES[name]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> ServeSettings:
+        """From additional_config["rest"] (see `rest_config` for the keys)."""
+        raw = dict(raw or {})
+        known = {
+            "method",
+            "datastores",
+            "n_min",
+            "n_max",
+            "m",
+            "max_matches",
+            "context_weight",
+            "cost_curve",
+            "check_tokenizer",
+            "records",
+            "log",
+            "stats",
+        }
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"unknown REST proposer setting(s) {unknown}; known: {', '.join(sorted(known))}")
+        retrieval = RetrievalConfig(
+            n_min=raw.get("n_min", 1),
+            n_max=raw.get("n_max", 16),
+            m=raw.get("m", DEFAULT_K),
+            max_matches=raw.get("max_matches", DEFAULT_MATCHES),
+        )
+        return cls(
+            method=str(raw.get("method", "hybrid")),
+            stores=tuple(_store(s) for s in raw.get("datastores", ())),
+            retrieval=retrieval,
+            context_weight=float(raw.get("context_weight", 1.0)),
+            cost_curve=_curve(raw.get("cost_curve", "auto")),
+            check_tokenizer=bool(raw.get("check_tokenizer", True)),
+            records=int(raw.get("records", 4096)),
+            log=raw.get("log"),
+            stats=raw.get("stats"),
+        )
+
+
+def _store(entry: Any) -> StoreSpec:
+    """A datastores entry: a folder, or {"path", "name", "weight"}."""
+    if isinstance(entry, str):
+        return StoreSpec(entry, Path(entry).name or entry)
+    if isinstance(entry, Mapping) and "path" in entry:
+        path = str(entry["path"])
+        return StoreSpec(path, str(entry.get("name") or Path(path).name), float(entry.get("weight", 1.0)))
+    raise ConfigError(
+        f"a datastores entry must be a folder or {{'path': ..., 'name': ..., 'weight': ...}}, got {entry!r}"
+    )
+
+
+def _curve(value: Any) -> CostCurve | str:
+    """A cost curve setting: "auto", a PRIOR_CURVES name, {"sizes": [...], "ms": [...]}, or the
+    path of a JSON file holding such an object (e.g. the `cost_curve` of a bench's results)."""
+    if isinstance(value, str) and value in ("auto", *PRIOR_CURVES):
+        return value
+    if isinstance(value, str):
+        try:
+            value = json.loads(Path(value).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(
+                f"cost_curve: {value!r} is neither a prior name ({', '.join(PRIOR_CURVES)}) nor a readable JSON file: {exc}"
+            ) from None
+        value = value.get("cost_curve", value) if isinstance(value, dict) else value
+    if isinstance(value, Mapping) and "sizes" in value and "ms" in value:
+        sizes, ms = [int(s) for s in value["sizes"]], [float(x) for x in value["ms"]]
+        if not sizes or len(sizes) != len(ms) or sizes != sorted(set(sizes)) or sizes[0] < 1 or min(ms) <= 0:
+            raise ConfigError(f"cost_curve: sizes must increase from >= 1 with one positive ms each, got {value!r}")
+        return CostCurve(tuple(sizes), tuple(ms))
+    raise ConfigError(
+        f"cost_curve must be 'auto', a prior name, {{'sizes': [...], 'ms': [...]}} or a JSON file, got {value!r}"
+    )
+
+
+def rest_config(
+    method: str,
+    stores: Sequence[StoreSpec],
+    *,
+    retrieval: RetrievalConfig | None = None,
+    context_weight: float = 1.0,
+    cost_curve: CostCurve | str | Mapping[str, Any] = "auto",
+    log: str | None = None,
+    stats: str | None = None,
+) -> dict[str, Any]:
+    """The additional_config["rest"] object for these settings (checked by parsing it back)."""
+    r = retrieval or RetrievalConfig(m=DEFAULT_K, max_matches=DEFAULT_MATCHES)
+    curve = cost_curve if isinstance(cost_curve, CostCurve) else _curve(cost_curve)
+    out: dict[str, Any] = {
+        "method": method,
+        "datastores": [{"path": str(Path(s.path).resolve()), "name": s.name, "weight": s.weight} for s in stores],
+        "n_min": r.n_min,
+        "n_max": r.n_max,
+        "m": r.m,
+        "max_matches": r.max_matches,
+        "context_weight": context_weight,
+        "cost_curve": curve if isinstance(curve, str) else {"sizes": list(curve.sizes), "ms": list(curve.ms)},
+    }
+    if log:
+        out["log"] = log
+    if stats:
+        out["stats"] = stats
+    ServeSettings.parse(out)
+    return out
+
+
+def speculative_config(k: int = DEFAULT_K) -> dict[str, Any]:
+    """vLLM's speculative_config for the REST proposer, drafting chains of up to k tokens."""
+    if k < 1:
+        raise ConfigError(f"num_speculative_tokens must be >= 1, got {k}")
+    return {"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": int(k)}

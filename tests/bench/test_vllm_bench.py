@@ -1,0 +1,178 @@
+"""The vLLM bench's arithmetic and the serve command's arguments, without vLLM: summaries from
+hand-made worker results, method settings, the flags handed to `vllm serve`."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from rest_core.bench import vllm_bench
+from rest_core.cli import build_parser, main
+from rest_core.commands import serve
+
+
+def request(prompt: int, tokens: list[int], latency: float) -> dict:
+    return {"prompt": prompt, "token_ids": tokens, "latency_s": latency, "finish_reason": "length"}
+
+
+def spec(drafts: int = 0, drafted: int = 0, accepted: int = 0) -> dict:
+    return {
+        "num_drafts": drafts,
+        "num_draft_tokens": drafted,
+        "num_accepted_tokens": accepted,
+        "accepted_per_position": [accepted],
+    }
+
+
+RESULTS = {
+    "ar": {
+        "batches": [
+            {
+                "batch": 1,
+                "wall_s": 2.0,
+                "requests": [request(0, [1, 2, 3, 4], 1.0), request(1, [5, 6, 7, 8], 1.0)],
+                "spec": spec(),
+            },
+            {
+                "batch": 2,
+                "wall_s": 1.0,
+                "requests": [request(0, [1, 2, 3, 4], 1.0), request(1, [5, 6, 7, 9], 1.0)],
+                "spec": spec(),
+            },
+        ]
+    },
+    "hybrid": {
+        "batches": [
+            # 8 tokens in 2 s -> 4 tok/s; 4 accepted drafts: 4 steps for 8 tokens, M = 2
+            {
+                "batch": 1,
+                "wall_s": 1.0,
+                "requests": [request(0, [1, 2, 3, 4], 0.5), request(1, [5, 6, 7, 8], 0.5)],
+                "spec": spec(drafts=4, drafted=8, accepted=4),
+            },
+            {
+                "batch": 2,
+                "wall_s": 0.8,
+                "requests": [request(0, [1, 2, 3, 4], 0.8), request(1, [5, 6, 7, 0], 0.8)],
+                "spec": spec(drafts=2, drafted=2, accepted=1),
+            },
+        ]
+    },
+}
+
+
+def test_summaries_per_batch_size_and_identity_with_ar():
+    table, differences = vllm_bench.summarize(RESULTS)
+    assert list(table) == [1, 2]
+    ar, hy = table[1]["ar"], table[1]["hybrid"]
+    assert ar.tokens_per_s == pytest.approx(4.0) and hy.tokens_per_s == pytest.approx(8.0)
+    assert hy.speedup_vs_ar == pytest.approx(2.0) and hy.speedup_vs_ar_request == pytest.approx(2.0)
+    assert hy.mean_generated_length == pytest.approx(2.0) and ar.mean_generated_length == pytest.approx(1.0)
+    assert hy.draft_tokens_per_step == pytest.approx(2.0) and hy.mean_draft_length == pytest.approx(2.0)
+    assert hy.acceptance == pytest.approx(0.5) and ar.acceptance is None
+    assert hy.mean_token_ms == pytest.approx(1000 * 1.0 / 8)
+    assert hy.identical_to_ar == 1.0 and ar.identical_to_ar == 1.0
+    # at batch 2 the second request differs from ar's at its last token
+    assert table[2]["hybrid"].identical_to_ar == 0.5
+    assert differences == [{"method": "hybrid", "batch": 2, "request": 1, "prompt": 1, "first_diff": 3}]
+    # ar itself at batch 2 differs from its batch-1 output on prompt 1 (batched numerics)
+    assert table[2]["ar"].identical_to_ar_batch1 == 0.5
+
+
+def test_the_report_keeps_the_usual_fields_per_method(tmp_path):
+    table, differences = vllm_bench.summarize(RESULTS)
+    written = vllm_bench.write_report(
+        tmp_path,
+        title="t",
+        table=table,
+        differences=differences,
+        results=RESULTS,
+        meta={"suite": "humaneval", "command": "python -m rest_core bench --engine vllm"},
+    )
+    import json
+
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert written == [str(tmp_path / "results.json"), str(tmp_path / "results.md")]
+    hybrid = data["methods"]["hybrid"]
+    for key in ("mean_token_ms", "identical_to_ar", "mean_generated_length", "tokens_per_s"):
+        assert key in hybrid
+    assert hybrid["batch"] == 1 and set(hybrid["by_batch"]) == {"1", "2"}
+    md = (tmp_path / "results.md").read_text()
+    assert "**batch 2**" in md and "1 greedy output(s) differ" in md
+
+
+def test_methods_as_vllm_is_told_them(tmp_path):
+    from rest_core.serve.settings import StoreSpec
+
+    assert vllm_bench.method_config("ar").speculative_config is None
+    ngram = vllm_bench.method_config("ngram", ngram=(3, 2)).speculative_config
+    assert ngram == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2, "prompt_lookup_min": 1}
+    suffix = vllm_bench.method_config("suffix", k=8)
+    assert suffix.speculative_config["method"] == "suffix" and suffix.fresh_engine_per_batch
+    (tmp_path / "meta.json").write_text("{}")
+    hybrid = vllm_bench.method_config(
+        "hybrid", stores=[StoreSpec(str(tmp_path), "code")], k=8, cost_curve={"sizes": [1, 8], "ms": [30.0, 40.0]}
+    )
+    assert hybrid.speculative_config["model"] == "rest_core.serve.proposer.RestProposer"
+    rest = hybrid.additional_config["rest"]
+    assert rest["method"] == "hybrid" and rest["cost_curve"] == {"sizes": [1, 8], "ms": [30.0, 40.0]}
+    with pytest.raises(ValueError, match="unknown vLLM method"):
+        vllm_bench.method_config("pld")
+
+
+def test_ngram_settings_from_a_flag_or_a_sweep(tmp_path):
+    assert vllm_bench.ngram_from(None)[0] == vllm_bench.DEFAULT_NGRAM
+    assert vllm_bench.ngram_from("3:5") == ((3, 5), "fixed")
+    sweep = tmp_path / "results.json"
+    sweep.write_text(
+        '{"kind": "ngram-sweep", "suite": "mtbench", "ngram_winner": {"num_speculative_tokens": 8, "prompt_lookup_max": 4}}'
+    )
+    assert vllm_bench.ngram_from(str(tmp_path))[0] == (8, 4)
+    sweep.write_text('{"kind": "pld-sweep"}')
+    with pytest.raises(ValueError, match="not the results of"):
+        vllm_bench.ngram_from(str(sweep))
+
+
+def serve_args(*argv: str) -> tuple[argparse.Namespace, list[str]]:
+    args, extra = build_parser().parse_known_args(["serve", *argv])
+    return args, extra
+
+
+def test_serve_hands_unknown_flags_to_vllm_and_sets_the_proposer(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    args, extra = serve_args("--model", str(model), "--method", "context", "--tensor-parallel-size", "2", "--port=8001")
+    assert extra == ["--tensor-parallel-size", "2", "--port=8001"]
+    argv = serve.vllm_arguments(args, extra)
+    assert argv[:2] == ["serve", str(model)]
+    assert argv[-3:] == extra
+    import json
+
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    rest = json.loads(argv[argv.index("--additional-config") + 1])["rest"]
+    assert spec["model"] == "rest_core.serve.proposer.RestProposer" and spec["num_speculative_tokens"] == 16
+    assert rest["method"] == "context" and rest["datastores"] == [] and rest["m"] == 16
+    with pytest.raises(ValueError, match="is set by this command"):
+        serve.vllm_arguments(args, ["--speculative-config", "{}"])
+    args, _ = serve_args("--model", str(model), "--method", "hybrid")
+    with pytest.raises(ValueError, match="pass --datastore"):
+        serve.vllm_arguments(args, [])
+
+
+def test_only_serve_takes_flags_it_does_not_know(capsys):
+    with pytest.raises(SystemExit):
+        main(["datastore", "info", "x", "--tensor-parallel-size", "2"])
+    assert "unrecognized arguments: --tensor-parallel-size 2" in capsys.readouterr().err
+
+
+def test_serve_without_a_vllm_environment_says_how_to_make_one(monkeypatch, tmp_path, capsys):
+    from rest_core.serve import env
+
+    monkeypatch.setattr(env, "has_vllm", lambda: False)
+    monkeypatch.setattr(env, "VLLM_VENV", tmp_path / "missing")
+    monkeypatch.delenv(env.PYTHON_ENV, raising=False)
+    model = tmp_path / "model"
+    model.mkdir()
+    assert main(["serve", "--model", str(model), "--method", "context", "--dry-run"]) == 2
+    assert "run `make serve-env`" in capsys.readouterr().err

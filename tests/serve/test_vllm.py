@@ -1,0 +1,124 @@
+"""vLLM with the REST proposer, for real: SmolLM2 on the CPU, two prompts x 32 tokens, greedy,
+must give token for token what vLLM gives without speculation. It needs vLLM's own environment
+(`make serve-env`: .venv-vllm/), so it is skipped without one; `make test-vllm` runs just this
+test and fails if the environment is missing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rest_core.serve.env import VllmMissing, vllm_environ, vllm_python
+
+ROOT = Path(__file__).resolve().parents[2]
+STORE = ROOT / "datastores" / "code"
+
+
+def _vllm_python() -> str:
+    try:
+        return vllm_python()
+    except VllmMissing as exc:
+        pytest.skip(f"no vLLM environment: {exc}")
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    """Two prompts (HumanEval-like code and a chat turn), tokenized here as the bench does,
+    and a small code datastore built with the model's own tokenizer."""
+    python = _vllm_python()
+    from rest_core.bench.vllm_bench import VllmPlan, load_tokenizer_and_folder
+    from rest_core.decode.engine import encode_prompt
+    from rest_core.store.build import build_datastore
+
+    try:
+        tokenizer, folder = load_tokenizer_and_folder("embedded")
+    except FileNotFoundError as exc:
+        pytest.skip(f"the embedded model is not available: {exc}")
+    prompts = [
+        encode_prompt(tokenizer, 'def fib(n):\n    """Return the n-th Fibonacci number."""\n', False),
+        encode_prompt(tokenizer, "List the days of the week, then list them again in reverse order.", True),
+    ]
+    work = tmp_path_factory.mktemp("vllm")
+    store = STORE
+    if not (STORE / "meta.json").is_file():  # a small store of this repository's own code
+        store = work / "code"
+        docs = [p.read_text() for p in sorted((ROOT / "rest_core").rglob("*.py"))]
+        build_datastore(docs, tokenizer, store, progress=False)
+    return (
+        python,
+        VllmPlan(
+            model=folder,
+            prompts=prompts,
+            batches=[2],
+            max_tokens=32,
+            warmup=[],
+            dtype="float32",
+            llm_kwargs={"enforce_eager": True},
+            requests_per_batch=1,
+        ),
+        store,
+        work,
+    )
+
+
+def _run(python: str, plan, method, work: Path) -> dict:
+    from rest_core.bench.vllm_bench import run_method
+
+    log = work / f"{method.name}.log"
+    try:
+        return run_method(plan, method, work, log=log)
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}\n{log.read_text()[-4000:] if log.is_file() else ''}")
+
+
+def test_rest_in_vllm_gives_vllms_own_greedy_output(plan):
+    python, p, store, work = plan
+    from rest_core.bench.vllm_bench import method_config
+    from rest_core.serve.settings import StoreSpec
+
+    plain = _run(python, p, method_config("ar"), work)
+    stats = work / "hybrid-stats.json"
+    hybrid = _run(
+        python, p, method_config("hybrid", stores=[StoreSpec(str(store), "code")], k=8, stats=str(stats)), work
+    )
+    ref = [q["token_ids"] for q in plain["batches"][0]["requests"]]
+    out = [q["token_ids"] for q in hybrid["batches"][0]["requests"]]
+    assert [len(x) for x in ref] == [32, 32]
+    assert out == ref
+    spec = hybrid["batches"][0]["spec"]
+    assert spec["num_draft_tokens"] > 0  # the proposer drafted, and vLLM verified its drafts
+    totals = json.loads(stats.read_text())
+    assert totals["req_ids"] == "runner" and totals["drafted_tokens"] > 0
+
+
+def test_serve_dry_run_names_the_proposer_and_passes_flags_through():
+    python = _vllm_python()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rest_core",
+            "serve",
+            "--method",
+            "context",
+            "--dry-run",
+            "--port",
+            "8123",
+            "--tensor-parallel-size",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=vllm_environ(cpu=True),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    command = done.stdout
+    assert command.startswith(python) and "rest_core.serve.launch serve" in command
+    assert "rest_core.serve.proposer.RestProposer" in command and "--tensor-parallel-size 1" in command
+    assert "--port 8123" in command
