@@ -562,12 +562,12 @@ def sweep_ngram(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> i
 
 
 def _stores(args: Any) -> list[Any]:
-    from rest_core.serve.settings import StoreSpec
+    from rest_core.serve.settings import ServedStore
 
     path = Path(args.datastore)
     if not (path / "meta.json").is_file():
         raise FileNotFoundError(f"datastore {path} not found: build it with `make datastores` or pass --datastore")
-    return [StoreSpec(str(path.resolve()), path.name)]
+    return [ServedStore(str(path.resolve()), path.name)]
 
 
 def _retrieval(args: Any) -> Any:

@@ -111,7 +111,7 @@ def vllm_arguments(args: argparse.Namespace, extra: list[str]) -> list[str]:
     from rest_core.commands.generate import store_specs
     from rest_core.config import RetrievalConfig
     from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_NAME, local_folder
-    from rest_core.serve.settings import StoreSpec, rest_config, speculative_config
+    from rest_core.serve.settings import ServedStore, rest_config, speculative_config
 
     for flag in ("--speculative-config", "--additional-config"):
         if _given(extra, flag):
@@ -119,7 +119,7 @@ def vllm_arguments(args: argparse.Namespace, extra: list[str]) -> list[str]:
     specs = store_specs(args.datastore, args.datastores) or []
     if METHODS[args.method][0] and not specs:
         raise ValueError(f"method {args.method} drafts from datastores: pass --datastore (e.g. --datastore code)")
-    stores = [StoreSpec(str(s.path), s.name, s.weight) for s in specs] if METHODS[args.method][0] else []
+    stores = [ServedStore(str(s.path), s.name, s.weight) for s in specs] if METHODS[args.method][0] else []
     k = args.num_speculative_tokens
     retrieval = RetrievalConfig(n_min=args.n_min, n_max=args.n_max, m=args.m or k, max_matches=args.max_matches)
     rest = rest_config(

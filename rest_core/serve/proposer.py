@@ -52,7 +52,7 @@ from rest_core.budget.cost_curve import LinearCorrection
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.source import Retrieved
-from rest_core.serve.settings import CONFIG_KEY, ServeSettings, StoreSpec
+from rest_core.serve.settings import CONFIG_KEY, ServedStore, ServeSettings
 from rest_core.sources import KINDS, SourceTable, kind_of
 
 COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load change, a new batch size)
@@ -123,7 +123,7 @@ class RestProposer:
                 f"REST proposer: m={s.retrieval.m} < num_speculative_tokens={self.k}: chains stop at m", file=sys.stderr
             )
         self.device_type = _device_type(vllm_config)
-        stores: list[tuple[StoreSpec, Any]] = []
+        stores: list[tuple[ServedStore, Any]] = []
         if s.use_stores:
             tok = tokenizer if tokenizer is not None else (load_tokenizer(vllm_config) if s.check_tokenizer else None)
             stores = [(spec_, open_store(spec_.path, tok, s.check_tokenizer)) for spec_ in s.stores]

@@ -43,7 +43,7 @@ PRIOR_CURVES: dict[str, CostCurve] = {
 
 
 @dataclass(frozen=True)
-class StoreSpec:
+class ServedStore:
     """One datastore that drafts: its folder, the name it drafts under, its weight in the trie."""
 
     path: str
@@ -56,7 +56,7 @@ class ServeSettings:
     """The proposer's settings, validated once (ConfigError naming the problem)."""
 
     method: str = "hybrid"
-    stores: tuple[StoreSpec, ...] = ()
+    stores: tuple[ServedStore, ...] = ()
     retrieval: RetrievalConfig = field(
         default_factory=lambda: RetrievalConfig(m=DEFAULT_K, max_matches=DEFAULT_MATCHES)
     )
@@ -130,13 +130,13 @@ class ServeSettings:
         )
 
 
-def _store(entry: Any) -> StoreSpec:
+def _store(entry: Any) -> ServedStore:
     """A datastores entry: a folder, or {"path", "name", "weight"}."""
     if isinstance(entry, str):
-        return StoreSpec(entry, Path(entry).name or entry)
+        return ServedStore(entry, Path(entry).name or entry)
     if isinstance(entry, Mapping) and "path" in entry:
         path = str(entry["path"])
-        return StoreSpec(path, str(entry.get("name") or Path(path).name), float(entry.get("weight", 1.0)))
+        return ServedStore(path, str(entry.get("name") or Path(path).name), float(entry.get("weight", 1.0)))
     raise ConfigError(
         f"a datastores entry must be a folder or {{'path': ..., 'name': ..., 'weight': ...}}, got {entry!r}"
     )
@@ -167,7 +167,7 @@ def _curve(value: Any) -> CostCurve | str:
 
 def rest_config(
     method: str,
-    stores: Sequence[StoreSpec],
+    stores: Sequence[ServedStore],
     *,
     retrieval: RetrievalConfig | None = None,
     context_weight: float = 1.0,

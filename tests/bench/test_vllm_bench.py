@@ -103,7 +103,7 @@ def test_the_report_keeps_the_usual_fields_per_method(tmp_path):
 
 
 def test_methods_as_vllm_is_told_them(tmp_path):
-    from rest_core.serve.settings import StoreSpec
+    from rest_core.serve.settings import ServedStore
 
     assert vllm_bench.method_config("ar").speculative_config is None
     ngram = vllm_bench.method_config("ngram", ngram=(3, 2)).speculative_config
@@ -112,7 +112,7 @@ def test_methods_as_vllm_is_told_them(tmp_path):
     assert suffix.speculative_config["method"] == "suffix" and suffix.fresh_engine_per_batch
     (tmp_path / "meta.json").write_text("{}")
     hybrid = vllm_bench.method_config(
-        "hybrid", stores=[StoreSpec(str(tmp_path), "code")], k=8, cost_curve={"sizes": [1, 8], "ms": [30.0, 40.0]}
+        "hybrid", stores=[ServedStore(str(tmp_path), "code")], k=8, cost_curve={"sizes": [1, 8], "ms": [30.0, 40.0]}
     )
     assert hybrid.speculative_config["model"] == "rest_core.serve.proposer.RestProposer"
     rest = hybrid.additional_config["rest"]

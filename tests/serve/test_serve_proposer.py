@@ -16,7 +16,7 @@ from rest_core.budget.cost_curve import CostCurve
 from rest_core.config import ConfigError
 from rest_core.serve import proposer as proposer_module
 from rest_core.serve.proposer import RestProposer
-from rest_core.serve.settings import ServeSettings, StoreSpec, rest_config, speculative_config
+from rest_core.serve.settings import ServedStore, ServeSettings, rest_config, speculative_config
 from rest_core.store.build import build_datastore
 from rest_core.store.format import DatastoreError
 
@@ -60,7 +60,7 @@ def fake_config(model_dir: Path, rest: dict, k: int = 8) -> SimpleNamespace:
 
 
 def make(model_dir, store_dir, method="hybrid", k=8, curve=FLAT, **more) -> RestProposer:
-    rest = rest_config(method, [StoreSpec(str(store_dir), "code")], cost_curve=curve, **more)
+    rest = rest_config(method, [ServedStore(str(store_dir), "code")], cost_curve=curve, **more)
     return RestProposer(fake_config(model_dir, rest, k))
 
 
@@ -235,7 +235,7 @@ def test_stores_are_opened_once_per_process_and_checked_against_the_tokenizer(mo
     changed.add_tokens(["<extra>"])
     changed.save_pretrained(other)
     with pytest.raises(DatastoreError, match="rebuild the datastore"):
-        RestProposer(fake_config(other, rest_config("rest", [StoreSpec(str(store_dir), "code")])))
+        RestProposer(fake_config(other, rest_config("rest", [ServedStore(str(store_dir), "code")])))
 
 
 def test_records_are_bounded_and_resolved_into_the_log(model_dir, store_dir, tok, tmp_path):
@@ -243,7 +243,7 @@ def test_records_are_bounded_and_resolved_into_the_log(model_dir, store_dir, tok
     p = make(model_dir, store_dir, "hybrid", log=str(log), stats=str(stats))
     p2 = RestProposer(
         fake_config(
-            model_dir, {**rest_config("hybrid", [StoreSpec(str(store_dir), "code")], cost_curve=FLAT), "records": 3}
+            model_dir, {**rest_config("hybrid", [ServedStore(str(store_dir), "code")], cost_curve=FLAT), "records": 3}
         )
     )
     for proposer in (p, p2):

@@ -78,12 +78,12 @@ def _run(python: str, plan, method, work: Path) -> dict:
 def test_rest_in_vllm_gives_vllms_own_greedy_output(plan):
     python, p, store, work = plan
     from rest_core.bench.vllm_bench import method_config
-    from rest_core.serve.settings import StoreSpec
+    from rest_core.serve.settings import ServedStore
 
     plain = _run(python, p, method_config("ar"), work)
     stats = work / "hybrid-stats.json"
     hybrid = _run(
-        python, p, method_config("hybrid", stores=[StoreSpec(str(store), "code")], k=8, stats=str(stats)), work
+        python, p, method_config("hybrid", stores=[ServedStore(str(store), "code")], k=8, stats=str(stats)), work
     )
     ref = [q["token_ids"] for q in plain["batches"][0]["requests"]]
     out = [q["token_ids"] for q in hybrid["batches"][0]["requests"]]
