@@ -400,7 +400,7 @@ def write_report(
 def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPlan:
     """Prompts as the other benchmarks encode them (first turns), warm-up on training problems."""
     from rest_core.bench.suites import load_suite
-    from rest_core.decode.engine import encode_prompt
+    from rest_core.decode.prompts import encode_prompt
 
     def first_turn(p: Any) -> list[int]:
         if p.kind == "chat":

