@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -110,3 +111,9 @@ def lower_priority(nice: int = BUILD_NICE) -> None:
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
     except (AttributeError, OSError):
         pass
+
+
+def niced(cmd: list[str], nice: int = BUILD_NICE) -> list[str]:
+    """`cmd` run at `nice` lower priority (through nice(1) where it exists; else unchanged)."""
+    tool = shutil.which("nice")
+    return [tool, "-n", str(nice), *cmd] if tool else list(cmd)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rest_core.config import GenerationConfig, preset_for_device
+from rest_core.cpus import available_cpus, background_env, niced
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.ui.settings import ROOT, Settings
 from rest_core.ui.style import clean_text, esc
@@ -159,6 +160,7 @@ class Runtime:
                 else:
                     from rest_core.decode.models import load_model
 
+                    use_model_threads()
                     t0 = time.perf_counter()
                     self._loaded = load_model(model_spec(self.settings.model), device=self.settings.device)
                     print(
@@ -277,6 +279,18 @@ class Runtime:
                     engine.forget_cache()
 
 
+def use_model_threads() -> int:
+    """The model's threads: the cores this process may use (affinity mask, cgroup quota, or
+    REST_THREADS), not the machine's; batch tokenization stays on its caller's thread, so a
+    build's tokenizing runs at the build's priority. Returns the thread count."""
+    import torch
+
+    n = available_cpus()
+    torch.set_num_threads(n)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return n
+
+
 def trim_memory(collect: bool = True) -> None:
     """Give freed memory back to the system: collect cycles, then ask glibc to return the free
     pages of its heaps (each worker thread's arena keeps what a step's tries used otherwise, and
@@ -339,7 +353,8 @@ class StoreBuilds:
             self.state[name] = "building"
             self.started[name] = time.time()
             try:
-                done = subprocess.run(cmd, cwd=ROOT, stderr=None, stdout=None)
+                # One thread per pool, lower priority: the answers being served keep the cores.
+                done = subprocess.run(niced(cmd), cwd=ROOT, stderr=None, stdout=None, env=background_env())
                 self.state[name] = (
                     "ready"
                     if done.returncode == 0 and is_store(out)

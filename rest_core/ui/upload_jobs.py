@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rest_core.cpus import lower_priority
 from rest_core.store.build import BuildCancelled
 from rest_core.store.files import UPLOAD_LIMITS, ReadLimits
 from rest_core.store.format import store_size_estimate
@@ -41,7 +42,6 @@ from rest_core.store.uploads import BuildSummary, UploadProgress, build_from_fil
 
 log = logging.getLogger("rest.app")
 
-BUILD_NICE = 10  # added to the build thread's nice value (Linux): generation keeps the CPU first
 YIELD_S = 0.02  # pause between two batches while a generation holds the model
 # Disk a store takes per byte of its text, to refuse at once what cannot fit: ~6 bytes per token
 # (uint16 token + int32 suffix-array entry) at 2.5-4 bytes of text per token with a real
@@ -121,14 +121,6 @@ def store_name(typed: str | None, taken: Sequence[str], default: str = "my-corpu
     while name in taken:
         name, k = f"{base}-{k}", k + 1
     return name
-
-
-def _lower_priority() -> None:
-    """This thread only (Linux: a thread is a task with its own nice value); elsewhere nothing."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + BUILD_NICE)
-    except (AttributeError, OSError):
-        pass
 
 
 class RawFiles:
@@ -375,7 +367,7 @@ class Uploads:
     def _build(
         self, job: UploadJob, paths: list[str], names: list[str], pasted: str, tokenizer: Any, busy: Callable[[], bool]
     ) -> None:
-        _lower_priority()
+        lower_priority()
         separator = tokenizer_vocab_size(tokenizer)
 
         def report(p: UploadProgress) -> None:
