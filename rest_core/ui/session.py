@@ -22,6 +22,7 @@ from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
+from rest_core.ui.busy import StepClock, time_limit_message
 from rest_core.ui.compare_view import (
     compare,
     comparison_html,
@@ -291,10 +292,16 @@ class Session:
         self.run = Run(
             engine, prompt_ids, config, runtime.lock, keep=compact_event, max_seconds=runtime.settings.max_seconds
         )
-        yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds)
+        yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds, runtime.clock)
 
     def _stream(
-        self, run: Run, tokenizer: Any, config: GenerationConfig, note: str, max_seconds: float = 0.0
+        self,
+        run: Run,
+        tokenizer: Any,
+        config: GenerationConfig,
+        note: str,
+        max_seconds: float = 0.0,
+        clock: StepClock | None = None,
     ) -> Iterator[Update]:
         view = self.view
         assert view is not None
@@ -342,12 +349,9 @@ class Session:
             )
             if run.timed_out:  # the partial answer is kept
                 reason = time_limit_note(max_seconds)
-                status = status_html(
-                    esc(
-                        f"The answer {reason}: the model is shared, so one request may use it for {max_seconds:g} s at most."
-                    ),
-                    "warn",
-                )
+                status = status_html(esc(time_limit_message(max_seconds, view.events, clock)), "warn")
+            if clock is not None:
+                clock.observe(view.events)
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
             fig, ins = self.step_view(tokenizer)
             yield Update(self.chat_html(), stats_html(view.events), fig, ins, self.slider_steps(False), status)

@@ -118,3 +118,25 @@ def test_limits_from_flags_and_environment(tmp_path):
         assert exit_.value.code == 2
     with pytest.raises(ValueError, match="REST_MAX_SECONDS"):
         settings_from_env({"REST_MAX_SECONDS": "soon"})
+
+
+def test_an_answer_cut_by_the_limit_on_a_busy_machine_says_so():
+    """Steps much slower than this server's fastest (here: the model slowed by a sleep in its
+    forward, as other work on the same cores slows it) are named as the reason."""
+    import time
+
+    from tests.tiny_models import tiny_loaded
+
+    rt = Runtime(Settings(max_seconds=1.0), loader=lambda: tiny_loaded("llama", max_positions=4096))
+    h = handlers(rt)
+    fast = list(h.respond("abc abc abc", Session(), NO_STORE, *knob_args(max_new_tokens=24)))[-1][h.ui.banner]
+    assert "busy" not in fast
+    model = rt.loaded().model
+    hook = model.register_forward_pre_hook(lambda *_: time.sleep(0.05))
+    try:
+        out = list(h.respond("abc abc abc", Session(), NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    finally:
+        hook.remove()
+    status = out[h.ui.banner]
+    assert "server limit" in status and "new tokens" in status
+    assert "The machine is busy" in status and "this server&#x27;s fastest" in status, status
