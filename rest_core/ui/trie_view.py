@@ -61,6 +61,7 @@ def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
 
 TRIE_MAX_NODES = 40  # nodes drawn per step (the accepted path and the draft first)
 TRIE_MAX_EXTRA = 8  # of which at most this many retrieved-only nodes
+HEAVIEST_KEPT = 64  # a compact event also keeps the heaviest retrieved-only nodes (Why this c?, c <= 64)
 
 
 def _drawn(event: StepEvent, max_nodes: int, max_extra: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -119,19 +120,23 @@ def _draw_order(trie: Trie, selected: np.ndarray, accepted: np.ndarray, max_extr
 
 
 def compact_event(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> StepEvent:
-    """The event with its trie cut to what the page can show of it: the nodes the figure draws
-    plus the whole verified draft (at most c nodes), re-indexed; `draft_idx` follows and
+    """The event with its trie cut to what the page can show of it: the nodes the figure draws,
+    the whole verified draft (at most c nodes) and the `HEAVIEST_KEPT` heaviest retrieved-only
+    nodes (what a budget up to 64 would verify: Why this c? and the sources' shares read them),
+    closed under ancestors and re-indexed; `draft_idx` follows and
     `trie_nodes` keeps the whole trie's size for the figure's title. A step's retrieved trie
     holds tens of thousands of nodes at K=5000, so a session keeps these instead; the figure and
     the inspector of the compact event equal those of the full one.
 
     Why the figure is unchanged: the kept nodes keep their relative (breadth-first) order, every
-    drawn node's ancestors are drawn, and the nodes kept beyond the drawn ones are draft nodes,
-    which the drawing order reaches only after it stopped; so `_drawn` picks the same nodes."""
+    drawn node's ancestors are drawn, and the nodes kept beyond the drawn ones are draft nodes
+    or the next-heaviest retrieved-only nodes, which the drawing order reaches only after it
+    stopped; so `_drawn` picks the same nodes."""
     trie = event.trie
     if trie is None or len(trie) == 0 or event.trie_nodes is not None:
         return event
     keep, _, _, d2t = _drawn(event, max_nodes, max_extra)
+    keep |= _drawn(event, len(trie), HEAVIEST_KEPT)[0]  # the heaviest nodes: what c <= 64 would verify
     keep[d2t[d2t >= 0]] = True
     keep[[i for i in event.draft_idx if 0 <= i < len(trie)]] = True
     old = np.flatnonzero(keep)  # ascending: the breadth-first order is kept

@@ -477,7 +477,9 @@ def test_compact_event_draws_the_same_figure_and_inspector_in_bounded_size(big_t
             assert small.trie is None
             continue
         full_sizes.append(len(e.trie))
-        assert len(small.trie) <= trie_view.TRIE_MAX_NODES + c  # independent of K
+        assert len(small.trie) <= trie_view.TRIE_MAX_NODES + c + trie_view.HEAVIEST_KEPT  # independent of K
+        heaviest = np.sort(e.trie.weights)[::-1][:64]
+        assert np.array_equal(np.sort(small.trie.weights)[::-1][:64], heaviest)  # what c <= 64 would verify
         assert small.trie_nodes == len(e.trie) and small.draft == e.draft and small.tokens == e.tokens
         assert [int(small.trie.tokens[i]) for i in small.draft_idx] == [int(e.trie.tokens[i]) for i in e.draft_idx]
         assert trie_view.trie_figure(small, tok).to_dict() == trie_view.trie_figure(e, tok).to_dict()
