@@ -1,0 +1,86 @@
+"""What a teacher asks first: why, on this device, the datastore's drafts are mostly not verified,
+and what would change on a GPU. Answered from the session itself: where its accepted draft
+tokens came from, which sources the c heaviest trie nodes belong to (what a step verifies) at
+the session's c and at c = 64, and the measured forward cost of both sizes.
+
+The heaviest nodes per step are in every compact event (`trie_view.HEAVIEST_KEPT`), so this
+reads the same tries as Why this c? and weighs nodes the same way (a node's weight over the
+root's stands for the chance the model's path runs through it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.decode.events import StepEvent
+from rest_core.sources import count_origins, kind_of
+from rest_core.ui.style import esc
+
+GPU_C = 64  # what a GPU affords per step: verifying 64 tokens costs about as much as one there
+KINDS = ("context", "datastore", "both")
+LABELS = {"context": "the conversation", "datastore": "the datastore", "both": "both"}
+
+
+def accepted_shares(events: Sequence[StepEvent]) -> dict[str, float]:
+    """Share of the session's accepted draft tokens per kind (context, datastore, both)."""
+    counts = count_origins(s for e in events if e.method == "rest" for s in e.token_sources if s)
+    total = sum(counts[k] for k in KINDS)
+    return {k: counts[k] / total for k in KINDS} if total else {}
+
+
+def verified_by_kind(events: Sequence[StepEvent], c: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Per step, over the session's REST steps with a trie: how many of the c heaviest nodes each
+    kind drafted, and the expected accepted tokens they carry (their summed weight share)."""
+    nodes = dict.fromkeys(KINDS, 0.0)
+    weight = dict.fromkeys(KINDS, 0.0)
+    steps = 0
+    for e in events:
+        trie = e.trie
+        if e.method != "rest" or trie is None or len(trie) == 0:
+            continue
+        root = float(trie.weights[trie.depths == 1].sum())
+        if root <= 0:
+            continue
+        steps += 1
+        top = np.argsort(-trie.weights, kind="stable")[:c]
+        for i in top:
+            kind = kind_of(int(trie.sources[i]))
+            if kind in nodes:
+                nodes[kind] += 1
+                weight[kind] += float(trie.weights[i]) / root
+    if not steps:
+        return {}, {}
+    return {k: v / steps for k, v in nodes.items()}, {k: v / steps for k, v in weight.items()}
+
+
+def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int) -> str:
+    """The answer, as a paragraph for the page ("" before any REST step)."""
+    shares = accepted_shares(events)
+    here_nodes, here_acc = verified_by_kind(events, chosen_c)
+    gpu_nodes, gpu_acc = verified_by_kind(events, GPU_C)
+    if not here_nodes:
+        return ""
+    came = ", ".join(f"{LABELS[k]} {100 * shares[k]:.0f}%" for k in KINDS if shares.get(k)) or "none yet"
+    cost_c = float(curve(1 + chosen_c) / curve(1))
+    cost_gpu = float(curve(1 + GPU_C) / curve(1))
+    return (
+        '<div class="why-source"><b>Why are the datastore\'s drafts mostly not verified here?</b> '
+        f"This session's accepted draft tokens came from: {esc(came)}. Each step verifies only the c heaviest "
+        f"guesses of the merged trie. With c = {chosen_c}, those were on average {_kinds(here_nodes)} per step: "
+        "text the conversation already holds is one strong continuation, while the datastore's weight is spread "
+        f"over up to K continuations, so its guesses are lighter and rarely make the cut. c stays small because "
+        f"on this device one forward of 1 + {chosen_c} tokens costs {cost_c:.2f}× one of a single token, and "
+        f"1 + {GPU_C} tokens {cost_gpu:.1f}×. "
+        f"<b>On a GPU</b> verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: of the "
+        f"{GPU_C} heaviest guesses in this session's tries, {_kinds(gpu_nodes)} per step, and the datastore's "
+        f"expected accepted tokens per step rise from {here_acc['datastore'] + here_acc['both']:.2f} to "
+        f"{gpu_acc['datastore'] + gpu_acc['both']:.2f} (the conversation's from {here_acc['context']:.2f} to "
+        f"{gpu_acc['context']:.2f}; trie weights as in the chart above).</div>"
+    )
+
+
+def _kinds(nodes: dict[str, float]) -> str:
+    return ", ".join(f"{nodes[k]:.1f} from {LABELS[k]}" for k in KINDS)

@@ -1,0 +1,49 @@
+"""The teacher's question on the page: where the session's accepted drafts came from, which
+sources the c heaviest trie nodes belong to at the session's c and at c = 64, and what that
+costs on this device's measured curve."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+from rest_core.drafting.trie import Trie
+from rest_core.ui import source_share
+from tests.ui.test_render import event
+
+CURVE = CostCurve((1, 2, 4, 8, 16, 32, 64, 128), (10.0, 11.0, 12.0, 14.0, 18.0, 26.0, 42.0, 80.0))
+
+
+def _step(k: int) -> object:
+    """One step: a heavy context continuation (weight 6) and k lighter datastore ones (1 each)."""
+    tokens = np.arange(1 + k, dtype=np.int64)
+    weights = np.array([6.0] + [1.0] * k)
+    sources = np.array([SOURCE_CONTEXT] + [SOURCE_DATASTORE] * k, dtype=np.uint8)
+    trie = Trie(tokens, np.full(1 + k, -1), np.ones(1 + k, dtype=np.int64), weights, sources)
+    return event(0, [0, 99], (SOURCE_CONTEXT, 0), trie=trie, draft=None, draft_idx=[0], accepted=(0,))
+
+
+def test_the_heaviest_nodes_by_source_at_c_and_at_64():
+    events = [_step(100), _step(100)]
+    here_nodes, here_acc = source_share.verified_by_kind(events, 2)
+    assert here_nodes == {"context": 1.0, "datastore": 1.0, "both": 0.0}
+    gpu_nodes, gpu_acc = source_share.verified_by_kind(events, 64)
+    assert gpu_nodes == {"context": 1.0, "datastore": 63.0, "both": 0.0}
+    assert np.isclose(here_acc["context"], 6 / 106) and np.isclose(gpu_acc["datastore"], 63 / 106)
+
+
+def test_accepted_shares_count_drafted_tokens_only():
+    events = [_step(3), _step(3)]
+    assert source_share.accepted_shares(events) == {"context": 1.0, "datastore": 0.0, "both": 0.0}
+    assert source_share.accepted_shares([]) == {}
+
+
+def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
+    text = source_share.source_share_html([_step(100)], CURVE, 2)
+    assert "the conversation 100%" in text
+    assert "1.0 from the conversation, 1.0 from the datastore" in text  # c = 2
+    assert "1.0 from the conversation, 63.0 from the datastore" in text  # c = 64
+    assert "1 + 2 tokens costs 1.15×" in text and "1 + 64 tokens 4.3×" in text  # the curve interpolated
+    assert "rise from 0.01 to 0.59" in text
+    assert source_share.source_share_html([], CURVE, 2) == ""
