@@ -455,9 +455,9 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
         asked = step_c(c)
     except ConfigError as exc:
         return None, status_html(style.esc(str(exc)), "err")
-    events = list(st.events)
+    events, answer = list(st.events), "The step-through's answer"
     if not events and getattr(session, "view", None) is not None:
-        events = list(session.view.events)
+        events, answer = list(session.view.events), "The last chat answer"
     limit = runtime.settings.max_seconds
     try:
         engine = runtime.engine(NO_STORE)
@@ -468,7 +468,7 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
     chosen = events[-1].c if events else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-    caption = why_c_view.why_c_caption(curve, events, chosen)
+    caption = why_c_view.why_c_caption(curve, events, chosen, answer, max_c=STEP_C_MAX)
     if curve.sizes[-1] <= STEP_C_MAX:
         caption += (
             f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "

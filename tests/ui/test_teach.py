@@ -207,6 +207,22 @@ def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
     assert "16" in why_c_view.why_c_caption(curve, events, 16)
 
 
+def test_why_c_caption_names_its_answer_and_its_m_and_says_when_no_c_pays(run):
+    """The caption's M is the stats' M of the answer it names (new tokens / steps of those steps);
+    on a cost curve that grows with every token (a CPU) no c beats plain decoding, and it says so."""
+    from rest_core.budget.cost_curve import CostCurve
+
+    events, _, _ = run
+    t = events[-1].totals
+    steep = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 65), ms=(10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 650.0))
+    caption = why_c_view.why_c_caption(steep, events, 16, "The step-through's answer", max_c=64)
+    assert caption.count("The step-through's answer") == 1
+    assert f"M = {t.new_tokens} tokens / {t.steps} forwards = {t.mean_generated_length:.2f}" in caption
+    assert "every c is slower than plain decoding" in caption and "65.0× one token" in caption
+    flat = CostCurve(sizes=(1, 65), ms=(10.0, 10.5))  # a GPU: verifying 65 tokens costs about one
+    assert "every c is slower" not in why_c_view.why_c_caption(flat, events, 16, max_c=64)
+
+
 def teach_handlers(runtime):
     """The step-through's handlers of a page built on `runtime` (`h.ui`: its components)."""
     import app
