@@ -520,7 +520,9 @@ def guided_example(runtime: Runtime, title: str, knobs: Sequence[Any]) -> Guided
     names = runtime.store_names()
     store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
     missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
-    where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
+    where = {"step": "In Step through", "send": "In Chat: Send", "compare": "In Chat: Compare with plain decoding"}[
+        ex.mode
+    ]
     note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
     stores = [] if store == NO_STORE else [store]
     return GuidedChoice(ex.prompt, ex.mode, int(values["c"]), stores, note, {k.name: values[k.name] for k in APP_KNOBS})

@@ -408,6 +408,7 @@ def test_occurrence_positions_over_several_shards_point_at_the_match():
 
 
 def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
+    import teach_tab
     from rest_core.knobs import APP_KNOBS
 
     h = teach_handlers(runtime)
@@ -421,11 +422,13 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
         untouched = {k.name for k in APP_KNOBS} - {name for name, _ in ex.knobs}
         assert all(values[k] == knob_values(**KNOBS)[k] for k in untouched)
         store, note = out[page.store], out[t.note]
-        if ex.mode == "step":
-            assert out[t.msg] == ex.prompt and out[t.c] == dict(ex.knobs)["c"] and out[t.accordion]["open"] is True
+        if ex.mode == "step":  # the Step through view opens
+            assert out[t.msg] == ex.prompt and out[t.c] == dict(ex.knobs)["c"]
+            assert out[t.views]["selected"] == teach_tab.STEP_VIEW
             assert page.answer.box not in out  # the chat's message box is left as it is
-        else:
-            assert out[page.answer.box] == ex.prompt and t.msg not in out and t.accordion not in out
+        else:  # Send and Compare are in the Chat view
+            assert out[page.answer.box] == ex.prompt and t.msg not in out
+            assert out[t.views]["selected"] == teach_tab.CHAT_VIEW
         # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
         assert store in ([STORE], [])  # the datastores multi-select's value
         assert store == ([] if ex.store == "none" else [ex.store]) or f"the {ex.store} store is not built" in note
@@ -433,6 +436,37 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
     for lesson in ("code store", "step", "knows nothing", "twice", "temperature 0.8"):
         assert lesson in titles
     assert dict(guided.GUIDED_EXAMPLES[-1].knobs)["temperature"] == 0.8
+
+
+def test_the_page_is_three_views_and_every_section_has_a_deep_link(tmp_path):
+    """Chat, Step through and How REST works are tabs; each section's id opens its view
+    (app.js reads App.links from the page's head)."""
+    import app
+    import teach_tab
+
+    built = app.build_app(Settings(datastores=tmp_path))
+    views = built.teaching.ui.views
+    assert [(v.id, v.label) for v in views.children] == [
+        (teach_tab.CHAT_VIEW, "Chat"),
+        (teach_tab.STEP_VIEW, "Step through"),
+        (teach_tab.HOW_VIEW, "How REST works"),
+    ]
+    links = built.links
+    for section, view in (
+        ("chat", "chat"),
+        ("prompt", "chat"),
+        ("knobs", "chat"),
+        ("compare-box", "chat"),
+        ("teach", "step-through"),
+        ("why-c", "step-through"),
+        ("teach-trie", "step-through"),
+        ("how-rest", "how-rest"),
+        ("glossary", "how-rest"),
+        ("step-through", "step-through"),
+    ):
+        assert links[section] == view, section
+    assert "guided" not in links  # above the views: always in sight
+    assert '"why-c": "step-through"' in app.head_html(links)
 
 
 def test_every_knob_says_what_it_does_on_the_page(tmp_path):
