@@ -17,6 +17,7 @@ per request, jobs per session, session lifetime, uploads) are flags too: rest_co
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -251,23 +252,29 @@ def new_session() -> Session:
 def _layout(
     settings: Settings, runtime: Runtime, release: Callable[[Any], Any]
 ) -> tuple[ChatPage, teach_tab.TeachPanel]:
-    """The whole page, top to bottom; `release` frees an expired session's state."""
+    """The whole page, top to bottom: the header, the guided examples, then three views (tabs):
+    Chat, Step through and How REST works; `release` frees an expired session's state."""
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
     gr.HTML(page.HEADER)
     legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
     banner = gr.HTML("", elem_id="status-banner")
-    with gr.Row(equal_height=False, elem_id="main-row"):
-        with gr.Column(scale=3, min_width=320):
-            answer = _answer_column(settings.max_message_chars)
-        # On a phone this column moves above the chat (assets/app.css) and starts folded (app.js).
+    guide = teach_tab.guided_panel()
+    with gr.Tabs(elem_id="views") as views:
         with (
-            gr.Column(scale=1, min_width=250, elem_id="knobs"),
-            gr.Accordion("Settings", open=True, elem_id="settings-acc"),
+            gr.Tab("Chat", id=teach_tab.CHAT_VIEW, elem_id="view-chat"),
+            gr.Row(equal_height=False, elem_id="main-row"),
         ):
-            store, corpus, knobs = _settings_column(runtime)
-    teaching = teach_tab.build(settings.max_message_chars)
+            with gr.Column(scale=3, min_width=320, elem_id="answer-col"):
+                answer = _answer_column(settings.max_message_chars)
+            # On a phone this column comes after the message box (assets/app.css) and starts folded (app.js).
+            with (
+                gr.Column(scale=1, min_width=250, elem_id="knobs"),
+                gr.Accordion("Settings", open=True, elem_id="settings-acc"),
+            ):
+                store, corpus, knobs = _settings_column(runtime)
+        teaching = teach_tab.build(views, guide, settings.max_message_chars)
     timer = gr.Timer(3, active=False)
     chat = ChatPage(
         session=session,
@@ -500,6 +507,11 @@ class App:
     handlers: Handlers
     teaching: teach_tab.TeachHandlers
 
+    @property
+    def links(self) -> dict[str, str]:
+        """The page's deep links: a section's id -> the view (tab) that holds it."""
+        return teach_tab.deep_links(self.teaching.ui.views)
+
 
 def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> App:
     """The page for these settings, wired. Nothing loads here: the model loads on the first request."""
@@ -525,9 +537,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None, builds: Store
     return build_app(settings, runtime, builds).demo
 
 
-def head_html() -> str:
+def head_html(links: dict[str, str] | None = None) -> str:
+    """assets/app.js, after the deep links it opens (`links`: App.links) as window.REST_VIEWS."""
     script = (ASSETS / "app.js").read_text(encoding="utf-8") if (ASSETS / "app.js").exists() else ""
-    return f"<script>{script}</script>" if script else ""
+    views = f"<script>window.REST_VIEWS = {json.dumps(links or {}, sort_keys=True)};</script>"
+    return views + (f"<script>{script}</script>" if script else "")
 
 
 # Hugging Face Spaces import this module and serve `demo`: built from the environment, no model loaded.
@@ -556,14 +570,15 @@ def main(argv: list[str] | None = None) -> None:
     if settings.zero_gpu:  # ZeroGPU moves the weights onto the GPU inside each decorated call
         runtime.loaded()
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)
-    create_app(settings, runtime, builds).launch(
+    app = build_app(settings, runtime, builds)
+    app.demo.launch(
         server_name=settings.host,
         max_file_size=f"{settings.max_upload_mb:g}mb"
         if settings.max_upload_mb
         else None,  # refused before it is stored
         server_port=settings.port,
         css_paths=[ASSETS / "app.css"],
-        head=head_html(),
+        head=head_html(app.links),
         theme=THEME,
         show_error=False,
     )

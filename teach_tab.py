@@ -1,7 +1,9 @@
-"""The teaching part of the page (Gradio): the guided examples, "How REST works" and the
-step-through with its four phase panels and "Why this c?". app.py lays it out under the chat
-and wires it; what its handlers decide without Gradio is rest_core/ui/page.py, the captions
-and figures one module per view in rest_core/ui/ (phases, trie_view, tree_mask, why_c_view)."""
+"""The teaching part of the page (Gradio): the guided examples (above the views: the way in),
+the "Step through" view (one REST step per click, its four phase panels and "Why this c?") and
+the "How REST works" view (the diagram, why one forward over many tokens pays, the glossary).
+app.py lays out the page and its "Chat" view and wires this; what its handlers decide without
+Gradio is rest_core/ui/page.py, the captions and figures one module per view in rest_core/ui/
+(phases, trie_view, tree_mask, why_c_view)."""
 
 from __future__ import annotations
 
@@ -20,14 +22,18 @@ if TYPE_CHECKING:
 
 ASSETS = ROOT / "assets"
 
+# The page's views (gr.Tab ids): the address's #chat, #step-through or #how-rest opens one.
+CHAT_VIEW, STEP_VIEW, HOW_VIEW = "chat", "step-through", "how-rest"
+
 
 @dataclass(frozen=True, kw_only=True)
 class TeachPanel:
-    """Guided examples and "Step through": its controls, one panel per phase, "Why this c?"."""
+    """Guided examples and "Step through": its controls, one panel per phase, "Why this c?";
+    `views`: the page's tabs (a guided example opens the view it runs in)."""
 
     pick: gr.Radio
     note: gr.HTML
-    accordion: gr.Accordion
+    views: gr.Tabs
     msg: gr.Textbox
     c: gr.Slider
     next: gr.Button
@@ -64,18 +70,23 @@ class TeachPanel:
         ]
 
 
-def _how_rest_works() -> None:
+def how_rest_works() -> None:
+    """The "How REST works" view, open: the diagram, why verifying many tokens in one forward
+    beats one forward per token, the glossary and how to read the draft tree."""
     svg = ASSETS / "how_rest_works.svg"
-    with gr.Accordion("How REST works", open=False, elem_id="how-rest"):
+    with gr.Tab("How REST works", id=HOW_VIEW, elem_id="view-how-rest"), gr.Column(elem_id="how-rest"):
         gr.HTML(f'<div class="how-svg">{svg.read_text(encoding="utf-8") if svg.exists() else ""}</div>')
-        gr.Markdown(page.GLOSSARY)
+        gr.Markdown(page.ONE_FORWARD, elem_id="one-forward")
+        gr.Markdown(page.GLOSSARY, elem_id="glossary")
         gr.HTML(trie_view.tree_legend_html())
 
 
-def _guided() -> tuple[gr.Radio, gr.HTML]:
-    with gr.Accordion(
-        "Guided examples: each sets the prompt, datastore, mode and settings", open=True, elem_id="guided"
-    ):
+def guided_panel() -> tuple[gr.Radio, gr.HTML]:
+    """The guided examples, above the views (on a phone they start folded: assets/app.js)."""
+    with gr.Accordion("Start here: guided examples", open=True, elem_id="guided"):
+        gr.Markdown(
+            "Each sets the prompt, the datastore, the mode and the settings, and opens the view to watch it in."
+        )
         pick = gr.Radio([e.title for e in guided.GUIDED_EXAMPLES], value=None, show_label=False, elem_id="guided-pick")
         note = gr.HTML("", elem_id="guided-note")
     return pick, note
@@ -113,19 +124,27 @@ def _step_controls(max_chars: int) -> dict[str, Any]:
 
 
 def _phase_panels() -> dict[str, Any]:
-    """The step's status, header and answer, then one panel per phase: retrieve, trie, verify, accept."""
+    """The step's status, header and answer, then one panel per phase: retrieve, trie, verify,
+    accept (the trie and the verify forward side by side where the screen is wide enough)."""
     status = gr.HTML("", elem_id="teach-status")
     header = gr.HTML("", elem_id="teach-head")
     answer = gr.HTML("", elem_id="teach-answer")
     gr.Markdown("#### 1. Retrieve, and where it came from")
     retrieve = gr.HTML("", elem_id="teach-retrieve")
-    gr.Markdown("#### 2. Build the trie")
-    trie_cap = gr.HTML("", elem_id="teach-trie-cap")
-    trie = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False)
-    gr.HTML(trie_view.tree_legend_html())
-    gr.Markdown("#### 3. Verify in one forward")
-    mask = gr.Plot(trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False)
-    verify = gr.HTML("", elem_id="teach-verify")
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=320):
+            gr.Markdown("#### 2. Build the trie")
+            trie_cap = gr.HTML("", elem_id="teach-trie-cap")
+            trie = gr.Plot(
+                trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False
+            )
+            gr.HTML(trie_view.tree_legend_html())
+        with gr.Column(min_width=320):
+            gr.Markdown("#### 3. Verify in one forward")
+            mask = gr.Plot(
+                trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False
+            )
+            verify = gr.HTML("", elem_id="teach-verify")
     gr.Markdown("#### 4. Accept")
     accept = gr.HTML("", elem_id="teach-accept")
     return dict(
@@ -143,18 +162,34 @@ def _why_c() -> dict[str, Any]:
     return dict(why_btn=why_btn, why_fig=why_fig, why_cap=why_cap)
 
 
-def build(max_chars: int = 0) -> TeachPanel:
-    """Guided examples, "How REST works" and "Step through": the controls (a message of at most
-    `max_chars`, the server's limit), one panel per phase and "Why this c?"."""
-    pick, note = _guided()
-    _how_rest_works()
-    with gr.Accordion("Step through: one REST step per click", open=False, elem_id="teach") as accordion:
+def build(views: gr.Tabs, guide: tuple[gr.Radio, gr.HTML], max_chars: int = 0) -> TeachPanel:
+    """The "Step through" and "How REST works" views, inside the page's `views`: the controls (a
+    message of at most `max_chars`, the server's limit), one panel per phase and "Why this c?";
+    `guide`: the guided examples (guided_panel), which open the view they run in."""
+    with gr.Tab("Step through", id=STEP_VIEW, elem_id="view-step-through"), gr.Column(elem_id="teach"):
         gr.Markdown(page.STEP_NOTE)
         controls = _step_controls(max_chars)
         panels = _phase_panels()
         why = _why_c()
         stepper = gr.State(Stepper())
-    return TeachPanel(pick=pick, note=note, accordion=accordion, stepper=stepper, **controls, **panels, **why)
+    how_rest_works()
+    pick, note = guide
+    return TeachPanel(pick=pick, note=note, views=views, stepper=stepper, **controls, **panels, **why)
+
+
+def deep_links(views: gr.Tabs) -> dict[str, str]:
+    """Every id inside the page's views -> the id of the view (tab) that holds it, the views'
+    own ids included: assets/app.js opens that view for the address's #id (#why-c: Step through)."""
+    links: dict[str, str] = {}
+    for view in views.children:
+        todo = [view]
+        while todo:
+            block = todo.pop()
+            if getattr(block, "elem_id", None):
+                links[block.elem_id] = view.id
+            todo.extend(getattr(block, "children", ()))
+        links[view.id] = view.id
+    return links
 
 
 def verdicts(admitted: bool, n: int, shown_on: int = 0) -> list[dict]:
@@ -234,15 +269,15 @@ class TeachHandlers:
 
     def example(self, title: str, *knobs: Any) -> Any:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
-        step-through opened for step mode."""
+        view of its mode opened (Step through, or Chat for Send and Compare)."""
         ex = page.guided_example(self.runtime, title, knobs)
         if ex is None:
             return gr.skip()
         t, p = self.ui, self.chat
         out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
         if ex.mode == "step":
-            return {**out, t.msg: ex.prompt, t.c: ex.c, t.accordion: gr.update(open=True)}
-        return {**out, p.answer.box: ex.prompt}
+            return {**out, t.msg: ex.prompt, t.c: ex.c, t.views: gr.update(selected=STEP_VIEW)}
+        return {**out, p.answer.box: ex.prompt, t.views: gr.update(selected=CHAT_VIEW)}
 
 
 def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
@@ -262,6 +297,6 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     t.pick.input(
         h.example,
         [t.pick, *knobs],
-        [ui.answer.box, t.msg, t.c, ui.store, t.accordion, t.note, *knobs],
+        [ui.answer.box, t.msg, t.c, ui.store, t.views, t.note, *knobs],
         concurrency_limit=None,
     )

@@ -12,13 +12,75 @@ document.addEventListener("click", (e) => {
   box.blur();
 });
 
-// On a phone the settings sit above the chat (app.css) and start folded: one tap opens them.
-window.addEventListener("load", () => {
+// Gradio adds this script to the page after the window's load event: run at once if it is past.
+function whenLoaded(fn) {
+  if (document.readyState === "complete") fn();
+  else window.addEventListener("load", fn);
+}
+
+// On a phone the guided examples and the settings start folded: one tap opens them (the settings
+// come after the message box there, assets/app.css).
+whenLoaded(() => {
   if (!window.matchMedia("(max-width: 640px)").matches) return;
-  let tries = 0;
-  const fold = setInterval(() => {
-    const label = document.querySelector("#settings-acc > button.label-wrap, #settings-acc button.label-wrap");
-    if (label || ++tries > 50) clearInterval(fold);
-    if (label && label.classList.contains("open")) label.click();
-  }, 100);
+  for (const id of ["guided", "settings-acc"]) {
+    let tries = 0;
+    const fold = setInterval(() => {
+      const label = document.querySelector(`#${id} > button.label-wrap, #${id} button.label-wrap`);
+      if (label || ++tries > 50) clearInterval(fold);
+      if (label && label.classList.contains("open")) label.click();
+    }, 100);
+  }
 });
+
+// Deep links: #chat, #step-through, #how-rest, or the id of anything in a view (#compare-box,
+// #why-c, #glossary) opens the view (tab) that holds it, scrolls to it and unfolds it. A view's
+// content is drawn when it is first opened, so app.py writes which view holds each id into
+// window.REST_VIEWS. Opening a view puts its name in the address, to copy or reload.
+const views = () => window.REST_VIEWS || {};
+let linked = false; // the address's link was followed: from now on the open view goes into it
+
+function openLink() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  const view = views()[id];
+  if (!view) {
+    linked = true;
+    return;
+  }
+  let tries = 0;
+  const go = setInterval(() => {
+    const tab = document.querySelector(`#views [role=tab][data-tab-id="${view}"]`);
+    if (tab && tab.getAttribute("aria-selected") !== "true") tab.click();
+    const target = id === view ? null : document.getElementById(id);
+    const shown = tab && tab.getAttribute("aria-selected") === "true" && (!target ? id === view : target.offsetParent);
+    if (!shown && ++tries < 300) return;
+    clearInterval(go);
+    linked = true;
+    if (!shown) return;
+    (target || document.getElementById("views")).scrollIntoView({ block: "start" });
+    if (target) unfold(target);
+  }, 100);
+}
+
+// A folded section (an accordion) the link points at opens; for two seconds it is opened again if
+// the view's first render folds it back (it sets each block's initial state as it draws them).
+function unfold(target) {
+  let ticks = 0;
+  const keep = setInterval(() => {
+    const label = target.querySelector(":scope > button.label-wrap");
+    if (label && !label.classList.contains("open")) label.click();
+    if (++ticks >= 20) clearInterval(keep);
+  }, 100);
+}
+
+whenLoaded(openLink);
+window.addEventListener("hashchange", openLink);
+
+new MutationObserver((changes) => {
+  if (!linked) return;
+  for (const change of changes) {
+    const tab = change.target;
+    if (!tab.matches("#views [role=tab]") || tab.getAttribute("aria-selected") !== "true") continue;
+    const here = decodeURIComponent(location.hash.slice(1));
+    if (views()[here] !== tab.dataset.tabId) history.replaceState(null, "", `#${tab.dataset.tabId}`);
+  }
+}).observe(document.documentElement, { subtree: true, attributes: true, attributeFilter: ["aria-selected"] });

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 from rest_core.decode.events import StepEvent, Totals
 from rest_core.sources import SourceTable
-from rest_core.ui.style import Tokenizer, decode_text, esc, source_class, source_label, step_source_names
+from rest_core.ui.style import (
+    CONTEXT_NAME,
+    Tokenizer,
+    decode_text,
+    esc,
+    shown_name,
+    source_class,
+    source_label,
+    step_source_names,
+)
 
 # ----------------------------------------------------------------------------------------------
 # Incremental detokenization
@@ -164,7 +173,7 @@ class AnswerView:
             step=event.step,
             source=src,
             accepted_len=event.accepted_len,
-            suffix_lens=tuple((m.source, m.suffix_len) for m in event.matches),
+            suffix_lens=tuple((shown_name(m.source_bit, m.source), m.suffix_len) for m in event.matches),
             names=step_source_names(event),
         )
         self.spans.append(span)
@@ -218,15 +227,15 @@ def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
             sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}")
             for s in table.stores
         )
-        + sample("tok d cx r1 p0", "context", "draft tokens found earlier in this conversation")
+        + sample("tok d cx r1 p0", CONTEXT_NAME, "draft tokens found earlier in this conversation")
         + sample("tok d both r1 p0", several, "draft tokens proposed by several sources")
         + sample("tok m p0", "model", "the model's own token that ends every step")
         + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
         + "".join(shades(st.css, st.name) for st in table.stores)
-        + shades("cx", "context")
+        + shades("cx", "conversation")
         + shades("both", several)
         + "</span>"
-        + '<span class="legend-item">indentation and line breaks get a thin line, not a block; hover a token for its step, click it to inspect the step</span>'
+        + '<span class="legend-item">indentation and line breaks get a thin line, not a block; click (or tap) a token to see its step in the inspector; hovering shows a summary</span>'
         + "</div>"
     )
 

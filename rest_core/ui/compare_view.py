@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
-from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, visible
+from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, source_label, visible
 
 # ----------------------------------------------------------------------------------------------
 # Speed comparison
@@ -151,8 +151,7 @@ def _block_style(sources: int) -> tuple[str, str]:
         return LOOKUP_COLOR, "accepted drafts: prompt lookup"
     if sources == 0:
         return "#9ca3af", "model's own token only"
-    o = origin(sources)
-    return o.color, f"accepted drafts: {o.label}"
+    return origin(sources).color, f"accepted drafts: {source_label(sources)}"
 
 
 def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer):

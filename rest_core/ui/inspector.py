@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rest_core.decode.events import StepEvent
-from rest_core.ui.style import Tokenizer, decode_text, esc, source_class, visible
+from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
 
 
 def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int | None = None, samples: int = 4) -> str:
@@ -22,14 +22,16 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
         if m.suffix_len:
             conts = "".join(f"<li><code>{esc(visible(dec(c), 60))}</code></li>" for c in m.sample[:samples])
             rows.append(
-                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> '
+                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> '
                 f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
                 f"<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{'s' if m.occurrences != 1 else ''}"
                 + (f'<ul class="conts">{conts}</ul>' if conts else "")
                 + "</div>"
             )
         else:
-            rows.append(f'<div class="ins-src"><span class="chip">{esc(m.source)}</span> no match</div>')
+            rows.append(
+                f'<div class="ins-src"><span class="chip">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
+            )
     if not event.matches:
         rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
     acc = "".join(

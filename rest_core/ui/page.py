@@ -58,8 +58,9 @@ STEP_NOTE = (
 GLOSSARY = """
 | term | meaning |
 |---|---|
-| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search |
-| **context source** | the conversation itself, searched the same way: an answer that repeats earlier text drafts itself |
+| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search. The store named *chat* is a corpus of ShareGPT conversations, not this conversation |
+| **suffix array** | every position of the corpus, sorted by the text that starts there; all occurrences of a token sequence sit next to each other in it, so two binary searches find them all |
+| **conversation (context)** | the draft source that is this conversation itself (the prompt and the answer so far), searched the same way: an answer that repeats earlier text drafts itself |
 | **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
 | **m** | how many tokens after each occurrence are taken as a continuation |
 | **K** | at most K occurrences are used; above K a fair sample of K is taken |
@@ -69,10 +70,29 @@ GLOSSARY = """
 | **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
 | **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
 | **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
+| **KV cache** | the keys and values the model computed for every earlier token, kept so that a step computes only its new tokens; after a step the rejected drafts' entries are dropped |
 | **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
+| **rows** | the tokens of one verify forward, one row each: row 0 is the root, row i the i-th drafted node; in the mask, a row is what that token may attend to |
+| **position id** | the position in the text the model is told a token has: a drafted node sits at its root's position plus its depth, so siblings share one position, as they would in their own branch |
+| **lazy logits** | the output head (the largest matrix of a small model) scores only the rows the acceptance walk reaches, not every drafted row |
 | **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
 | **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
+| **prompt lookup** | transformers' own draft method, compared in *Speed*: it drafts from the prompt and answer only: the last few tokens (transformers' default: up to 2) are looked up earlier in the text and the k = 3 tokens that followed them are drafted as one chain; no datastore, no trie |
+| **temperature, top-p, top-k** | sampling settings: temperature 0 is greedy (always the likeliest token); above 0 the model draws from its distribution, flattened by a higher temperature, cut to the k likeliest tokens (top-k) and to the likeliest ones whose chances add up to p (top-p). REST keeps a draft token only when it equals that draw |
 | **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
+"""
+
+ONE_FORWARD = """
+#### Why checking many tokens in one forward beats one forward per token
+
+Plain decoding runs the whole model once per token: a forward over the cached text and one new token gives one
+token. REST asks the model about the root and c drafted tokens in **one** forward: every accepted draft token is a
+forward saved, and the model's own next token comes free at the end, so a step writes M tokens (1 + the accepted
+ones) for the price of one forward over 1 + c tokens. On a GPU that price is about that of one token, up to dozens
+of tokens: the forward's time goes into reading the weights, not into the arithmetic, so M is nearly the speedup.
+On a CPU every extra token adds arithmetic, so the forward over 1 + c tokens costs more, and the speedup is M
+divided by that ratio (*Speed* in Chat shows both measured; *Why this c?* in Step through the cost against c).
+Either way the text is the same: a draft token is kept only where the model would have written it.
 """
 
 WHY_C_NOTE = (
@@ -455,9 +475,9 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
         asked = step_c(c)
     except ConfigError as exc:
         return None, status_html(style.esc(str(exc)), "err")
-    events = list(st.events)
+    events, answer = list(st.events), "The step-through's answer"
     if not events and getattr(session, "view", None) is not None:
-        events = list(session.view.events)
+        events, answer = list(session.view.events), "The last chat answer"
     limit = runtime.settings.max_seconds
     try:
         engine = runtime.engine(NO_STORE)
@@ -468,7 +488,7 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
     chosen = events[-1].c if events else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-    caption = why_c_view.why_c_caption(curve, events, chosen)
+    caption = why_c_view.why_c_caption(curve, events, chosen, answer, max_c=STEP_C_MAX)
     if curve.sizes[-1] <= STEP_C_MAX:
         caption += (
             f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
@@ -500,7 +520,9 @@ def guided_example(runtime: Runtime, title: str, knobs: Sequence[Any]) -> Guided
     names = runtime.store_names()
     store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
     missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
-    where = {"step": "Step through below", "send": "Send", "compare": "Compare with plain decoding"}[ex.mode]
+    where = {"step": "In Step through", "send": "In Chat: Send", "compare": "In Chat: Compare with plain decoding"}[
+        ex.mode
+    ]
     note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
     stores = [] if store == NO_STORE else [store]
     return GuidedChoice(ex.prompt, ex.mode, int(values["c"]), stores, note, {k.name: values[k.name] for k in APP_KNOBS})

@@ -18,7 +18,17 @@ from rest_core.config import RetrievalConfig
 from rest_core.decode.events import StepEvent
 from rest_core.sources import origin
 from rest_core.ui.provenance import provenance_html
-from rest_core.ui.style import Tokenizer, decode_text, esc, plural, source_class, token_label, token_text, visible
+from rest_core.ui.style import (
+    Tokenizer,
+    decode_text,
+    esc,
+    plural,
+    shown_name,
+    source_class,
+    token_label,
+    token_text,
+    visible,
+)
 from rest_core.ui.tree_mask import mask_figure, mask_view
 from rest_core.ui.trie_view import trie_figure
 
@@ -42,7 +52,9 @@ def retrieve_caption(
         tried_txt = ""
         if not m.suffix_len:
             floor = f" of at least {plural(retrieval.n_min, 'token')}" if retrieval else ""
-            parts.append(f"The {m.source} has no suffix{floor} of the conversation{tried_txt}: it drafts nothing.")
+            parts.append(
+                f"The {shown_name(m.source_bit, m.source)} has no suffix{floor} of the conversation{tried_txt}: it drafts nothing."
+            )
             continue
         text = visible(decode_text(tokenizer, m.suffix_tokens), 60)
         capped = ""
@@ -51,7 +63,7 @@ def retrieve_caption(
         elif retrieval is not None:
             capped = f"; all of them are used (K = {retrieval.max_matches:,})"
         parts.append(
-            f"The {m.source} matched the last {plural(m.suffix_len, 'token')} “{text}”{tried_txt}: "
+            f"The {shown_name(m.source_bit, m.source)} matched the last {plural(m.suffix_len, 'token')} “{text}”{tried_txt}: "
             f"{plural(m.occurrences, 'occurrence')}{capped}."
         )
     return " ".join(parts)
@@ -85,7 +97,7 @@ def retrieve_html(
         )
         if conts:
             rows.append(
-                f'<div><span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span> what followed: <ul class="conts">{conts}</ul></div>'
+                f'<div><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> what followed: <ul class="conts">{conts}</ul></div>'
             )
     return (
         f'<p class="tt-cap" data-phase="retrieve">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'

@@ -10,7 +10,7 @@ from typing import Any
 
 from rest_core.decode.events import MatchInfo, StepEvent
 from rest_core.sources import SOURCE_CONTEXT
-from rest_core.ui.style import Tokenizer, decode_text, esc, plural, source_class
+from rest_core.ui.style import Tokenizer, decode_text, esc, plural, shown_name, source_class
 
 PROVENANCE_SHOWN = 3  # occurrences shown per source
 PROVENANCE_BEFORE = 40  # corpus tokens shown before a match
@@ -63,7 +63,7 @@ def provenance_html(
     for m in event.matches:
         if not m.suffix_len or not m.positions:
             continue
-        head = f'<span class="chip {source_class(m.source_bit)}">{esc(m.source)}</span>'
+        head = f'<span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span>'
         store = stores.get(m.source) if m.source_bit != SOURCE_CONTEXT else None
         if m.source_bit != SOURCE_CONTEXT and store is None:
             continue

@@ -28,7 +28,8 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
         ("from drafts", f"{100 * t.draft_share:.0f}%"),
     ]
     if events[-1].method == "rest":
-        shares = ", ".join(f"{k} {100 * c[k] / n:.0f}%" for k in ("datastore", "context", "both") if c[k])
+        shown = {"datastore": "datastore", "context": "conversation", "both": "both"}  # the context is the conversation
+        shares = ", ".join(f"{shown[k]} {100 * c[k] / n:.0f}%" for k in shown if c[k])
         items.append(("by source", shares or "none"))
     state = '<span class="live">generating…</span>' if running else ""
     cells = "".join(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from rest_core.decode.events import StepEvent
-from rest_core.sources import MODEL, STYLES, origin
+from rest_core.sources import MODEL, SOURCE_CONTEXT, STYLES, origin
 
 # One colour per draft source (by bit), shared by the highlighting (CSS) and the trie figure;
 # a token of several sources takes `origin(mask).color`.
@@ -19,6 +19,10 @@ SOURCE_COLORS: dict[int, str] = {bit: color for bit, (_, color) in STYLES.items(
 ACCEPTED_COLOR = "#16a34a"
 MODEL_COLOR = MODEL.color
 GREY = "#9ca3af"
+# The context source as the page names it: beside a datastore called "chat", a bare "context"
+# reads like another corpus. Only the page's words change; the engine, the JSON keys and the
+# knobs keep "context".
+CONTEXT_NAME = "conversation (context)"
 
 
 class Tokenizer(Protocol):
@@ -50,16 +54,21 @@ def source_class(mask: int) -> str:
     return origin(mask).css
 
 
+def shown_name(bit: int, name: str) -> str:
+    """A source's name as the page shows it: a store's own name, the context as CONTEXT_NAME."""
+    return CONTEXT_NAME if int(bit) == SOURCE_CONTEXT else name
+
+
 def source_label(mask: int, names: dict[int, str] | None = None) -> str:
-    """ "code + context": the sources of `mask` by name (`names`: bit -> name, e.g. an engine's
-    table or a step's matches; else the default names)."""
-    return origin(mask, names).label
+    """ "code + conversation (context)": the sources of `mask` by name as the page shows them
+    (`names`: bit -> name, e.g. an engine's table or a step's matches; else the default names)."""
+    return origin(mask, {**(names or {}), SOURCE_CONTEXT: CONTEXT_NAME}).label
 
 
 def step_source_names(event: StepEvent) -> tuple[tuple[int, str], ...]:
     """(bit, name) of the sources that searched in this step: a store's own name ("code")
-    instead of the bit's default ("store 2")."""
-    return tuple((int(m.source_bit), m.source) for m in event.matches)
+    instead of the bit's default ("store 2"), the context as CONTEXT_NAME."""
+    return tuple((int(m.source_bit), shown_name(m.source_bit, m.source)) for m in event.matches)
 
 
 def token_text(tokenizer: Tokenizer, token_id: int) -> str:

@@ -345,12 +345,14 @@ class _TrieDrawing:
                 textcolor="#9ca3af",
                 labels=False,
             ),
+            # Rejected drafts: faded and crossed out, so they never pass for accepted ones.
             self.node_trace(
                 rejected,
                 "drafted, rejected",
                 color=self.colors(rejected),
-                opacity=0.45,
-                line=dict(color="#6b7280", width=1),
+                symbol="circle-x",
+                opacity=0.4,
+                line=dict(color="#374151", width=1.5),
                 textcolor="#6b7280",
             ),
             self.node_trace(
@@ -371,16 +373,21 @@ class _TrieDrawing:
         ]
 
     def model_token_traces(self) -> list[dict]:
-        """The model's own token that closes the step: a star, dashed from its parent."""
+        """The model's own token that closes the step: a star, dashed from its parent, drawn
+        between the rows, never on a circle (a star on a node reads as "the model chose this
+        draft"); when the trie held that token (retrieved, outside the budget) it sits just
+        below that node and its hover says so."""
         view = self.view
         if view.model_token is None:
             return []
         label = esc(visible(token_text(self.tokenizer, view.model_token), 7))
         px, py = self.parent_xy(view.model_parent_pos)
-        if view.model_in_trie_pos >= 0:
-            mx, my = float(view.x[view.model_in_trie_pos]), float(view.y[view.model_in_trie_pos])
+        in_trie = view.model_in_trie_pos >= 0
+        if in_trie:
+            mx, my = float(view.x[view.model_in_trie_pos]) + 0.3, float(view.y[view.model_in_trie_pos]) - 0.45
         else:
             mx, my = px + 1, py - 0.5  # between rows, clear of the rejected draft child
+        also = "<br>the trie had it too (the hollow circle beside it), outside the budget c" if in_trie else ""
         return [
             dict(
                 type="scatter",
@@ -402,7 +409,7 @@ class _TrieDrawing:
                 marker=dict(symbol="star", size=15, color=MODEL_COLOR),
                 name="model's own token",
                 hovertext=[
-                    f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step"
+                    f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step, not a drafted node{also}"
                 ],
                 hoverinfo="text",
             ),
@@ -436,11 +443,13 @@ TREE_LEGEND = (
     "Each circle to its right is one token of the <b>trie</b> (the retrieved continuations merged, shared beginnings "
     "sharing a branch), deeper to the right, sized by <b>weight</b>: each source's weight split evenly over its "
     "continuations, summed over the continuations through the node (a node both sources reach adds both shares). "
-    "Blue: datastore, amber: context, violet: both. "
-    "● <b>filled</b> circle: one of the c <b>heaviest</b> nodes, drafted and verified; faded when the model disagreed. "
+    "Blue: datastore, amber: the conversation (context), violet: both. "
+    "● <b>filled</b> circle: one of the c <b>heaviest</b> nodes, drafted and verified. "
+    "<b>Green</b> outline and thick green edge: accepted (the model agreed). "
+    "⊗ <b>faded and crossed</b> circle: drafted, not accepted (the model chose differently here or earlier on its branch). "
     "○ <b>hollow</b> grey circle with a dotted edge: retrieved, not drafted (outside the budget c). "
-    "<b>Green</b> outline and thick green edge: the accepted path. "
-    "★ on a <b>dashed</b> line: the model's own token that ends the step. "
+    "★ on a <b>dashed</b> line, between the rows: the model's own token that ends the step; it is never a drafted "
+    "node (a drafted node with that token would have been accepted). "
     "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline."
 )
 

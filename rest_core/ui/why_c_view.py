@@ -136,18 +136,34 @@ def _lay_out(fig: Any, curve: CostCurve) -> None:
     )
 
 
-def why_c_caption(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int) -> str:
+def why_c_caption(
+    curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, answer: str = "This answer", max_c: int = 64
+) -> str:
+    """What the figure says, in words: the cost of 1 and of 1 + c tokens, the acceptance and M of
+    `answer` (the answer `events` are the steps of, named as the page names it), and, when no c
+    beats plain decoding, why."""
     rest = [e for e in events if e.method == "rest"]
     if not rest:
         return (
             "Generate (or step through) an answer first: the expected speedup needs the session's acceptance figures."
         )
     acc = float(np.mean([e.accepted_len for e in rest]))
-    m = (rest[-1].totals.new_tokens / rest[-1].totals.steps) if rest[-1].totals.steps else 0.0
+    totals = rest[-1].totals  # of these steps' answer: every answer has its own M
     ratio = float(curve(1 + chosen_c) / curve(1))
-    return (
+    text = (
         f"Verifying 1 token costs {float(curve(1)):.1f} ms here and 1 + {chosen_c} tokens {float(curve(1 + chosen_c)):.1f} ms "
-        f"({ratio:.2f}× as long). This session accepted {acc:.2f} draft tokens per step (M = {m:.2f} tokens per forward), "
-        f"so a bigger c pays only while the extra accepted tokens outgrow the extra forward cost: on a GPU the cost is almost "
-        f"flat up to dozens of tokens, on a CPU it grows at once."
+        f"({ratio:.2f}× as long). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
+        f"{totals.steps} forwards = {totals.mean_generated_length:.2f} (the last step can end early, at the end of the "
+        f"text; each answer has its own M, and the stats under the chat show the last chat answer's). So a bigger c pays only while the extra accepted tokens outgrow the extra forward cost: on a GPU the cost "
+        f"is almost flat up to dozens of tokens, on a CPU it grows at once."
     )
+    _, speedup = _expected_speedup(curve, events, np.arange(0, max_c + 1))
+    if float(speedup[1:].max()) < 1.0:
+        grows = float(curve(1 + max_c) / curve(1))
+        text += (
+            f" Here every c is slower than plain decoding (the curve stays under the dotted 1× line): on this device the "
+            f"forward's cost grows with every token it verifies (1 + {max_c} tokens cost {grows:.1f}× one token; a CPU "
+            f"computes every row), and this answer's accepted drafts do not make up for it. A GPU verifies dozens of "
+            f"tokens in about the time of one, so there the same acceptance pays."
+        )
+    return text

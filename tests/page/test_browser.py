@@ -173,6 +173,27 @@ def wait_idle(page, timeout_s: float) -> None:
     page.wait_for_selector("#stats .live", state="detached", timeout=timeout_s * 1000)
 
 
+def open_view(page, view: str) -> None:
+    """Click a view's tab (Chat, Step through, How REST works) and wait until it shows."""
+    page.click(f"#views [role=tab][data-tab-id='{view}']")
+    page.wait_for_function(
+        f"document.querySelector(\"#views [role=tab][data-tab-id='{view}']\").getAttribute('aria-selected') === 'true'",
+        timeout=10_000,
+    )
+    time.sleep(0.3)
+
+
+def assert_fits(page) -> None:
+    """Nothing on the page is wider than the window (no sideways scrolling)."""
+    wide = page.evaluate(
+        "[document.documentElement.scrollWidth, window.innerWidth,"
+        " [...document.querySelectorAll('body *')].filter(e => e.offsetParent !== null"
+        " && e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.js-plotly-plot, [role=tablist]'))"
+        ".slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)]"
+    )
+    assert wide[0] <= wide[1] + 1, wide
+
+
 def shot(page, name: str, full: bool = True) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
@@ -201,7 +222,7 @@ def test_stream_highlight_trie_compare_and_stop(page):
     assert n_tokens > 5
     assert n_drafted > 0, "no accepted draft token highlighted in a repetitive answer"
     title = page.locator("#chat .msg.bot .tok.d").first.get_attribute("title")
-    assert re.search(r"step \d+ · drafted by (chat|context)", title) and "accepted this step" in title
+    assert re.search(r"step \d+ · drafted by (chat|conversation \(context\))", title) and "accepted this step" in title
 
     # The draft tree figure of the last step and the inspector.
     page.wait_for_selector("#trie .js-plotly-plot", timeout=30_000)
@@ -268,9 +289,13 @@ def test_stream_highlight_trie_compare_and_stop(page):
 
     page.set_viewport_size({"width": 390, "height": 844})
     time.sleep(0.5)
-    # On a phone the settings come before the chat, and Send, Stop and Clear get a line of their own.
-    assert page.locator("#knobs").bounding_box()["y"] < page.locator("#chat").bounding_box()["y"]
+    # On a phone the chat and the message box come first, then the settings (before the stats,
+    # the trie and the comparison); Send, Stop and Clear get a line of their own; nothing is wider
+    # than the screen.
+    y = {k: page.locator(f"#{k}").bounding_box()["y"] for k in ("chat", "prompt", "knobs", "stats", "trie")}
+    assert y["chat"] < y["prompt"] < y["knobs"] < y["stats"] < y["trie"], y
     assert page.locator("#clear").bounding_box()["width"] >= 60
+    assert_fits(page)
     shot(page, "e2e_phone", full=False)
     page.set_viewport_size({"width": 1366, "height": 800})
 
@@ -278,16 +303,25 @@ def test_stream_highlight_trie_compare_and_stop(page):
 def test_step_through_three_steps(page):
     """Teaching mode: three REST steps of a real answer, each phase's panel consistent with the
     step (matched suffix in the caption, mask rows x (context + rows), agree marks = accepted)."""
-    page.click("#how-rest button, #how-rest .label-wrap")
+    # How REST works: a view of its own, open, with the glossary in plain sight.
+    open_view(page, "how-rest")
     page.wait_for_selector("#how-rest svg", timeout=10_000)
-    # A guided example opens the step-through with its prompt and c set.
+    assert not page.is_visible("#chat")
+    assert "one forward per token" in page.inner_text("#one-forward")
+    glossary = page.inner_text("#glossary")
+    for term in GLOSSARY_TERMS:
+        assert term in glossary, term
+    # A guided example (above the views) opens the step-through with its prompt and c set.
     page.click("#guided-pick label:has-text('step by step')")
     page.wait_for_function(
         "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('palindrome'); })()",
         timeout=30_000,
     )
+    assert page.get_attribute("#view-step-through-button", "aria-selected") == "true"
+    assert not page.is_visible("#how-rest") and page.is_visible("#teach-next")
+    assert page.evaluate("location.hash") == "#step-through"  # the open view is in the address
     assert page.input_value("#teach-c input[type=number]") == "16"
-    assert "Step through below" in page.inner_text("#guided-note")
+    assert "In Step through" in page.inner_text("#guided-note")
     page.fill(
         "#teach-prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog."
     )
@@ -333,8 +367,65 @@ def test_step_through_three_steps(page):
     page.click("#why-c button, #why-c .label-wrap")
     page.click("#why-c-btn")
     page.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=120_000)
-    assert "ms here" in page.inner_text("#why-c-cap")
+    caption = page.inner_text("#why-c-cap")
+    assert "ms here" in caption and "The step-through's answer accepted" in caption
     shot(page, "e2e_why_c")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the stepped view fits too
+    time.sleep(0.5)
+    assert_fits(page)
+    shot(page, "e2e_phone_step", full=False)
+    page.set_viewport_size({"width": 1366, "height": 800})
+    open_view(page, "chat")  # back where the other tests expect the page
+
+
+GLOSSARY_TERMS = ("suffix array", "KV cache", "rows", "position id", "lazy logits", "prefill", "prompt lookup", "top-p")
+
+
+def test_deep_links_open_their_view(app_url, browser):
+    """#why-c opens Step through (and unfolds it), #glossary How REST works, #compare-box the
+    chat; the view a user opens goes into the address."""
+    pg = browser.new_context(viewport={"width": 1366, "height": 800}).new_page()
+    try:
+        pg.goto(app_url + "#why-c")
+        pg.wait_for_selector("#why-c-btn", state="visible", timeout=60_000)
+        assert pg.get_attribute("#view-step-through-button", "aria-selected") == "true"
+        assert not pg.is_visible("#prompt")
+        pg.goto(app_url + "#glossary")
+        pg.wait_for_selector("#glossary", state="visible", timeout=60_000)
+        assert pg.get_attribute("#view-how-rest-button", "aria-selected") == "true"
+        pg.evaluate("location.hash = 'compare-box'")  # a link followed within the page
+        pg.wait_for_selector("#compare", state="visible", timeout=30_000)
+        assert pg.get_attribute("#view-chat-button", "aria-selected") == "true"
+        pg.click("#view-how-rest-button")
+        pg.wait_for_function("location.hash === '#how-rest'", timeout=10_000)
+        pg.reload()
+        pg.wait_for_selector("#how-rest svg", state="visible", timeout=60_000)  # the link survives a reload
+    finally:
+        pg.context.close()
+
+
+def test_phone_shows_the_chat_first_and_nothing_overflows(app_url, browser):
+    """A phone (390 px): the guided examples and the settings start folded, the message box
+    comes before the settings, each view fits the width."""
+    pg = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True).new_page()
+    try:
+        pg.goto(app_url)
+        pg.wait_for_selector("#prompt textarea", timeout=60_000)
+        pg.wait_for_function(
+            "!document.querySelector('#settings-acc .label-wrap').classList.contains('open')"
+            " && !document.querySelector('#guided .label-wrap').classList.contains('open')",
+            timeout=30_000,
+        )
+        assert pg.locator("#prompt").bounding_box()["y"] < pg.locator("#knobs").bounding_box()["y"]
+        top = pg.evaluate("document.querySelector('#prompt').getBoundingClientRect().top + window.scrollY")
+        assert top < 1.5 * 844, top  # the message box early in the second screen at the latest, past the header
+        for view in ("chat", "step-through", "how-rest"):
+            open_view(pg, view)
+            assert_fits(pg)
+            shot(pg, f"e2e_phone_{view}")
+        assert "suffix array" in pg.inner_text("#glossary")  # explanations in text, not hover-only
+    finally:
+        pg.context.close()
 
 
 def store_choices(page) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -176,7 +177,7 @@ def test_token_boundaries_step_classes_and_titles():
     titles = re.findall(r'title="([^"]*)"', out)
     assert "step 2" in titles[1] and "matched suffix 3" in titles[1] and "2 draft tokens accepted" in titles[1]
     assert "drafted by datastore" in titles[1]
-    assert "drafted by context" in titles[4]
+    assert "drafted by conversation (context)" in titles[4]  # the context named as the page shows it
     assert "model&#x27;s own token" in titles[3]
     assert re.findall(r'data-step="(\d+)"', out) == ["0", "1", "1", "1", "2", "2", "3", "3"]
 
@@ -338,6 +339,23 @@ def test_trie_figure_data():
     # the context-proposed B is drawn in the context colour
     assert list(by_name["drafted, rejected"].marker.color)[0] == style.SOURCE_COLORS[SOURCE_CONTEXT]
     assert "Step 6" in fig.layout.title.text
+
+
+def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed():
+    """The model's own token is a star between the rows even when the trie held it (D, retrieved
+    only): drawn on that circle it read as the model choosing a node. Rejected drafts are faded
+    and crossed, unlike accepted ones."""
+    ev = replace(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,))
+    view = trie_view.tree_view(ev)
+    assert view.model_in_trie_pos == view.nodes.tolist().index(3)  # D: the trie had the model's token
+    fig = trie_view.trie_figure(ev, ByteTokenizer())
+    by_name = {t.name: t for t in fig.data if t.name}
+    star = by_name["model's own token"]
+    nodes = {(x, y) for t in fig.data if t.mode == "markers+text" and t is not star for x, y in zip(t.x, t.y)}
+    assert (star.x[0], star.y[0]) not in nodes
+    assert "the trie had it too" in star.hovertext[0]
+    assert by_name["drafted, rejected"].marker.symbol == "circle-x" and by_name["drafted, rejected"].marker.opacity < 1
+    assert by_name["accepted"].marker.symbol in (None, "circle")
 
 
 def test_trie_figure_without_trie_explains_itself():

@@ -207,6 +207,22 @@ def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
     assert "16" in why_c_view.why_c_caption(curve, events, 16)
 
 
+def test_why_c_caption_names_its_answer_and_its_m_and_says_when_no_c_pays(run):
+    """The caption's M is the stats' M of the answer it names (new tokens / steps of those steps);
+    on a cost curve that grows with every token (a CPU) no c beats plain decoding, and it says so."""
+    from rest_core.budget.cost_curve import CostCurve
+
+    events, _, _ = run
+    t = events[-1].totals
+    steep = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 65), ms=(10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 650.0))
+    caption = why_c_view.why_c_caption(steep, events, 16, "The step-through's answer", max_c=64)
+    assert caption.count("The step-through's answer") == 1
+    assert f"M = {t.new_tokens} tokens / {t.steps} forwards = {t.mean_generated_length:.2f}" in caption
+    assert "every c is slower than plain decoding" in caption and "65.0× one token" in caption
+    flat = CostCurve(sizes=(1, 65), ms=(10.0, 10.5))  # a GPU: verifying 65 tokens costs about one
+    assert "every c is slower" not in why_c_view.why_c_caption(flat, events, 16, max_c=64)
+
+
 def teach_handlers(runtime):
     """The step-through's handlers of a page built on `runtime` (`h.ui`: its components)."""
     import app
@@ -392,6 +408,7 @@ def test_occurrence_positions_over_several_shards_point_at_the_match():
 
 
 def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
+    import teach_tab
     from rest_core.knobs import APP_KNOBS
 
     h = teach_handlers(runtime)
@@ -405,11 +422,13 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
         untouched = {k.name for k in APP_KNOBS} - {name for name, _ in ex.knobs}
         assert all(values[k] == knob_values(**KNOBS)[k] for k in untouched)
         store, note = out[page.store], out[t.note]
-        if ex.mode == "step":
-            assert out[t.msg] == ex.prompt and out[t.c] == dict(ex.knobs)["c"] and out[t.accordion]["open"] is True
+        if ex.mode == "step":  # the Step through view opens
+            assert out[t.msg] == ex.prompt and out[t.c] == dict(ex.knobs)["c"]
+            assert out[t.views]["selected"] == teach_tab.STEP_VIEW
             assert page.answer.box not in out  # the chat's message box is left as it is
-        else:
-            assert out[page.answer.box] == ex.prompt and t.msg not in out and t.accordion not in out
+        else:  # Send and Compare are in the Chat view
+            assert out[page.answer.box] == ex.prompt and t.msg not in out
+            assert out[t.views]["selected"] == teach_tab.CHAT_VIEW
         # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
         assert store in ([STORE], [])  # the datastores multi-select's value
         assert store == ([] if ex.store == "none" else [ex.store]) or f"the {ex.store} store is not built" in note
@@ -417,6 +436,37 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
     for lesson in ("code store", "step", "knows nothing", "twice", "temperature 0.8"):
         assert lesson in titles
     assert dict(guided.GUIDED_EXAMPLES[-1].knobs)["temperature"] == 0.8
+
+
+def test_the_page_is_three_views_and_every_section_has_a_deep_link(tmp_path):
+    """Chat, Step through and How REST works are tabs; each section's id opens its view
+    (app.js reads App.links from the page's head)."""
+    import app
+    import teach_tab
+
+    built = app.build_app(Settings(datastores=tmp_path))
+    views = built.teaching.ui.views
+    assert [(v.id, v.label) for v in views.children] == [
+        (teach_tab.CHAT_VIEW, "Chat"),
+        (teach_tab.STEP_VIEW, "Step through"),
+        (teach_tab.HOW_VIEW, "How REST works"),
+    ]
+    links = built.links
+    for section, view in (
+        ("chat", "chat"),
+        ("prompt", "chat"),
+        ("knobs", "chat"),
+        ("compare-box", "chat"),
+        ("teach", "step-through"),
+        ("why-c", "step-through"),
+        ("teach-trie", "step-through"),
+        ("how-rest", "how-rest"),
+        ("glossary", "how-rest"),
+        ("step-through", "step-through"),
+    ):
+        assert links[section] == view, section
+    assert "guided" not in links  # above the views: always in sight
+    assert '"why-c": "step-through"' in app.head_html(links)
 
 
 def test_every_knob_says_what_it_does_on_the_page(tmp_path):
