@@ -263,9 +263,10 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     knobs = list(ui.knobs.values())
     outs = t.view_components()
     # A step is a forward of the one model: queued with Send's jobs (h.admit). Every click
-    # counts ("multiple": none is dropped while an earlier one waits); its status shows at once.
-    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit, show_progress="minimal")
-    now = dict(concurrency_limit=None, trigger_mode="multiple", show_progress="hidden", api_visibility="undocumented")
+    # counts (none is dropped while an earlier one waits); its status shows at once.
+    every = dict(trigger_mode="multiple")  # the click and its queued step alike: Gradio's "once" drops repeats
+    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit, show_progress="minimal", **every)
+    now = dict(concurrency_limit=None, show_progress="hidden", api_visibility="undocumented", **every)
     inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
     t.next.click(h.ask_next, [t.stepper], [t.status], **now).then(h.next, inputs, outs, **model)
     t.end.click(h.ask_end, [t.stepper], [t.status], **now).then(h.run_to_end, inputs, outs, **model)

@@ -462,7 +462,7 @@ def ask_step(runtime: Runtime, st: Stepper, what: str = "step") -> str:
         st.waiting += 1
         st.tickets.append(True)
         ahead = st.waiting - 1
-    doing = "Running to the end" if what == "run" else f"Taking step {st.pos + 2}"
+    doing = "Running to the end" if what == "run" else f"Taking step {st.pos + 1 + st.waiting}"
     if runtime.busy or ahead:
         mine = f" ({ahead} earlier click{'s' if ahead != 1 else ''} of yours first)" if ahead else ""
         return status_html(

@@ -98,19 +98,26 @@ def test_run_to_end_while_busy_says_it_waits(scripted):
 
 
 def test_the_step_buttons_submit_every_click(scripted):
-    """Gradio's default trigger mode ("once") ignores a click while the button's last event is
-    pending: three clicks during a long answer were lost without a word."""
+    """Gradio's default trigger mode ("once") ignores a click, and the queued step it starts,
+    while the last one is pending: three clicks during a long answer were lost without a word."""
     rt, _ = scripted
     built, h = teach(rt)
     config = built.demo.get_config_file()
     ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    deps = {d["id"]: d for d in config["dependencies"]}
     modes = {}
-    for dep in config["dependencies"]:
+    for dep in deps.values():
         for target, _event in dep["targets"]:
-            if ids.get(target) in ("teach-next", "teach-end", "teach-prompt") and dep.get("trigger_mode"):
+            if ids.get(target) in ("teach-next", "teach-end", "teach-prompt"):
                 modes[(ids[target], dep["api_name"])] = dep["trigger_mode"]
+        after = deps.get(dep.get("trigger_after"))
+        if after is not None and after["api_name"].startswith("ask_"):  # the queued step a click starts
+            modes[(after["api_name"], dep["api_name"])] = dep["trigger_mode"]
     assert modes == {
         ("teach-next", "ask_next"): "multiple",
+        ("ask_next", "next"): "multiple",
         ("teach-end", "ask_end"): "multiple",
+        ("ask_end", "run_to_end"): "multiple",
         ("teach-prompt", "ask_next_1"): "multiple",
+        ("ask_next_1", "next_1"): "multiple",
     }
