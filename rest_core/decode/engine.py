@@ -305,7 +305,7 @@ class Engine:
         return ids
 
     def _run(
-        self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None, rows: bool
+        self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None, each: bool
     ) -> Iterator[StepEvent]:
         sources, head, auto, uniforms = self._prepare(config)
         state, tally = self._start(prompt, sources)
@@ -353,7 +353,7 @@ class Engine:
                     tokens=tokens,
                     timings=timings,
                     totals=totals,
-                    row_tokens=_row_argmax(logits) if rows else (),  # after the clock: not part of the step
+                    row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
                 )
                 yield event
                 if event.finished:
