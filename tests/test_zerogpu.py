@@ -12,6 +12,7 @@ may run here, so no click can lean on state a previous call left behind.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import multiprocessing
@@ -56,9 +57,15 @@ def _in_child(fn, blob: bytes, conn, stream: bool) -> None:
         os._exit(0)  # no exit handlers: the process only ever ran this call
 
 
+# The request a handler serves, as Gradio sets it: spaces.GPU reads it (for the user's quota)
+# from the thread that makes the call, so a call made from another thread must carry it along.
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request")
+
+
 class ForkedGPU:
     """A stand-in for `spaces.GPU`: each decorated call in a freshly forked process, arguments
-    and results pickled. `calls` records (function name, child pid) per call."""
+    and results pickled, made where the handler's request is known (REQUEST). `calls` records
+    (function name, child pid) per call."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
@@ -79,6 +86,8 @@ class ForkedGPU:
         return call
 
     def _run(self, fn, args, kwargs, stream: bool):
+        if REQUEST.get(None) is None:
+            raise RuntimeError(f"{fn.__name__} was called outside the handler's request")
         blob = pickle.dumps((args, kwargs))  # what cannot cross to the GPU process fails here
         ctx = multiprocessing.get_context("fork")
         mine, theirs = ctx.Pipe(duplex=False)
@@ -179,10 +188,12 @@ def test_every_view_runs_through_fresh_gpu_processes_and_shows_the_same(lm, tmp_
     zero.test_gpu = gpu
     here: list[int] = []
     hook = lm.model.register_forward_pre_hook(lambda *_: here.append(os.getpid()))
+    token = REQUEST.set("a page's request")
     try:
         got = drive(zero)
     finally:
         hook.remove()
+        REQUEST.reset(token)
     assert here == [], "the model ran in the app's own process: a click leans on what it holds"
     pids = [pid for _, pid in gpu.calls]
     assert len(set(pids)) == len(pids) and os.getpid() not in pids  # a fresh process per call
@@ -215,9 +226,15 @@ def test_an_unpicklable_argument_fails_as_on_zerogpu():
     def touch(x):
         return x
 
-    assert touch([1, 2]) == [1, 2]
-    with pytest.raises(TypeError):
-        touch(threading.Lock())
+    with pytest.raises(RuntimeError, match="outside the handler's request"):
+        touch([1, 2])
+    token = REQUEST.set("a request")
+    try:
+        assert touch([1, 2]) == [1, 2]
+        with pytest.raises(TypeError):
+            touch(threading.Lock())
+    finally:
+        REQUEST.reset(token)
 
 
 def test_app_hands_its_model_calls_to_spaces_gpu(tmp_path):

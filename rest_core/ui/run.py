@@ -3,6 +3,7 @@ never waits for the page to render; the handler drains them and can cancel betwe
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -29,7 +30,10 @@ class Run:
         self._cancel = threading.Event()
         self.done = threading.Event()
         self.timed_out = False
-        self._thread = threading.Thread(target=self._work, args=(steps,), daemon=True, name="rest-run")
+        # The handler's context variables go along: spaces.GPU reads the request (whose quota
+        # the call uses) from one, and the call starts in this thread.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._work, steps), daemon=True, name="rest-run")
         self._thread.start()
 
     def _work(self, start: Callable[[], Iterable[Any]]) -> None:
