@@ -273,7 +273,7 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
     t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
     t.msg.submit(h.ask_next, [t.stepper], [t.status], **now).then(h.next, inputs, outs, **model)
-    why = dict(model, validator=h.admit_why)
+    why = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit_why)
     t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,

@@ -78,15 +78,3 @@ class Run:
         except queue.Empty:
             pass
         return out, ended
-
-    def collect(self) -> list[Any]:
-        """All the run's events (blocking); a failure in the engine is raised here."""
-        events: list[Any] = []
-        while True:
-            got, ended = self.drain(timeout=0.5)
-            for ev in got:
-                if isinstance(ev, Exception):
-                    raise RuntimeError(f"generation failed: {ev}")
-                events.append(ev)
-            if ended:
-                return events
