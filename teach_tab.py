@@ -192,10 +192,10 @@ def deep_links(views: gr.Tabs) -> dict[str, str]:
     return links
 
 
-def verdicts(admitted: bool, n: int, shown_on: int = 0) -> list[dict]:
-    """A job validator's answer for its `n` inputs (app.py's too): all valid, or the refusal
-    page.BUSY shown on input `shown_on`."""
-    return [gr.validate(admitted or i != shown_on, "" if admitted or i != shown_on else page.BUSY) for i in range(n)]
+def verdicts(admitted: bool, n: int, shown_on: int = 0, refusal: str = page.BUSY) -> list[dict]:
+    """A job validator's answer for its `n` inputs (app.py's too): all valid, or `refusal`
+    shown on input `shown_on`."""
+    return [gr.validate(admitted or i != shown_on, "" if admitted or i != shown_on else refusal) for i in range(n)]
 
 
 class TeachHandlers:
@@ -222,10 +222,23 @@ class TeachHandlers:
             t.stepper: v.stepper,
         }
 
+    def ask_next(self, st: Any) -> dict:
+        """A click of Next step, at once (before the model's queue): the step-through's status
+        says whether it waits for the model, is being taken, or was refused (page.ask_step)."""
+        return {self.ui.status: page.ask_step(self.runtime, page.as_stepper(st), "step")}
+
+    def ask_end(self, st: Any) -> dict:
+        """A click of Run to end, at once: as ask_next."""
+        return {self.ui.status: page.ask_step(self.runtime, page.as_stepper(st), "run")}
+
     def admit(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> list[dict]:
-        """Validator of Next step and Run to end: one job queued or running per session, as
-        Send's (page.admit_job); the refusal is shown on the message box."""
-        return verdicts(page.admit_job(self.runtime, session), 5 + len(knobs))
+        """Validator of Next step and Run to end: the page's verdict on the click (ask_next),
+        or for an API call one job queued or running per session, as Send's; the refusal is
+        shown on the message box (and, for a click, in the status already)."""
+        st = page.as_stepper(st)
+        clicked = bool(st.tickets)
+        ok = page.admit_click(self.runtime, st, session)
+        return verdicts(ok, 5 + len(knobs), refusal=page.STEPS_WAITING if clicked else page.BUSY)
 
     def admit_why(self, st: Any, session: Any, c: float) -> list[dict]:
         """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
@@ -233,20 +246,20 @@ class TeachHandlers:
 
     def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
+        st = page.as_stepper(st)
         try:
-            return self._show(
-                page.advance(self.runtime, Stepper.next, message, page.as_stepper(st), session, store, c, knobs)
-            )
+            return self._show(page.advance(self.runtime, Stepper.next, message, st, session, store, c, knobs))
         finally:
-            page.job_done(session)
+            page.click_done(st, session)
 
     def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
         """Run to end: every remaining step, within the server's time limit per request."""
         move = page.run_to_end(self.runtime.settings.max_seconds)
+        st = page.as_stepper(st)
         try:
-            return self._show(page.advance(self.runtime, move, message, page.as_stepper(st), session, store, c, knobs))
+            return self._show(page.advance(self.runtime, move, message, st, session, store, c, knobs))
         finally:
-            page.job_done(session)
+            page.click_done(st, session)
 
     def back(self, st: Any) -> dict:
         st = page.as_stepper(st)
@@ -284,15 +297,18 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
     """The step-through's buttons and the guided examples onto their handlers."""
     knobs = list(ui.knobs.values())
     outs = t.view_components()
-    # A step is a forward of the one model: queued with Send's jobs, one per session (h.admit).
-    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
+    # A step is a forward of the one model: queued with Send's jobs (h.admit). Every click
+    # counts (none is dropped while an earlier one waits); its status shows at once.
+    every = dict(trigger_mode="multiple")  # the click and its queued step alike: Gradio's "once" drops repeats
+    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit, show_progress="minimal", **every)
+    now = dict(concurrency_limit=None, show_progress="hidden", api_visibility="undocumented", **every)
     inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
-    t.next.click(h.next, inputs, outs, **model)
-    t.end.click(h.run_to_end, inputs, outs, **model)
+    t.next.click(h.ask_next, [t.stepper], [t.status], **now).then(h.next, inputs, outs, **model)
+    t.end.click(h.ask_end, [t.stepper], [t.status], **now).then(h.run_to_end, inputs, outs, **model)
     t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
     t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
-    t.msg.submit(h.next, inputs, outs, **model)
-    why = dict(model, validator=h.admit_why)
+    t.msg.submit(h.ask_next, [t.stepper], [t.status], **now).then(h.next, inputs, outs, **model)
+    why = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit_why)
     t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,

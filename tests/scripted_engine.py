@@ -100,18 +100,27 @@ class ScriptedEngine:
         text = "".join(f"<{m['role']}>{m['content']}\n" for m in prompt) + "<assistant>"
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def generate(self, prompt_ids: list[int], config: GenerationConfig) -> Iterator[StepEvent]:
+    def generate(self, prompt_ids: list[int], config: GenerationConfig, **kwargs) -> Iterator[StepEvent]:
         self.calls.append((list(prompt_ids), config))
         draft = replace(config.draft, use_datastore=True, stores=None)  # the answer's store, whatever was picked
-        events = self.engine.generate(prompt_ids, replace(config, draft=draft))
-        return self._replay(len(prompt_ids), events)
+        events = self.engine.generate(prompt_ids, replace(config, draft=draft), **kwargs)
+        return self._replay(list(prompt_ids), events)
 
-    def _replay(self, prompt_len: int, events: Iterator[StepEvent]) -> Iterator[StepEvent]:
-        self.script.prompt_len = prompt_len  # the answer starts after this prompt
+    def _replay(self, prompt_ids: list[int], events: Iterator[StepEvent]) -> Iterator[StepEvent]:
+        self.script.prompt_len = self.answer_start(prompt_ids)
         for event in events:
             if self.step_s:
                 time.sleep(self.step_s)
             yield event
+
+    def answer_start(self, prompt_ids: list[int]) -> int:
+        """Where the answer starts: after the prompt's last assistant marker, so that a prompt
+        holding the answer so far (the step-through goes on that way) gets the rest of it."""
+        marker = list(self.tokenizer.encode("<assistant>", add_special_tokens=False))
+        for i in range(len(prompt_ids) - len(marker), -1, -1):
+            if prompt_ids[i : i + len(marker)] == marker:
+                return i + len(marker)
+        return len(prompt_ids)
 
     def forget_cache(self) -> None:
         self.engine.forget_cache()

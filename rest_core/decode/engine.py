@@ -234,8 +234,12 @@ class Engine:
 
     # -- generation --
 
-    def generate(self, prompt_ids: Sequence[int], config: GenerationConfig | None = None) -> Iterator[StepEvent]:
-        """Yield one StepEvent per forward step. Bad input raises here, before any work."""
+    def generate(
+        self, prompt_ids: Sequence[int], config: GenerationConfig | None = None, *, row_tokens: bool = False
+    ) -> Iterator[StepEvent]:
+        """Yield one StepEvent per forward step. Bad input raises here, before any work.
+        `row_tokens`: also score the rows the walk never visits, for StepEvent.row_tokens
+        (teaching only: with lazy logits it costs the output head over every row)."""
         config = config or GenerationConfig()
         ids = self._check_prompt(prompt_ids)
         self._store_weights(config)  # an unknown store name: an error now, not at the first step
@@ -245,7 +249,7 @@ class Engine:
         # The model's own generation config, as `generate` applies it (top-k default, penalties).
         config = replace(config, sampling=resolve_sampling(self.model, config.sampling))
         processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
-        return self._run(ids, config, max_new, processors)
+        return self._run(ids, config, max_new, processors, row_tokens)
 
     def output_head(self) -> OutputHead | None:
         """Split the model's output head from its body for lazy logits. The first call checks
@@ -284,7 +288,7 @@ class Engine:
         return ids
 
     def _run(
-        self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None = None
+        self, prompt: list[int], config: GenerationConfig, max_new: int, processors: ModelProcessors | None, each: bool
     ) -> Iterator[StepEvent]:
         sources, head, auto, uniforms = self._prepare(config)
         state, tally = self._start(prompt, sources)
@@ -332,6 +336,7 @@ class Engine:
                     tokens=tokens,
                     timings=timings,
                     totals=totals,
+                    row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
                 )
                 yield event
                 if event.finished:
@@ -498,6 +503,7 @@ class Engine:
         tokens: list[int],
         timings: StepTimings,
         totals: Totals,
+        row_tokens: tuple[int, ...] = (),
     ) -> StepEvent:
         """What this step did, for every consumer; it finishes on EOS or at max_new tokens."""
         finish: Literal["eos", "length"] | None = None
@@ -522,10 +528,18 @@ class Engine:
             finished=finish is not None,
             finish_reason=finish,
             predicted=tuple(float(p) for p in draft.predicted),
+            row_tokens=row_tokens,
         )
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _row_argmax(logits: torch.Tensor | LazyLogits) -> tuple[int, ...]:
+    """The likeliest token at every verified row, (q, V) logits or lazy ones (scored now)."""
+    if isinstance(logits, LazyLogits):
+        return tuple(logits.argmax(r) for r in range(len(logits)))
+    return tuple(int(t) for t in logits.argmax(dim=-1).tolist())
 
 
 def _reach_score(draft: Draft) -> np.ndarray:

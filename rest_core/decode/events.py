@@ -116,6 +116,10 @@ class StepEvent:
     # per draft node, the auto budget's predicted chance that the model's path runs through it
     # (empty for fixed budgets): what the benchmark's reliability chart checks
     predicted: tuple[float, ...] = ()
+    # per verified row (the root first, then each draft node), the model's likeliest next token
+    # there, off the walk's path too: what a rejected branch's nodes would have been checked
+    # against. Empty unless asked for (Engine.generate(row_tokens=True): it scores every row).
+    row_tokens: tuple[int, ...] = ()
 
     @property
     def accepted_len(self) -> int:

@@ -467,6 +467,57 @@ def advance(
     return run_step(st, act)
 
 
+MAX_WAITING = 4  # a page's step clicks (Next step, Run to end) queued at once
+
+
+def ask_step(runtime: Runtime, st: Stepper, what: str = "step") -> str:
+    """A page's click of Next step or Run to end (`what`: "step" or "run"), before it joins the
+    model's queue: queued unless MAX_WAITING of this page's clicks wait already; the verdict
+    goes to `st.tickets` for the queue's validator (admit_click). Returns the status line to
+    show at once: the model is busy and the click waits, it is being taken, or it was refused."""
+    with st.clicks_lock:
+        if st.waiting >= MAX_WAITING:
+            st.tickets.append(False)
+            return status_html(style.esc(STEPS_WAITING), "warn")
+        st.waiting += 1
+        st.tickets.append(True)
+        ahead = st.waiting - 1
+    doing = "Running to the end" if what == "run" else f"Taking step {st.pos + 1 + st.waiting}"
+    if runtime.busy or ahead:
+        mine = f" ({ahead} earlier click{'s' if ahead != 1 else ''} of yours first)" if ahead else ""
+        return status_html(
+            style.esc(f"Waiting for the model: another answer is running{mine}. {doing} as soon as it is done…"), "warn"
+        )
+    return status_html(style.esc(f"{doing}…"))
+
+
+STEPS_WAITING = (
+    f"{MAX_WAITING} of your clicks are waiting for the model already: this one was not queued. "
+    "Click again once a step shows."
+)
+
+
+def admit_click(runtime: Runtime, st: Stepper, session: Any) -> bool:
+    """The queue's validator of Next step / Run to end: the page's verdict on the click
+    (ask_step), or for an API call, which has none, one job per session as Send's (admit_job)."""
+    with st.clicks_lock:
+        page_click = bool(st.tickets)
+        ok = st.tickets.popleft() if page_click else admit_job(runtime, session)
+        if ok:
+            st.admitted.append(page_click)
+    return ok
+
+
+def click_done(st: Stepper, session: Any) -> None:
+    """A queued step click ended (taken, failed or cancelled): it waits no more."""
+    with st.clicks_lock:
+        page_click = st.admitted.popleft() if st.admitted else False
+        if page_click:
+            st.waiting = max(0, st.waiting - 1)
+    if not page_click:
+        job_done(session)
+
+
 def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, str]:
     """Why this c?: the measured forward-cost curve and the expected speedup against c, over this
     answer's steps (or the last chat answer's): (figure, caption); the figure is None when the
@@ -479,10 +530,8 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
     if not events and getattr(session, "view", None) is not None:
         events, answer = list(session.view.events), "The last chat answer"
     limit = runtime.settings.max_seconds
-    try:
-        engine = runtime.engine(NO_STORE)
-        with runtime.lock:  # the request's time limit, as Send's: larger sizes are extrapolated
-            curve = engine.forward_cost(STEP_C_MAX + 1, max_seconds=limit)
+    try:  # one model call, within the request's time limit as Send's: larger sizes are extrapolated
+        curve = runtime.calls.cost(runtime.key, NO_STORE, STEP_C_MAX + 1, limit)
     except Exception as exc:  # noqa: BLE001
         log.error("cost curve failed:\n%s", traceback.format_exc())
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")

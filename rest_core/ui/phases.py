@@ -134,8 +134,10 @@ class RowCheck:
     node: int  # index into event.draft (row node + 1)
     parent_row: int  # 0 = the root
     drafted: int  # the node's token
-    model: int | None  # the model's own token at the parent row; None when the walk never got there
-    status: str  # "agree" | "disagree" | "not reached"
+    # the model's own token at the parent row; off the walk's path, its likeliest token there
+    # (event.row_tokens); None when that is not known
+    model: int | None
+    status: str  # "agree" | "disagree" | "not reached" (the walk never got to the parent row)
 
 
 def model_tokens_by_row(event: StepEvent) -> dict[int, int]:
@@ -153,14 +155,27 @@ def row_checks(event: StepEvent) -> list[RowCheck]:
     if draft is None or not len(draft):
         return []
     said = model_tokens_by_row(event)
+    rows = event.row_tokens
     out = []
     for i in range(len(draft)):
         parent = int(draft.parents[i]) + 1
         tok = int(draft.tokens[i])
         model = said.get(parent)
-        status = "not reached" if model is None else ("agree" if model == tok else "disagree")
-        out.append(RowCheck(i, parent, tok, model, status))
+        if model is None:  # off the path: what the model would say there, when the event has it
+            out.append(RowCheck(i, parent, tok, rows[parent] if parent < len(rows) else None, "not reached"))
+        else:
+            out.append(RowCheck(i, parent, tok, model, "agree" if model == tok else "disagree"))
     return out
+
+
+def _mark(check: RowCheck) -> str:
+    """A verify row's last cell: agree / disagree, or off the walk's path (and how the model's own
+    token there compares, when known)."""
+    if check.status != "not reached":
+        return {"agree": "✓ agree", "disagree": "✗ disagree"}[check.status]
+    if check.model is None:
+        return "· not reached"
+    return "· off the path (the same)" if check.model == check.drafted else "· off the path (another)"
 
 
 def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
@@ -176,7 +191,8 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
         f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "
         f"computes what plain decoding would compute there. The output head then scores only the rows the walk reaches "
         f"(lazy logits). {agree} drafted token{'s' if agree != 1 else ''} "
-        f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached."
+        f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached"
+        + (" (the table shows the model's own token there too)." if event.row_tokens else ".")
     )
 
 
@@ -197,7 +213,7 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
         assert draft is not None
         pos = root_pos + int(draft.depths[c.node])
         model = esc(token_label(tokenizer, c.model, 16)) if c.model is not None else "–"
-        mark = {"agree": "✓ agree", "disagree": "✗ disagree", "not reached": "· not reached"}[c.status]
+        mark = _mark(c)
         body.append(
             f'<tr class="tt-{c.status.replace(" ", "-")}"><td>{c.node + 1} (parent {c.parent_row or "root"})</td><td>{pos}</td>'
             f"<td><code>{esc(token_label(tokenizer, c.drafted, 16))}</code></td><td><code>{model}</code></td><td>{mark}</td></tr>"

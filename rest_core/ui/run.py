@@ -3,67 +3,55 @@ never waits for the page to render; the handler drains them and can cancel betwe
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
-import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from rest_core.config import GenerationConfig
+from rest_core.ui.model_calls import TimeLimit
 from rest_core.ui.runtime import trim_memory
 
 log = logging.getLogger("rest.app")
 
 
 class Run:
-    """Consumes the engine's step events in a worker thread, so decoding never waits for the page
-    to render; the handler drains `events` and can cancel between two steps. `lock` is held while
-    the engine runs (one model, one generation at a time).
+    """Consumes a generation's step events in a worker thread, so decoding never waits for the
+    page to render; the handler drains `events` and can cancel between two steps.
 
-    `keep` maps each event to what is queued (the app keeps compact events: a step's whole trie
-    is tens of thousands of nodes at K=5000); `max_seconds` (> 0) stops the generation after that
-    long on the model, counted from when it got the lock: `timed_out` then says so."""
+    `steps` starts the generation and returns its events (rest_core.ui.model_calls: the model
+    call holds the lock and keeps to its time limit, then yields a TimeLimit: `timed_out`
+    then says so). Cancelling closes it at the next event."""
 
-    def __init__(
-        self,
-        engine: Any,
-        prompt_ids: list[int],
-        config: GenerationConfig,
-        lock: threading.Lock,
-        keep: Callable[[Any], Any] | None = None,
-        max_seconds: float = 0.0,
-    ) -> None:
+    def __init__(self, steps: Callable[[], Iterable[Any]]) -> None:
         self.events: queue.Queue[Any] = queue.Queue()
         self._cancel = threading.Event()
         self.done = threading.Event()
         self.timed_out = False
-        self._keep = keep or (lambda ev: ev)
-        self._max_seconds = max_seconds
-        self._thread = threading.Thread(
-            target=self._work, args=(engine, prompt_ids, config, lock), daemon=True, name="rest-run"
-        )
+        # The handler's context variables go along: spaces.GPU reads the request (whose quota
+        # the call uses) from one, and the call starts in this thread.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._work, steps), daemon=True, name="rest-run")
         self._thread.start()
 
-    def _work(self, engine: Any, prompt_ids: list[int], config: GenerationConfig, lock: threading.Lock) -> None:
+    def _work(self, start: Callable[[], Iterable[Any]]) -> None:
         try:
-            with lock:
-                deadline = time.monotonic() + self._max_seconds if self._max_seconds > 0 else None
-                steps = engine.generate(prompt_ids, config)
-                try:
-                    for ev in steps:
-                        self.events.put(self._keep(ev))
-                        del ev  # the full event (and its trie) is not held while the next step runs
-                        if self._cancel.is_set():
-                            break
-                        if deadline is not None and time.monotonic() > deadline:
-                            self.timed_out = True
-                            break
-                finally:
-                    close = getattr(steps, "close", None)
-                    if close:
-                        close()
+            steps = start()
+            try:
+                for ev in steps:
+                    if isinstance(ev, TimeLimit):
+                        self.timed_out = True
+                        break
+                    self.events.put(ev)
+                    del ev  # the event (and its trie) is not held while the next step runs
+                    if self._cancel.is_set():
+                        break
+            finally:
+                close = getattr(steps, "close", None)
+                if close:
+                    close()
         except Exception as exc:  # noqa: BLE001 - reported to the page as a message
             log.error("generation failed:\n%s", traceback.format_exc())
             self.events.put(exc)
@@ -90,15 +78,3 @@ class Run:
         except queue.Empty:
             pass
         return out, ended
-
-    def collect(self) -> list[Any]:
-        """All the run's events (blocking); a failure in the engine is raised here."""
-        events: list[Any] = []
-        while True:
-            got, ended = self.drain(timeout=0.5)
-            for ev in got:
-                if isinstance(ev, Exception):
-                    raise RuntimeError(f"generation failed: {ev}")
-                events.append(ev)
-            if ended:
-                return events

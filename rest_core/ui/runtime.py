@@ -26,6 +26,7 @@ from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.cpus import available_cpus, background_env, niced
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.ui.busy import StepClock
+from rest_core.ui.model_calls import ModelCalls, register
 from rest_core.ui.settings import ROOT, Settings
 from rest_core.ui.style import clean_text, esc
 from rest_core.ui.upload_jobs import Uploads, build_tokenizer
@@ -130,10 +131,20 @@ def choose_store(names: list[str], current: str | None, keep_none: bool = True) 
 class Runtime:
     """The model, its tokenizer and one engine per datastore, loaded on first use and shared by
     every session. One generation runs at a time (`lock`): the queue's concurrency limit already
-    serializes requests; the lock also covers a cancelled run that is finishing its last step."""
+    serializes requests; the lock also covers a cancelled run that is finishing its last step.
 
-    def __init__(self, settings: Settings, loader: Callable[[], Any] | None = None) -> None:
+    Every use of the model goes through `calls` (rest_core.ui.model_calls), wrapped by `gpu`
+    (spaces.GPU on a ZeroGPU Space: each call then runs in a process of its own)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        loader: Callable[[], Any] | None = None,
+        gpu: Callable[[Callable], Callable] | None = None,
+    ) -> None:
         self.settings = settings
+        self.calls = ModelCalls(gpu)
+        self.key = register(self)  # how a call finds this runtime (in a forked process: its copy)
         self._loader = loader
         self._loaded: Any = None
         self._engines: dict[StoreSet | str, Any] = {}
@@ -149,6 +160,11 @@ class Runtime:
     def preset(self) -> GenerationConfig:
         """The knob defaults for this device (also the base of every request's settings)."""
         return default_preset(self.settings.device, self.settings.zero_gpu)
+
+    @property
+    def busy(self) -> bool:
+        """Whether the model is working for someone now (a generation, a step, a measurement)."""
+        return self.lock.locked() or self.calls.busy
 
     @property
     def ready(self) -> bool:

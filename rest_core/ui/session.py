@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
+from rest_core.bench.prompt_lookup import LookupRun
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
@@ -33,11 +33,12 @@ from rest_core.ui.compare_view import (
     timeline_figure,
 )
 from rest_core.ui.inspector import inspector_html
+from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.run import Run
 from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.stats import stats_html
 from rest_core.ui.style import clean_text, esc
-from rest_core.ui.trie_view import compact_event, empty_figure, trie_figure
+from rest_core.ui.trie_view import empty_figure, trie_figure
 from rest_core.ui.upload_jobs import UploadJob, UploadRefused, store_name
 
 FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
@@ -289,9 +290,8 @@ class Session:
         self.prompt_ids = prompt_ids
         self.store = stores.names
         runtime.claim_cache(stores, self.key)
-        self.run = Run(
-            engine, prompt_ids, config, runtime.lock, keep=compact_event, max_seconds=runtime.settings.max_seconds
-        )
+        job = ModelJob(runtime.key, stores, tuple(prompt_ids), config, runtime.settings.max_seconds)
+        self.run = Run(lambda: runtime.calls.answer(job))
         yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds, runtime.clock)
 
     def _stream(
@@ -405,10 +405,8 @@ class Session:
             # The three runs together keep to the request's time limit: a third each.
             limit = runtime.settings.max_seconds / 3
             runtime.claim_cache(stores, self.key)
-            results, cut = yield from _compared_runs(runtime, engine, prompt_ids, config, limit, what)
-            lookup = run_lookup(runtime, engine, prompt_ids, config, limit)
-            if lookup is not None and lookup.timed_out:
-                cut.append("prompt lookup")
+            job = ModelJob(runtime.key, stores, tuple(prompt_ids), config, limit)
+            results, lookup, cut = yield from _compared_runs(runtime, job, what)
             table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut)
             done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
             del results  # only the figures and the table stay
@@ -479,30 +477,6 @@ class Session:
         return job.summary.line()
 
 
-def run_lookup(
-    runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, max_seconds: float
-) -> LookupRun | None:
-    """transformers' prompt lookup decoding on the same prompt and settings, holding the model;
-    None when the engine's model cannot run it (the comparison then shows the other two)."""
-    model = getattr(engine, "model", None)
-    if not callable(getattr(model, "generate", None)):
-        return None
-    try:
-        with runtime.lock:
-            return run_prompt_lookup(
-                model,
-                prompt_ids,
-                max_new_tokens=config.max_new_tokens,
-                stop_ids=engine.stop_ids,
-                sampling=config.sampling,
-                k=PLD_K,
-                max_seconds=max_seconds,
-            )
-    except Exception:  # noqa: BLE001 - an extra lane: its failure must not cost the comparison
-        log.error("prompt lookup failed:\n%s", traceback.format_exc())
-        return None
-
-
 def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
     """One line on the prompt lookup run beside the REST-vs-plain table."""
     if lookup is None:
@@ -525,24 +499,26 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
 
 
 def _compared_runs(
-    runtime: Runtime, engine: Any, prompt_ids: list[int], config: GenerationConfig, limit: float, what: str
-) -> Generator[Update, None, tuple[dict[str, list], list[str]]]:
-    """REST, then plain decoding, each for at most `limit` seconds, with a status line after each;
-    returns (each method's events, the labels of the runs the limit cut short)."""
-    results = {}
-    cut = []
-    for method, label in (("rest", "REST"), ("ar", "plain decoding")):
-        run = Run(engine, prompt_ids, config.with_method(method), runtime.lock, keep=compact_event, max_seconds=limit)
-        try:
-            results[method] = run.collect()
-        finally:
-            run.cancel()
-        if run.timed_out:
-            cut.append(label)
-        yield Update(
-            status=status_html(f"Comparing on {what}: {label} done ({results[method][-1].totals.new_tokens} tokens)…")
-        )
-    return results, cut
+    runtime: Runtime, job: ModelJob, what: str
+) -> Generator[Update, None, tuple[dict[str, list], LookupRun | None, list[str]]]:
+    """REST, plain decoding and prompt lookup in one model call (each for at most
+    job.max_seconds), a status line as each ends; returns (each method's events, the prompt
+    lookup run or None, the labels of the runs the limit cut short)."""
+    results: dict[str, list] = {}
+    lookup, cut = None, []
+    labels = {"rest": "REST", "ar": "plain decoding"}
+    for lane in runtime.calls.compare(job):
+        if lane.method == "lookup":
+            lookup = lane.lookup
+            if lookup is not None and lookup.timed_out:
+                cut.append("prompt lookup")
+            continue
+        results[lane.method] = list(lane.events)
+        if lane.cut:
+            cut.append(labels[lane.method])
+        n = lane.events[-1].totals.new_tokens if lane.events else 0
+        yield Update(status=status_html(f"Comparing on {what}: {labels[lane.method]} done ({n} tokens)…"))
+    return results, lookup, cut
 
 
 def _comparison_views(

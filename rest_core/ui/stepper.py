@@ -1,16 +1,28 @@
 """Step-through mode: one user's answer advanced one REST step per click. No Gradio here.
 
-The engine's generator is lazy, so "Next step" pulls exactly one more forward from it; the
-generator (and the KV cache it owns) is held between clicks and closed on Clear, on a new
-prompt or at the end. Each pull takes the runtime's lock, so a user stepping slowly never
-blocks others between clicks. "Back" only moves through the steps already taken.
+Nothing is held on the model between clicks (a ZeroGPU Space keeps nothing between its GPU
+calls): each "Next step" past the steps already taken is one model call
+(rest_core.ui.model_calls.take_steps) that prefills the prompt and the tokens so far, takes one
+step and returns its event as plain data; "Run to end" is one call for every remaining step,
+within the server's time limit. The stepper keeps only those events and moves through them on
+the CPU ("Back", and "Next" over steps already taken, never touch the model). Where the model
+stays in this process the engine keeps the KV cache of the last call, so the next click's
+prefill costs nothing; on ZeroGPU it re-reads the answer so far, a few milliseconds on a GPU
+for a small model. Greedy decoding gives the same tokens either way; a seeded sampled answer
+draws its next call's numbers from the seed plus the tokens so far, so it is a fair sample but
+not the one Send writes on that seed.
+
+Clicks while the model is busy: each click of Next step or Run to end is queued (the model's
+queue, behind the answer that holds it) and the page says it waits (rest_core.ui.page.ask_step);
+at most MAX_WAITING clicks of one page wait at once, and a click past that, or while the same
+page's chat answer or comparison still runs, is refused with a message in the step-through.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +30,7 @@ from typing import Any
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
 from rest_core.knobs import BY_NAME
+from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import request_config
 from rest_core.ui.style import clean_text
@@ -35,7 +48,8 @@ def step_c(value: Any) -> int:
 
 class Stepper:
     """The step-through state of one browser tab (the app keeps it in gr.State; a plain class,
-    not a dataclass, since Gradio serializes dataclass state values field by field)."""
+    not a dataclass, since Gradio serializes dataclass state values field by field). Holds
+    plain data only: the events taken, the prompt, the settings and how to go on (`job`)."""
 
     def __init__(self) -> None:
         self.events: list[StepEvent] = []
@@ -45,9 +59,13 @@ class Stepper:
         self.message = ""  # the message being answered
         self.tokenizer: Any = None
         self.stores: dict[str, Any] = {}  # the engine's datastores by name ("where it came from")
-        self._steps: Iterator[StepEvent] | None = None
+        self.job: ModelJob | None = None  # the answer's first call; the next ones add the tokens so far
+        self.waiting = 0  # this page's clicks queued or running (page.ask_step)
+        self.tickets: deque[bool] = deque()  # the page's verdicts on its clicks, for the queue's validator
+        self.admitted: deque[bool] = deque()  # per queued click: whether the page admitted it (else admit_job)
+        self._calls: Any = None  # the runtime's ModelCalls
         self._lock = threading.Lock()  # one move at a time
-        self._model_lock: Any = None  # the runtime's: one forward of the shared model at a time
+        self.clicks_lock = threading.Lock()  # guards waiting, tickets and admitted (never held over a move)
 
     def __deepcopy__(self, memo: dict) -> Stepper:  # gr.State copies its initial value per tab
         return Stepper()
@@ -74,7 +92,8 @@ class Stepper:
         if not message:
             raise ValueError("Type a message to step through.")
         config, names = request_config(store, {**knobs, "c": int(c), "budget": "fixed"}, runtime.preset)
-        engine = runtime.engine(runtime.resolve(names, private, owner))
+        stores = runtime.resolve(names, private, owner)
+        engine = runtime.engine(stores)  # on this process's CPU: the tokenizer, the context size
         self.prompt_ids = list(engine.encode([{"role": "user", "content": message}], chat=True))
         if engine.max_positions:
             room = engine.max_positions - len(self.prompt_ids) - config.draft.c - 1
@@ -84,16 +103,14 @@ class Stepper:
         self.config, self.message = config, message
         self.stores = dict(engine.datastores)
         self.tokenizer = runtime.loaded().tokenizer
-        self._model_lock = runtime.lock
-        self._steps = engine.generate(self.prompt_ids, config)
+        self._calls = runtime.calls
+        if owner:
+            runtime.claim_cache(stores, owner)  # the engine's kept KV holds this answer: Clear drops it
+        self.job = ModelJob(runtime.key, stores, tuple(self.prompt_ids), config, runtime.settings.max_seconds)
 
     def close(self) -> None:
-        """Forget the answer; the held generator ends (its cache is released)."""
-        steps, self._steps = self._steps, None
-        if steps is not None:
-            close = getattr(steps, "close", None)
-            if close:
-                close()
+        """Forget the answer (nothing on the model to release: it holds nothing between clicks)."""
+        self.job = None
         self.events, self.prompt_ids, self.pos, self.config, self.message = [], [], -1, None, ""
         self.stores = {}
 
@@ -105,26 +122,31 @@ class Stepper:
 
     @property
     def started(self) -> bool:
-        return self._steps is not None or bool(self.events)
+        return self.job is not None or bool(self.events)
 
-    def _pull(self) -> bool:
-        """One more step from the engine; False when there is none."""
-        if self._steps is None or self.finished:
+    def _take(self, n: int, max_seconds: float = 0.0) -> bool:
+        """One model call for the next `n` steps (0: to the end, or until `max_seconds`);
+        True when the time limit cut it short."""
+        job = self.job
+        if job is None or self.finished:
             return False
-        with self._model_lock:
-            ev = next(self._steps, None)
-        if ev is None:
-            self._steps = None
-            return False
-        self.events.append(ev)
-        if ev.finished:
-            self._steps = None  # ran to its end: the generator has closed itself
-        return True
+        done = self.token_ids()
+        if done:
+            job = _going_on(job, done)
+        job = replace(job, max_seconds=max_seconds)
+        batch = self._calls.steps(job, n)
+        self.events.extend(_renumbered(batch.events, self.events))
+        return batch.cut and not self.finished
 
     def next(self) -> bool:
-        """Show the next step, taking it from the engine if needed; False at the end."""
+        """Show the next step, taking it on the model if needed; False at the end."""
         with self._lock:
-            if self.pos + 1 < len(self.events) or self._pull():
+            if self.pos + 1 < len(self.events):
+                self.pos += 1
+                return True
+            before = len(self.events)
+            self._take(1)
+            if len(self.events) > before:
                 self.pos += 1
                 return True
             return False
@@ -139,13 +161,8 @@ class Stepper:
     def run_to_end(self, max_seconds: float = 0.0) -> bool:
         """Take every remaining step and show the last; with `max_seconds` (> 0) stop taking
         steps once that long has passed. True when the limit stopped it before the end."""
-        deadline = time.monotonic() + max_seconds if max_seconds > 0 else None
         with self._lock:
-            cut = False
-            while self._pull():
-                if deadline is not None and time.monotonic() > deadline and not self.finished:
-                    cut = True
-                    break
+            cut = self._take(0, max_seconds)
             self.pos = len(self.events) - 1
             return cut
 
@@ -164,3 +181,38 @@ class Stepper:
     def token_ids(self) -> list[int]:
         """Every token emitted by the steps taken so far."""
         return [t for e in self.events for t in e.tokens]
+
+
+def _going_on(job: ModelJob, done: list[int]) -> ModelJob:
+    """The call that goes on after the tokens `done`: they join the prompt, the answer's token
+    limit shrinks by as many, and a seeded sampling draws new numbers (seed + tokens so far)."""
+    config = job.config
+    sampling = config.sampling
+    if sampling.seed is not None:
+        sampling = replace(sampling, seed=sampling.seed + len(done))
+    config = replace(config, max_new_tokens=config.max_new_tokens - len(done), sampling=sampling)
+    return replace(job, prompt_ids=job.prompt_ids + tuple(done), config=config)
+
+
+def _renumbered(new: Sequence[StepEvent], before: Sequence[StepEvent]) -> list[StepEvent]:
+    """The events of a call that went on after `before`, numbered and totalled as one answer's:
+    steps, tokens and times add to the last event's totals; the prompt and prefill stay the first call's."""
+    if not before:
+        return list(new)
+    last = before[-1]
+    t = last.totals
+    out = []
+    for ev in new:
+        n = ev.totals
+        totals = replace(
+            n,
+            prompt_tokens=t.prompt_tokens,
+            new_tokens=t.new_tokens + n.new_tokens,
+            steps=t.steps + n.steps,
+            draft_tokens=t.draft_tokens + n.draft_tokens,
+            elapsed_s=t.elapsed_s + n.elapsed_s,
+            prefill_ms=t.prefill_ms,
+            retrieval_ms=t.retrieval_ms + n.retrieval_ms,
+        )
+        out.append(replace(ev, step=last.step + 1 + ev.step, totals=totals))
+    return out

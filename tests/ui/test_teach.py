@@ -4,6 +4,8 @@ compare_view), the step-through state (rest_core.ui.stepper) and its page handle
 
 from __future__ import annotations
 
+import inspect
+import pickle
 import re
 from dataclasses import replace
 from html import unescape
@@ -183,15 +185,44 @@ def test_stepper_next_back_and_run_to_end_give_plain_greedy_tokens(runtime, lm):
     assert st.events == [] and not st.started
 
 
-def test_closing_mid_answer_releases_the_generator(runtime):
+def test_the_stepper_holds_plain_data_between_clicks(runtime):
+    """Nothing of the model stays between clicks (a ZeroGPU Space keeps nothing between its GPU
+    calls): no generator, no cache; what the stepper holds pickles, and Clear forgets it."""
     st = Stepper()
     st.start(runtime, MESSAGE, STORE, knob_values(**KNOBS), 16)
-    st.next()
-    steps = st._steps
+    assert st.next() and st.next()
+    assert not any(inspect.isgenerator(v) for v in vars(st).values())
+    kept = {k: v for k, v in vars(st).items() if k not in ("_calls", "_lock", "clicks_lock", "tokenizer", "stores")}
+    copy = pickle.loads(pickle.dumps(kept))
+    assert [e.tokens for e in copy["events"]] == [e.tokens for e in st.events] and copy["job"] == st.job
     st.close()
-    assert steps.gi_frame is None  # the generator finished: its cache is released
+    assert st.events == [] and st.job is None and not st.started
     with pytest.raises(ValueError, match="Type a message"):
         st.start(runtime, "  ", STORE, knob_values(**KNOBS), 16)
+
+
+def test_nodes_off_the_path_show_the_models_own_token_there(run, lm):
+    """A rejected branch's nodes are checked against the model's own token at their parent row
+    too: the event carries it for every row, and it is what plain greedy decoding picks there."""
+    events, contexts, _ = run
+    checked = 0
+    for e, ctx in zip(events, contexts):
+        assert len(e.row_tokens) == 1 + len(e.draft)
+        for c in phases.row_checks(e):
+            if c.status != "not reached":
+                assert c.model == e.row_tokens[c.parent_row]  # greedy: the walk's token is the argmax
+                continue
+            path, row = [], c.parent_row  # the draft tokens from the root down to the parent row
+            while row > 0:
+                path.insert(0, int(e.draft.tokens[row - 1]))
+                row = int(e.draft.parents[row - 1]) + 1
+            with torch.inference_mode():
+                own = int(lm.model(torch.tensor([ctx + path])).logits[0, -1].argmax())
+            assert c.model == own
+            checked += 1
+        html = phases.verify_html(e, ctx, lm.tokenizer, limit=100)
+        assert "· not reached" not in html
+    assert checked, "no node off the walk's path to check"
 
 
 def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
