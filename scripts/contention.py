@@ -68,8 +68,15 @@ def stop_app(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def stat(stats_html: str, key: str) -> float:
-    m = re.search(r'<div class="v">([\d.]+)</div><div class="k">' + re.escape(key) + "</div>", stats_html or "")
+def text(value: object) -> str:
+    """An output's HTML: gradio_client gives a component update as a dict with its value."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    return value if isinstance(value, str) else ""
+
+
+def stat(stats_html: object, key: str) -> float:
+    m = re.search(r'<div class="v">([\d.]+)</div><div class="k">' + re.escape(key) + "</div>", text(stats_html))
     return float(m.group(1)) if m else float("nan")
 
 
@@ -85,7 +92,7 @@ def answer(url: str, max_new_tokens: int) -> dict:
         if first is None and stat(out[1], "tokens") > 0:
             first = time.perf_counter() - t0
     final = job.outputs()[-1]
-    status = final[5] or ""
+    status = text(final[5])
     if "err" in status:
         sys.exit(f"the answer failed: {status}")
     return dict(

@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from contention import knob_args, start_app, stat, stop_app  # noqa: E402
+from contention import knob_args, start_app, stat, stop_app, text  # noqa: E402
 from memory_soak import QUESTIONS  # noqa: E402
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -47,8 +47,8 @@ def visit(url: str, message: str, max_new_tokens: int, timeout: float) -> dict:
     final = job.outputs()[-1]
     end = time.perf_counter()
     tokens = int(stat(final[1], "tokens"))
-    if "err" in (final[5] or "") or tokens <= 0:
-        return dict(ok=False, why=final[5] or "no tokens")
+    if "err" in text(final[5]) or tokens <= 0:
+        return dict(ok=False, why=text(final[5]) or "no tokens")
     first = first or end
     return dict(ok=True, ttft_s=first - t0, tokens=tokens, tok_s=tokens / max(end - first, 1e-3), start=t0, end=end)
 

@@ -24,6 +24,7 @@ from rest_core.ui import answer_view, guided, phases, style, trie_view, why_c_vi
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, selected_names
 from rest_core.ui.session import Session, message_too_long, status_html, time_limit_note
 from rest_core.ui.settings import Settings
+from rest_core.ui.source_share import source_share_html
 from rest_core.ui.stepper import STEP_C_MAX, Stepper, step_c
 from rest_core.ui.upload_jobs import UploadJob
 
@@ -543,7 +544,7 @@ def why_c(runtime: Runtime, st: Stepper, session: Any, c: float) -> tuple[Any, s
             f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
             "the cost past it is extrapolated."
         )
-    return fig, f'<p class="tt-cap">{style.esc(caption)}</p>'
+    return fig, f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen)
 
 
 @dataclass(frozen=True)

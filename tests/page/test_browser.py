@@ -369,6 +369,8 @@ def test_step_through_three_steps(page):
     page.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=120_000)
     caption = page.inner_text("#why-c-cap")
     assert "ms here" in caption and "The step-through's answer accepted" in caption
+    # The teacher's question, answered from the same tries and cost curve.
+    assert "Why are the datastore's drafts mostly not verified here?" in caption and "On a GPU" in caption
     shot(page, "e2e_why_c")
     page.set_viewport_size({"width": 390, "height": 844})  # a phone: the stepped view fits too
     time.sleep(0.5)
