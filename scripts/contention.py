@@ -80,27 +80,35 @@ def stat(stats_html: object, key: str) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
-def answer(url: str, max_new_tokens: int) -> dict:
-    """One answer in a fresh session: tokens/s (the stats' figure), tokens, time to first token."""
+def ask(url: str, message: str, max_new_tokens: int, timeout: float = 0.0) -> dict:
+    """One answer in a fresh session: ok (or why not), its tokens, tokens/s (the stats' figure),
+    the time of the request, of its first token and of its end (perf_counter seconds)."""
     from gradio_client import Client
 
     client = Client(url, verbose=False)
     t0 = time.perf_counter()
-    job = client.submit(MESSAGE, "chat", *knob_args(max_new_tokens), api_name="/respond")
+    job = client.submit(message, "chat", *knob_args(max_new_tokens), api_name="/respond")
     first = None
     for out in job:
         if first is None and stat(out[1], "tokens") > 0:
-            first = time.perf_counter() - t0
+            first = time.perf_counter()
+        if timeout and time.perf_counter() - t0 > timeout:
+            job.cancel()
+            return dict(ok=False, why=f"no answer within {timeout:g} s")
     final = job.outputs()[-1]
-    status = text(final[5])
-    if "err" in status:
-        sys.exit(f"the answer failed: {status}")
-    return dict(
-        tok_s=stat(final[1], "tokens/s"),
-        tokens=int(stat(final[1], "tokens")),
-        ttft_s=first if first is not None else time.perf_counter() - t0,
-        wall_s=time.perf_counter() - t0,
-    )
+    end = time.perf_counter()
+    status, tokens = text(final[5]), int(stat(final[1], "tokens") or 0)
+    if "err" in status or tokens <= 0:
+        return dict(ok=False, why=status or "no tokens")
+    return dict(ok=True, tokens=tokens, tok_s=stat(final[1], "tokens/s"), start=t0, first=first or end, end=end)
+
+
+def answer(url: str, max_new_tokens: int) -> dict:
+    """The measured answer: tokens/s, tokens, time to first token, wall time."""
+    r = ask(url, MESSAGE, max_new_tokens)
+    if not r["ok"]:
+        sys.exit(f"the answer failed: {r['why']}")
+    return dict(tok_s=r["tok_s"], tokens=r["tokens"], ttft_s=r["first"] - r["start"], wall_s=r["end"] - r["start"])
 
 
 def corpus_file(folder: Path, mb: float) -> Path:

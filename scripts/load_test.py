@@ -19,38 +19,22 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from contention import knob_args, start_app, stat, stop_app, text  # noqa: E402
+from contention import ask, start_app, stop_app  # noqa: E402
 from memory_soak import QUESTIONS  # noqa: E402
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def visit(url: str, message: str, max_new_tokens: int, timeout: float) -> dict:
-    from gradio_client import Client
-
-    client = Client(url, verbose=False)
-    t0 = time.perf_counter()
-    job = client.submit(message, "chat", *knob_args(max_new_tokens), api_name="/respond")
-    first = None
-    for out in job:
-        if first is None and stat(out[1], "tokens") > 0:
-            first = time.perf_counter()
-        if time.perf_counter() - t0 > timeout:
-            job.cancel()
-            return dict(ok=False, why=f"no answer within {timeout:g} s")
-    final = job.outputs()[-1]
-    end = time.perf_counter()
-    tokens = int(stat(final[1], "tokens"))
-    if "err" in text(final[5]) or tokens <= 0:
-        return dict(ok=False, why=text(final[5]) or "no tokens")
-    first = first or end
-    return dict(ok=True, ttft_s=first - t0, tokens=tokens, tok_s=tokens / max(end - first, 1e-3), start=t0, end=end)
+    r = ask(url, message, max_new_tokens, timeout)
+    if r["ok"]:
+        r |= dict(ttft_s=r["first"] - r["start"], tok_s=r["tokens"] / max(r["end"] - r["first"], 1e-3))
+    return r
 
 
 def percentile(values: list[float], q: float) -> float:
