@@ -123,6 +123,23 @@ def time_limit_note(seconds: float) -> str:
     return f"stopped after {seconds:g} s (server limit)"
 
 
+def _ending(
+    events: Sequence[Any], config: GenerationConfig, timed_out: bool, max_seconds: float, clock: Any, status: str
+) -> tuple[str, str]:
+    """An ended answer's reason (for the chat) and status line; its steps join the clock's record.
+    A time-limited answer keeps its partial text and says why it stopped."""
+    last = events[-1] if events else None
+    reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(
+        last.finish_reason if last else None, ""
+    )
+    if timed_out:
+        reason = time_limit_note(max_seconds)
+        status = status_html(esc(time_limit_message(max_seconds, events, clock)), "warn")
+    if clock is not None:
+        clock.observe(events)
+    return reason, status
+
+
 def message_too_long(message: str, limit: int) -> str | None:
     """The refusal for a message over `limit` characters (0: no limit), else None. Checked
     before anything tokenizes it: a 10 MB message would hold the model slot for seconds."""
@@ -343,15 +360,7 @@ class Session:
                     last_fig = now
                 last_text = now
                 yield Update(self.chat_html(), stats_html(view.events, running=True), fig, ins, status=status)
-            last = view.events[-1] if view.events else None
-            reason = {"eos": "", "length": f"stopped at the limit of {config.max_new_tokens} new tokens"}.get(
-                last.finish_reason if last else None, ""
-            )
-            if run.timed_out:  # the partial answer is kept
-                reason = time_limit_note(max_seconds)
-                status = status_html(esc(time_limit_message(max_seconds, view.events, clock)), "warn")
-            if clock is not None:
-                clock.observe(view.events)
+            reason, status = _ending(view.events, config, run.timed_out, max_seconds, clock, status)
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
             fig, ins = self.step_view(tokenizer)
             yield Update(self.chat_html(), stats_html(view.events), fig, ins, self.slider_steps(False), status)
