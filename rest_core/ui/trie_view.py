@@ -119,7 +119,7 @@ def _draw_order(trie: Trie, selected: np.ndarray, accepted: np.ndarray, max_extr
     return cand[key]
 
 
-def compact_event(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> StepEvent:
+def compact_event(event: StepEvent, max_extra: int = TRIE_MAX_EXTRA) -> StepEvent:
     """The event with its trie cut to what the page can show of it: the nodes the figure draws,
     the whole verified draft (at most c nodes) and the `HEAVIEST_KEPT` heaviest retrieved-only
     nodes (what a budget up to 64 would verify: Why this c? and the sources' shares read them),
@@ -129,14 +129,13 @@ def compact_event(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: 
     the inspector of the compact event equal those of the full one.
 
     Why the figure is unchanged: the kept nodes keep their relative (breadth-first) order, every
-    drawn node's ancestors are drawn, and the nodes kept beyond the drawn ones are draft nodes
-    or the next-heaviest retrieved-only nodes, which the drawing order reaches only after it
-    stopped; so `_drawn` picks the same nodes."""
+    drawn node's ancestors are drawn, and the kept nodes are the drawing order's first ones (the
+    whole draft, then at least `max_extra` retrieved-only nodes, with their ancestors), which
+    hold whatever prefix of that order the figure draws; so `_drawn` picks the same nodes."""
     trie = event.trie
     if trie is None or len(trie) == 0 or event.trie_nodes is not None:
         return event
-    keep, _, _, d2t = _drawn(event, max_nodes, max_extra)
-    keep |= _drawn(event, len(trie), HEAVIEST_KEPT)[0]  # the heaviest nodes: what c <= 64 would verify
+    keep, _, _, d2t = _drawn(event, len(trie), max(max_extra, HEAVIEST_KEPT))
     keep[d2t[d2t >= 0]] = True
     keep[[i for i in event.draft_idx if 0 <= i < len(trie)]] = True
     old = np.flatnonzero(keep)  # ascending: the breadth-first order is kept
