@@ -5,19 +5,18 @@ the session's c and at c = 64, and the measured forward cost of both sizes.
 
 The heaviest nodes per step are in every compact event (`trie_view.HEAVIEST_KEPT`), so this
 reads the same tries as Why this c? and weighs nodes the same way (a node's weight over the
-root's stands for the chance the model's path runs through it).
+root's stands for the chance the model's path runs through it, scaled to what was accepted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins, kind_of
 from rest_core.ui.style import esc
+from rest_core.ui.why_c_view import acceptance_scale, heaviest_shares
 
 GPU_C = 64  # what a GPU affords per step: verifying 64 tokens costs about as much as one there
 KINDS = ("context", "datastore", "both")
@@ -32,28 +31,24 @@ def accepted_shares(events: Sequence[StepEvent]) -> dict[str, float]:
 
 
 def verified_by_kind(events: Sequence[StepEvent], c: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Per step, over the session's REST steps with a trie: how many of the c heaviest nodes each
-    kind drafted, and the expected accepted tokens they carry (their summed weight share)."""
+    """Per REST step: how many of the c heaviest nodes each kind drafted, and the expected
+    accepted tokens they carry (their weight shares, scaled as Why this c?'s chart scales them:
+    why_c_view.expected_accepted is their sum). Empty before any step with a trie."""
     nodes = dict.fromkeys(KINDS, 0.0)
     weight = dict.fromkeys(KINDS, 0.0)
-    steps = 0
-    for e in events:
-        trie = e.trie
-        if e.method != "rest" or trie is None or len(trie) == 0:
-            continue
-        root = float(trie.weights[trie.depths == 1].sum())
-        if root <= 0:
-            continue
-        steps += 1
-        top = np.argsort(-trie.weights, kind="stable")[:c]
-        for i in top:
-            kind = kind_of(int(trie.sources[i]))
+    tries = 0
+    for e, order, shares in heaviest_shares(events, c):
+        tries += 1
+        for i, share in zip(order, shares):
+            kind = kind_of(int(e.trie.sources[i]))
             if kind in nodes:
                 nodes[kind] += 1
-                weight[kind] += float(trie.weights[i]) / root
-    if not steps:
+                weight[kind] += float(share)
+    if not tries:
         return {}, {}
-    return {k: v / steps for k, v in nodes.items()}, {k: v / steps for k, v in weight.items()}
+    steps = sum(1 for e in events if e.method == "rest")
+    scale = acceptance_scale(events, GPU_C)
+    return {k: v / steps for k, v in nodes.items()}, {k: scale * v / steps for k, v in weight.items()}
 
 
 def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int) -> str:

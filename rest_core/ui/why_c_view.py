@@ -6,7 +6,7 @@ Plotly is imported only to build the figure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,31 +24,43 @@ def expected_accepted(events: Sequence[StepEvent], cs: Sequence[int]) -> np.ndar
     nodes, summed, are the predicted accepted count. This is not the auto budget's acceptance
     model (rest_core.budget.acceptance, per node from its sources, share, support, match lengths
     and depth). The prediction is scaled so that at each step's actual draft size it matches, over
-    the session, what was accepted; a REST step without a trie counts as a step predicting none.
+    the session, what was accepted (`acceptance_scale`); a REST step without a trie counts as a
+    step predicting none.
     """
     cs = np.asarray(cs, np.int64)
+    steps = sum(1 for e in events if e.method == "rest")
+    if not steps:
+        return np.zeros(cs.shape[0])
     predicted = np.zeros(cs.shape[0])
-    used_pred = used_acc = 0.0
-    steps = 0
+    for _, _, w in heaviest_shares(events, int(cs.max())):
+        cum = np.concatenate(([0.0], np.cumsum(w)))
+        predicted += cum[np.minimum(cs, w.shape[0])]
+    return acceptance_scale(events, int(cs.max())) * predicted / steps
+
+
+def heaviest_shares(events: Sequence[StepEvent], n: int) -> Iterator[tuple[StepEvent, np.ndarray, np.ndarray]]:
+    """Per REST step with a trie: (the event, its `n` heaviest nodes, heaviest first, and their
+    weights over the root's): what a budget up to n would verify, and each node's chance."""
     for e in events:
-        if e.method != "rest":
-            continue
-        steps += 1
         trie = e.trie
-        if trie is None or len(trie) == 0:
+        if e.method != "rest" or trie is None or len(trie) == 0:
             continue
         root_weight = float(trie.weights[trie.depths == 1].sum())
         if root_weight <= 0:
             continue
-        w = np.sort(trie.weights)[::-1][: int(cs.max())] / root_weight
-        cum = np.concatenate(([0.0], np.cumsum(w)))
-        predicted += cum[np.minimum(cs, w.shape[0])]
-        used_pred += cum[min(len(e.draft) if e.draft is not None else 0, w.shape[0])]
+        order = np.argsort(-trie.weights, kind="stable")[:n]
+        yield e, order, trie.weights[order] / root_weight
+
+
+def acceptance_scale(events: Sequence[StepEvent], n: int) -> float:
+    """What the weight shares are scaled by: accepted tokens over the shares of the nodes each
+    step verified (its draft size, at most `n`), over the session; 1 when nothing was predicted."""
+    used_pred = used_acc = 0.0
+    for e, _, w in heaviest_shares(events, n):
+        k = min(len(e.draft) if e.draft is not None else 0, w.shape[0])
+        used_pred += float(np.cumsum(w)[k - 1]) if k else 0.0
         used_acc += e.accepted_len
-    if not steps:
-        return np.zeros(cs.shape[0])
-    scale = used_acc / used_pred if used_pred > 0 else 1.0
-    return scale * predicted / steps
+    return used_acc / used_pred if used_pred > 0 else 1.0
 
 
 def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, max_c: int = 64):

@@ -47,3 +47,27 @@ def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
     assert "1 + 2 tokens costs 1.15×" in text and "1 + 64 tokens 4.3×" in text  # the curve interpolated
     assert "rise from 0.01 to 0.59" in text
     assert source_share.source_share_html([], CURVE, 2) == ""
+
+
+def test_the_kinds_expected_tokens_add_up_to_why_c_s_chart():
+    """The paragraph weighs nodes as the chart above it does: per kind, the expected accepted
+    tokens sum to why_c_view.expected_accepted at the same c (scaled to what was accepted)."""
+    from rest_core.ui import why_c_view
+
+    trie = _step(100).trie
+    drafted = Trie(trie.tokens[:2], trie.parents[:2], trie.depths[:2], trie.weights[:2], trie.sources[:2])
+    events = [
+        event(
+            0,
+            [0, 1, 99],
+            (SOURCE_CONTEXT, SOURCE_DATASTORE, 0),
+            trie=trie,
+            draft=drafted,
+            draft_idx=[0, 1],
+            accepted=(0, 1),
+        ),
+        _step(100),
+    ]
+    for c in (2, 8, 64):
+        _, acc = source_share.verified_by_kind(events, c)
+        assert np.isclose(sum(acc.values()), why_c_view.expected_accepted(events, [c])[0])
