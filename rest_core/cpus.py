@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -105,8 +106,6 @@ def lower_priority(nice: int = BUILD_NICE) -> None:
     and threads it starts later inherit it; a process's first thread stands for the process).
     Nothing where that cannot be done."""
     try:
-        import threading
-
         tid = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
     except (AttributeError, OSError):

@@ -16,7 +16,7 @@ def encode_prompt(tokenizer: Any, prompt: str | list[dict], chat: bool = False) 
     if isinstance(prompt, str) and not chat:
         if not prompt:
             raise ValueError("the prompt is empty")
-        return _text_ids(tokenizer, prompt, add_special_tokens=True)
+        return _text_ids(tokenizer, prompt, _special_strings(tokenizer), add_special_tokens=True)
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     if not messages or not any(m.get("content") for m in messages):
         raise ValueError("the prompt is empty")
@@ -27,7 +27,7 @@ def encode_prompt(tokenizer: Any, prompt: str | list[dict], chat: bool = False) 
     if not any(sp in str(m.get("content", "")) for m in messages for sp in specials):
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_prompt)
         return list(tokenizer(text, add_special_tokens=False).input_ids)
-    return _templated_ids(tokenizer, messages, add_prompt)
+    return _templated_ids(tokenizer, messages, add_prompt, specials)
 
 
 def _special_strings(tokenizer: Any) -> list[str]:
@@ -36,15 +36,15 @@ def _special_strings(tokenizer: Any) -> list[str]:
     return found or list(getattr(tokenizer, "all_special_tokens", []) or [])
 
 
-def _text_ids(tokenizer: Any, text: str, add_special_tokens: bool = False) -> list[int]:
-    """`text` as plain text: special-token strings in it are split like any other characters
-    (ordinary text gets exactly the ids it always had)."""
-    if not any(sp in text for sp in _special_strings(tokenizer)):
+def _text_ids(tokenizer: Any, text: str, specials: list[str], add_special_tokens: bool = False) -> list[int]:
+    """`text` as plain text: special-token strings in it (`specials`) are split like any other
+    characters (ordinary text gets exactly the ids it always had)."""
+    if not any(sp in text for sp in specials):
         return list(tokenizer(text, add_special_tokens=add_special_tokens).input_ids)
     return list(tokenizer(text, add_special_tokens=add_special_tokens, split_special_tokens=True).input_ids)
 
 
-def _templated_ids(tokenizer: Any, messages: list[dict], add_prompt: bool) -> list[int]:
+def _templated_ids(tokenizer: Any, messages: list[dict], add_prompt: bool, specials: list[str]) -> list[int]:
     """The chat template's own text tokenized with its control tokens, every message's content
     as plain text: the template is rendered with a marker for each content, and the pieces
     between the markers are tokenized apart."""
@@ -58,7 +58,7 @@ def _templated_ids(tokenizer: Any, messages: list[dict], add_prompt: bool) -> li
             raise ValueError("this chat template changes the message text; the message cannot contain special tokens")
         if head:
             ids += tokenizer(head, add_special_tokens=False).input_ids
-        ids += _text_ids(tokenizer, str(message.get("content", "")))
+        ids += _text_ids(tokenizer, str(message.get("content", "")), specials)
     if text:
         ids += tokenizer(text, add_special_tokens=False).input_ids
     return ids

@@ -18,7 +18,7 @@ def _q(event: StepEvent) -> int:
     return 1 + (len(event.draft) if event.draft is not None else 0)
 
 
-class StepClock:
+class FastestSteps:
     """The fastest forward this server has seen per forward size (milliseconds), from every
     answer's steps: the yardstick an answer's own steps are held against. Thread-safe."""
 
@@ -47,7 +47,7 @@ class StepClock:
         )
 
 
-def time_limit_message(max_seconds: float, events: Sequence[StepEvent], clock: StepClock | None) -> str:
+def time_limit_message(max_seconds: float, events: Sequence[StepEvent], clock: FastestSteps | None) -> str:
     """The status line of an answer cut by the time limit (plain text)."""
     tokens = events[-1].totals.new_tokens if events else 0
     said = (

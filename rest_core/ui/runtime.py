@@ -25,7 +25,7 @@ from typing import Any
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.cpus import available_cpus, background_env, niced
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
-from rest_core.ui.busy import StepClock
+from rest_core.ui.busy import FastestSteps
 from rest_core.ui.model_calls import ModelCalls, register
 from rest_core.ui.settings import ROOT, Settings
 from rest_core.ui.style import clean_text, esc
@@ -151,7 +151,9 @@ class Runtime:
         self._opened: dict[Path, Any] = {}  # store folder -> its open Datastore, shared by the engines
         self._cache_owner: dict[StoreSet, str] = {}  # engine key -> the session whose KV cache it keeps
         self.uploads = Uploads(settings.upload_limits(), publish=settings.publish_uploads)
-        self.clock = StepClock()  # the fastest steps seen: an answer cut by the time limit says if the machine was busy
+        self.clock = (
+            FastestSteps()
+        )  # the fastest steps seen: an answer cut by the time limit says if the machine was busy
         self._build_tok: Any = None
         self._load_lock = threading.Lock()
         self.lock = threading.Lock()

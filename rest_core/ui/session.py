@@ -22,7 +22,7 @@ from rest_core.bench.prompt_lookup import LookupRun
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.knobs import make_config
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
-from rest_core.ui.busy import StepClock, time_limit_message
+from rest_core.ui.busy import FastestSteps, time_limit_message
 from rest_core.ui.compare_view import (
     compare,
     comparison_html,
@@ -124,7 +124,12 @@ def time_limit_note(seconds: float) -> str:
 
 
 def _ending(
-    events: Sequence[Any], config: GenerationConfig, timed_out: bool, max_seconds: float, clock: Any, status: str
+    events: Sequence[Any],
+    config: GenerationConfig,
+    timed_out: bool,
+    max_seconds: float,
+    clock: FastestSteps | None,
+    status: str,
 ) -> tuple[str, str]:
     """An ended answer's reason (for the chat) and status line; its steps join the clock's record.
     A time-limited answer keeps its partial text and says why it stopped."""
@@ -318,7 +323,7 @@ class Session:
         config: GenerationConfig,
         note: str,
         max_seconds: float = 0.0,
-        clock: StepClock | None = None,
+        clock: FastestSteps | None = None,
     ) -> Iterator[Update]:
         view = self.view
         assert view is not None
