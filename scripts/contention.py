@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_soak import ROOT, free_port  # noqa: E402
+from memory_soak import ROOT, free_port, wait_up  # noqa: E402
 
 from rest_core.config import PRESETS  # noqa: E402
 from rest_core.knobs import APP_KNOBS  # noqa: E402
@@ -47,17 +46,7 @@ def start_app(datastores: Path, log: Path, build: bool) -> tuple[subprocess.Pope
     cmd = [sys.executable, str(ROOT / "app.py"), "--datastores", str(datastores), "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--device", "cpu", "--max-seconds", "0"] + ([] if build else ["--no-build"])
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"the app exited ({proc.returncode}); see {log}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc, f"http://127.0.0.1:{port}/"
-        except OSError:
-            time.sleep(1)
-    stop_app(proc)
-    sys.exit("the app did not come up in 300 s")
+    return proc, wait_up(proc, port, log, lambda: stop_app(proc))
 
 
 def stop_app(proc: subprocess.Popen) -> None:

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,17 +84,22 @@ def start_app(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     print("starting:", " ".join(cmd[1:]), flush=True)
     log = open(args.log, "w") if args.log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
+    return proc, wait_up(proc, port, args.log or "its output", proc.kill)
+
+
+def wait_up(proc: subprocess.Popen, port: int, log: object, stop: Callable[[], object]) -> str:
+    """The started app's URL once it listens on `port` (at most 300 s); exits when it died
+    (see `log`) or never came up (`stop` ends it then)."""
     deadline = time.time() + 300
     while time.time() < deadline:
         if proc.poll() is not None:
-            sys.exit(f"the app exited ({proc.returncode}); see {args.log or 'its output'}")
+            sys.exit(f"the app exited ({proc.returncode}); see {log}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc, url
+                return f"http://127.0.0.1:{port}/"
         except OSError:
             time.sleep(1)
-    proc.kill()
+    stop()
     sys.exit("the app did not come up in 300 s")
 
 
