@@ -29,7 +29,13 @@ vLLM passes no request ids. Rows can be reordered between steps, so a row's requ
 the calling model runner (`input_batch.req_ids`; not an API, so only when it is there and agrees
 with the batch), and every cached context is checked against the row's tokens before it is
 extended: a mismatch (another request in that row) rebuilds it from the row, so a wrong guess
-costs time, never correctness.
+costs time, never correctness. From the same runner comes each request's `vllm_xargs`
+(`rest_core.serve.settings.RequestOptions`): drafting off for it, or a subset of the stores.
+
+With a draft log (`log`), each resolved chain is one line (request id, the context length it
+was drafted at, its tokens, their sources as labels and bits, how many were accepted), flushed
+at the end of every call: before vLLM sends the tokens a line explains, so a client streaming
+the request can highlight them (`rest_core.serve.records`).
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from rest_core.budget.cost_curve import LinearCorrection
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.source import Retrieved
-from rest_core.serve.settings import CONFIG_KEY, ServedStore, ServeSettings
+from rest_core.serve.settings import CONFIG_KEY, RequestOptions, ServedStore, ServeSettings
 from rest_core.sources import KINDS, SourceTable, kind_of
 
 COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load change, a new batch size)
@@ -93,6 +99,7 @@ class _Request:
     model: AcceptanceModel | None = None  # the acceptance model that scored it
     record: dict[str, Any] | None = None
     steps: int = 0
+    opts: RequestOptions = field(default_factory=RequestOptions)  # what the request asked (vllm_xargs)
 
 
 @dataclass
@@ -171,7 +178,7 @@ class RestProposer:
         start = self.clock()
         self._flush(start)
         rows = len(sampled_token_ids)
-        ids = _caller_req_ids(rows)
+        ids, extras = _caller_rows(rows)
         keys: list[Any] = ids if ids is not None else [("row", i) for i in range(rows)]
         if rows:
             self.totals.req_ids = "runner" if ids is not None else "rows"
@@ -188,9 +195,9 @@ class RestProposer:
         rooms: list[int] = []
         for i in drafting:
             ctx = np.asarray(token_ids_cpu[i, : lengths[i]])
-            req, known = self._request(keys[i], ctx)
+            req, known = self._request(keys[i], ctx, extras[i] if extras else None)
             step.clean &= known and previous is not None and keys[i] in previous.drafted
-            room = min(self.k, self.max_model_len - lengths[i] - 1) if retrieve else 0
+            room = min(self.k, self.max_model_len - lengths[i] - 1) if (retrieve and not req.opts.off) else 0
             found.append(self._retrieve(req, ctx) if room > 0 else [])
             models.append(req.model)
             rooms.append(room)
@@ -216,9 +223,14 @@ class RestProposer:
         if self._log is not None and previous is not None:
             self._log_step(previous, step, rows, [keys[i] for i in drafting], start, end, retrieve)
         self._last = step
-        self.totals.calls += 1
-        self.totals.propose_ms += 1000.0 * (end - start)
+        self._end_call(1000.0 * (end - start))
         return out
+
+    def _end_call(self, ms: float) -> None:
+        self.totals.calls += 1
+        self.totals.propose_ms += ms
+        if self._log is not None:
+            self._log.flush()  # this step's resolved records, before vLLM sends the tokens they explain
 
     def _cut(
         self,
@@ -329,10 +341,11 @@ class RestProposer:
 
     # -- per request ------------------------------------------------------------------------
 
-    def _request(self, key: Any, ctx: np.ndarray) -> tuple[_Request, bool]:
+    def _request(self, key: Any, ctx: np.ndarray, extra: Any = None) -> tuple[_Request, bool]:
         """The request's state, extended by its new tokens; rebuilt from the row when the row no
         longer holds the context it had (another request, or a request seen for the first time).
-        Collects the outcome of the chain drafted for it last step. Returns (state, was it known)."""
+        Collects the outcome of the chain drafted for it last step. Returns (state, was it known).
+        `extra`: the request's SamplingParams.extra_args, read when the state is made."""
         req = self.requests.get(key)
         n = ctx.shape[0]
         if req is not None and req.ids.shape[0] <= n and np.array_equal(req.ids, ctx[: req.ids.shape[0]]):
@@ -348,7 +361,7 @@ class RestProposer:
         if self.settings.use_context:
             context = ContextSource(self.settings.retrieval, self.settings.context_weight)
             context.reset(ctx)
-        req = _Request(ctx.copy(), context)
+        req = _Request(ctx.copy(), context, opts=RequestOptions.parse(extra))
         self.requests[key] = req
         return req, False
 
@@ -358,9 +371,11 @@ class RestProposer:
         retrieved = []
         tail = ctx[-self.settings.retrieval.n_max :]
         for store in self.stores:
+            if req.opts.stores is not None and store.name not in req.opts.stores:
+                continue
             store.reset(tail)  # a store's source keeps only the last n_max tokens: shared by all rows
             retrieved.append(store.retrieve())
-        if req.context is not None:
+        if req.context is not None and req.opts.context:
             retrieved.append(req.context.retrieve())
         req.model = self.budget.model_for(retrieved) if retrieved else None
         return retrieved
@@ -386,7 +401,8 @@ class RestProposer:
         if req.record is not None:
             req.record["accepted"] = accepted
             if self._log is not None:
-                record = {**req.record, "sources": [self.table.origin(m).label for m in req.record["sources"]]}
+                bits = req.record["sources"]
+                record = {**req.record, "sources": [self.table.origin(m).label for m in bits], "bits": bits}
                 self._log.write(json.dumps(record) + "\n")
 
     def _learn_outcomes(self) -> None:
@@ -517,18 +533,26 @@ class _Totals:
         return out
 
 
-def _caller_req_ids(rows: int) -> list[str] | None:
-    """The request id of each row, read from the model runner that called propose() (vLLM 0.32's
-    GPUModelRunner.propose_draft_token_ids, whose `self` holds `input_batch.req_ids`). Not an API:
-    None unless it is there and has one id per row."""
+def _caller_rows(rows: int) -> tuple[list[str] | None, list[Any] | None]:
+    """Each row's request id and its SamplingParams.extra_args (the request's vllm_xargs), read
+    from the model runner that called propose() (vLLM 0.32's GPUModelRunner.propose_draft_token_ids,
+    whose `self` holds `input_batch.req_ids` and `requests`). Not an API: (None, None) unless the
+    ids are there with one per row; extras None where the runner keeps no request states."""
     try:
         runner = sys._getframe(2).f_locals.get("self")
         ids = list(runner.input_batch.req_ids)
     except Exception:  # noqa: BLE001 - any vLLM that does not look like 0.32
-        return None
+        return None, None
     if len(ids) != rows or not all(isinstance(r, str) for r in ids):
-        return None
-    return ids
+        return None, None
+    states = getattr(runner, "requests", None)
+    if not isinstance(states, dict):
+        return ids, None
+    extras = []
+    for rid in ids:
+        params = getattr(states.get(rid), "sampling_params", None)
+        extras.append(getattr(params, "extra_args", None))
+    return ids, extras
 
 
 def _size_class(b: int) -> int:

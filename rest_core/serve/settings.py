@@ -201,3 +201,45 @@ def speculative_config(k: int = DEFAULT_K) -> dict[str, Any]:
     if k < 1:
         raise ConfigError(f"num_speculative_tokens must be >= 1, got {k}")
     return {"method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": int(k)}
+
+
+# Per-request options, in a completion request's `vllm_xargs` (vLLM hands them to the request's
+# SamplingParams.extra_args, which the proposer reads beside the request's row).
+XARG_OFF = "rest_off"  # 1: draft nothing for this request (plain decoding on the same engine: Compare)
+XARG_STORES = "rest_stores"  # the served stores this request drafts from: a list of names, or "a,b"; [] or "": none
+XARG_CONTEXT = "rest_context"  # 0: not from the request's own context (where the server's method uses it)
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """What one request asks of the proposer: drafting off, or a subset of the served stores
+    (None: every served store). Values that are not understood are ignored (the request drafts as
+    the server is set up), never an error: a request cannot fail over its drafts."""
+
+    off: bool = False
+    stores: frozenset[str] | None = None
+    context: bool = True
+
+    @classmethod
+    def parse(cls, extra: Mapping[str, Any] | None) -> RequestOptions:
+        if not isinstance(extra, Mapping):
+            return cls()
+        off = extra.get(XARG_OFF)
+        stores = extra.get(XARG_STORES)
+        if isinstance(stores, str):
+            stores = [s for s in stores.split(",") if s.strip()]
+        chosen = frozenset(str(s).strip() for s in stores) if isinstance(stores, list | tuple) else None
+        context = extra.get(XARG_CONTEXT, 1) not in (0, False, "0", "false")
+        return cls(off=off in (1, True, "1", "true"), stores=chosen, context=context)
+
+
+def request_xargs(stores: Sequence[str] | None = None, off: bool = False, context: bool = True) -> dict[str, Any]:
+    """The `vllm_xargs` of a completion request for these options (RequestOptions.parse reads them)."""
+    out: dict[str, Any] = {}
+    if off:
+        out[XARG_OFF] = 1
+    if stores is not None:
+        out[XARG_STORES] = ",".join(stores)
+    if not context:
+        out[XARG_CONTEXT] = 0
+    return out
