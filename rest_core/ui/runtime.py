@@ -141,9 +141,10 @@ class Runtime:
         settings: Settings,
         loader: Callable[[], Any] | None = None,
         gpu: Callable[[Callable], Callable] | None = None,
+        calls: ModelCalls | None = None,
     ) -> None:
         self.settings = settings
-        self.calls = ModelCalls(gpu)
+        self.calls = calls or ModelCalls(gpu)  # rest_core.ui.vllm_calls.VllmCalls: answers from vLLM
         self.key = register(self)  # how a call finds this runtime (in a forked process: its copy)
         self._loader = loader
         self._loaded: Any = None

@@ -4,6 +4,7 @@ may take of a shared server; read once from the command line and the environment
 Each flag has an environment variable: --model REST_MODEL, --device REST_DEVICE, --datastores
 REST_DATASTORES, --host REST_HOST (or GRADIO_SERVER_NAME), --port REST_PORT (or
 GRADIO_SERVER_PORT), --no-build REST_BUILD_DATASTORES=0, --publish-uploads REST_PUBLISH_UPLOADS=1,
+--backend REST_BACKEND, --vllm-url REST_VLLM_URL, --vllm-max-seqs REST_VLLM_MAX_SEQS,
 and each limit in LIMITS its --field-name and REST_FIELD_NAME. A flag wins over its variable.
 """
 
@@ -35,6 +36,11 @@ class Settings:
     port: int = 7860
     build: bool = True
     zero_gpu: bool = False  # Hugging Face ZeroGPU: CUDA is attached only inside decorated calls
+    # Who answers chat messages: "native" (this process's engine, one answer at a time) or "vllm"
+    # (a vLLM server with the REST proposer, batching every session's answers: rest_core.ui.vllm_calls).
+    backend: str = "native"
+    vllm_url: str = ""  # a vLLM server already running on this machine (else the app starts one)
+    vllm_max_seqs: int = 16  # answers vLLM batches at once (and the chat queue's concurrency)
     # What one user may take of a shared server (defaults for a public Space; 0 = no limit).
     max_message_chars: int = 8000  # longer messages are refused before they are tokenized
     max_seconds: float = 60.0  # a generation (or a comparison, both runs together) stops after this
@@ -101,6 +107,15 @@ def _limit(kind: type, what: str) -> Callable[[str], Any]:
     return parse
 
 
+BACKENDS = ("native", "vllm")
+
+
+def _backend(value: str) -> str:
+    if value not in BACKENDS:
+        raise ValueError(f"REST_BACKEND must be one of {', '.join(BACKENDS)}, got {value!r}")
+    return value
+
+
 def _env_limit(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
     if name not in env:
         return default
@@ -124,7 +139,34 @@ def settings_from_env(env: Mapping[str, str] = os.environ, have_spaces: bool = F
         build=get("REST_BUILD_DATASTORES", "1") not in ("0", "false", "no"),
         zero_gpu=have_spaces and bool(get("SPACES_ZERO_GPU")),
         publish_uploads=get("REST_PUBLISH_UPLOADS", "0") not in ("0", "false", "no", ""),
+        backend=_backend(get("REST_BACKEND", "native")),
+        vllm_url=get("REST_VLLM_URL", ""),
+        vllm_max_seqs=_env_limit(env, "REST_VLLM_MAX_SEQS", int, d.vllm_max_seqs),
         **{name: _env_limit(env, f"REST_{name.upper()}", kind, getattr(d, name)) for name, kind, _, _ in LIMITS},
+    )
+
+
+def _backend_flags(p: argparse.ArgumentParser, s: Settings) -> None:
+    """--backend, --vllm-url, --vllm-max-seqs (defaults from `s`)."""
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=s.backend,
+        help="who answers chat messages: native (this process, one answer at a time) or vllm (a vLLM server "
+        "with the REST proposer, batching every visitor's answers; `make serve-env` first) [REST_BACKEND]",
+    )
+    p.add_argument(
+        "--vllm-url",
+        default=s.vllm_url,
+        metavar="URL",
+        help="with --backend vllm: a vLLM server already running on this machine (default: start one) [REST_VLLM_URL]",
+    )
+    p.add_argument(
+        "--vllm-max-seqs",
+        type=_limit(int, "--vllm-max-seqs"),
+        default=s.vllm_max_seqs,
+        metavar="N",
+        help=f"with --backend vllm: answers batched at once (default {s.vllm_max_seqs}) [REST_VLLM_MAX_SEQS]",
     )
 
 
@@ -156,6 +198,7 @@ def parse_args(
         default=s.publish_uploads,
         help="show every uploaded corpus to every session (a classroom); off: each stays private to the session that built it [REST_PUBLISH_UPLOADS=1]",
     )
+    _backend_flags(p, s)
     for name, kind, metavar, text in LIMITS:
         flag, default = "--" + name.replace("_", "-"), getattr(s, name)
         p.add_argument(
@@ -176,5 +219,8 @@ def parse_args(
         port=a.port,
         build=a.build,
         publish_uploads=a.publish_uploads,
+        backend=a.backend,
+        vllm_url=a.vllm_url,
+        vllm_max_seqs=max(1, a.vllm_max_seqs),
         **{name: getattr(a, name) for name, _, _, _ in LIMITS},
     )

@@ -1,0 +1,308 @@
+"""The app's vLLM backend (`app.py --backend vllm`): chat answers and Compare served by a vLLM
+server with the REST proposer, so that concurrent sessions are batched in one engine instead of
+queued for the native one. No Gradio here.
+
+`VllmCalls` is the app's `ModelCalls` with two calls replaced: `answer` and `compare` stream
+from vLLM; the step-through and Why this c? (`steps`, `cost`) stay on the native engine, which
+draws every step's whole trie. An answer that drafts from a store the server does not serve (a
+session's own upload) runs on the native engine too.
+
+An answer from vLLM arrives as token ids; which of them came from accepted drafts, and from
+which source, is read from the proposer's draft log (`rest_core.serve.records`), flushed by the
+proposer before vLLM sends the tokens it explains. Each engine step becomes a `StepEvent` whose
+draft is the chain vLLM verified (vLLM verifies chains, not trees), so the chat highlights
+accepted drafts per step exactly as it does for the native engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rest_core.decode.events import StepEvent, StepTimings, Totals
+from rest_core.drafting.trie import Trie
+from rest_core.serve.client import ServerError, VllmServer, stream_completion
+from rest_core.serve.records import DraftLog, Step, answer_steps, request_prefix
+from rest_core.serve.settings import request_xargs
+from rest_core.ui.model_calls import Compared, ModelCalls, ModelJob, TimeLimit
+
+log = logging.getLogger("rest.app")
+
+FINISH = {"stop": "eos", "length": "length"}  # vLLM's finish reasons, as StepEvent names them
+
+
+class VllmBackend:
+    """The app's vLLM server and its draft log, shared by every session. `start` runs in the
+    background (after `before`, e.g. the default stores' first build); every answer waits for it."""
+
+    def __init__(self, server: VllmServer, stores: Sequence[str], start_timeout: float = 900.0) -> None:
+        self.server = server
+        self.stores = tuple(stores)  # the store names the server drafts from
+        self.start_timeout = start_timeout
+        self._ready = threading.Event()
+        self._started = False
+        self._lock = threading.Lock()
+        self._log: DraftLog | None = None
+        self._watchers = 0
+
+    def start(self, before: Callable[[], Any] | None = None) -> threading.Thread:
+        """Start the server in a thread of its own; `before` runs first in that thread."""
+
+        def work() -> None:
+            try:
+                if before is not None:
+                    before()
+                self.server.start()
+                self.server.wait_ready(self.start_timeout)
+                if self.server.log is not None:
+                    self._log = DraftLog(self.server.log)
+                print(f"vLLM server ready at {self.server.url} ({self.server.model_name})", flush=True)
+            except Exception as exc:  # noqa: BLE001 - every answer reports it
+                self.server.error = self.server.error or str(exc)
+                log.error("the vLLM server did not start: %s", self.server.error)
+            finally:
+                self._ready.set()
+
+        self._started = True
+        thread = threading.Thread(target=work, name="vllm-server", daemon=True)
+        thread.start()
+        return thread
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the server is up; ServerError if it failed or was never started."""
+        if not self._started:
+            raise ServerError("the vLLM backend was not started")
+        if not self._ready.wait(self.start_timeout if timeout is None else timeout):
+            raise ServerError("the vLLM server is still starting: try again in a minute")
+        if self.server.error:
+            raise ServerError(self.server.error)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set() and not self.server.error
+
+    def serves(self, names: Sequence[str]) -> bool:
+        return all(n in self.stores for n in names)
+
+    # -- the draft log, shared by every answer --------------------------------------------
+
+    def watch(self, prefix: str) -> None:
+        with self._lock:
+            if self._log is not None:
+                self._log.watch(prefix)
+                self._watchers += 1
+
+    def records(self, prefix: str) -> list:
+        with self._lock:
+            if self._log is None:
+                return []
+            self._log.poll()
+            return self._log.records(prefix)
+
+    def forget(self, prefix: str) -> None:
+        with self._lock:
+            if self._log is not None:
+                self._log.forget(prefix)
+                self._watchers -= 1
+                if self._watchers == 0:
+                    self._log.trim()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def request_body(model: str, job: ModelJob, off: bool, served: Sequence[str]) -> dict[str, Any]:
+    """The completion request of `job`: its prompt ids, length and sampling; the drafts from the
+    job's stores (and its context if its settings use it), or none (`off`, or method "ar")."""
+    cfg, s = job.config, job.config.sampling
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": list(job.prompt_ids),
+        "max_tokens": cfg.max_new_tokens,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "skip_special_tokens": False,
+    }
+    if s.top_k:
+        body["top_k"] = s.top_k
+    if s.seed is not None:
+        body["seed"] = s.seed
+    names = [n for n in job.stores.names if n in served] if job.stores is not None else []
+    off = off or cfg.method == "ar"
+    body["vllm_xargs"] = request_xargs(names, off=off, context=cfg.draft.use_context)
+    return body
+
+
+def chain_trie(tokens: Sequence[int], bits: Sequence[int], p: Sequence[float]) -> Trie:
+    """A drafted chain as a Trie: each node the child of the one before."""
+    n = len(tokens)
+    weights = np.asarray(p, np.float64) if len(p) == n else np.linspace(1.0, 0.5, n)
+    return Trie(
+        tokens=np.asarray(tokens, np.int64),
+        parents=np.arange(-1, n - 1, dtype=np.int64),
+        depths=np.arange(1, n + 1, dtype=np.int64),
+        weights=np.minimum.accumulate(np.clip(weights, 1e-6, None)),
+        sources=np.asarray(bits, np.uint8),
+    )
+
+
+def step_event(
+    index: int, step: Step, tokens: Sequence[int], totals: Totals, ms: float, method: str, finish: str | None
+) -> StepEvent:
+    """One vLLM engine step as the engine's StepEvent: the verified chain as its draft (and its
+    trie: the part the page draws), the accepted prefix, the tokens with their sources."""
+    rec = step.record
+    chain = chain_trie(rec.drafted, rec.bits, rec.p) if rec is not None and rec.drafted else None
+    emitted = tuple(int(t) for t in tokens[step.start : step.end])
+    return StepEvent(
+        step=index,
+        method="ar" if method == "ar" else "rest",
+        matches=(),
+        trie=chain,
+        draft_idx=tuple(range(len(chain))) if chain is not None else (),
+        draft=chain,
+        accepted=tuple(range(step.accepted)),
+        tokens=emitted,
+        token_sources=tuple(step.bits) + (0,) * (len(emitted) - step.accepted),
+        c=len(chain) if chain is not None else 0,
+        timings=StepTimings(forward_ms=ms, total_ms=ms),
+        totals=totals,
+        finished=finish is not None,
+        finish_reason=FINISH.get(finish) if finish is not None else None,  # type: ignore[arg-type]
+    )
+
+
+def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Iterator[StepEvent | TimeLimit]:
+    """The answer to `job` from the vLLM server, one StepEvent per engine step as its tokens
+    arrive, then a TimeLimit if job.max_seconds (counted from the request) stopped it."""
+    backend.wait()
+    server = backend.server
+    body = request_body(server.model_name, job, off, backend.stores)
+    method = "ar" if (off or job.config.method == "ar") else "rest"
+    prompt_len = len(job.prompt_ids)
+    start = time.perf_counter()
+    deadline = start + job.max_seconds if job.max_seconds > 0 else None
+    tokens: list[int] = []
+    done = steps_out = accepted_total = 0
+    first = last = None
+    prefix = None
+    stream = stream_completion(server.url, body, timeout=max(job.max_seconds, 60.0) + 60.0)
+    try:
+        for chunk in stream:
+            if prefix is None:
+                prefix = request_prefix(chunk.stream_id)
+                backend.watch(prefix)
+            now = time.perf_counter()
+            first = first if first is not None else now
+            tokens.extend(chunk.token_ids)
+            finish = chunk.finish_reason
+            fresh = [s for s in answer_steps(backend.records(prefix), prompt_len, tokens) if s.start >= done]
+            ms = 1000.0 * (now - (last if last is not None else start)) / max(len(fresh), 1)
+            last = now
+            for k, st in enumerate(fresh):
+                steps_out += 1
+                accepted_total += st.accepted
+                totals = Totals(
+                    prompt_tokens=prompt_len,
+                    new_tokens=st.end,
+                    steps=steps_out,
+                    draft_tokens=accepted_total,
+                    elapsed_s=now - first,
+                    prefill_ms=1000.0 * (first - start),
+                    retrieval_ms=0.0,
+                )
+                ending = finish if (k == len(fresh) - 1 and finish is not None) else None
+                yield step_event(steps_out - 1, st, tokens, totals, ms, method, ending)
+                done = st.end
+            if finish is not None:
+                return
+            if deadline is not None and now > deadline:
+                yield TimeLimit()
+                return
+    finally:
+        stream.close()
+        if prefix is not None:
+            backend.forget(prefix)
+
+
+class VllmCalls(ModelCalls):
+    """ModelCalls whose chat answers and Compare run on the vLLM server (see the module's text)."""
+
+    def __init__(self, backend: VllmBackend, gpu: Callable[[Callable], Callable] | None = None) -> None:
+        super().__init__(gpu)
+        self.backend = backend
+
+    def answer(self, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
+        if job.stores is not None and not self.backend.serves(job.stores.names):
+            return super().answer(job)  # a store the server does not have: the native engine drafts from it
+        return vllm_answer(self.backend, job)
+
+    def compare(self, job: ModelJob) -> Iterator[Compared]:
+        if job.stores is not None and not self.backend.serves(job.stores.names):
+            return super().compare(job)
+        return self._compare_on_vllm(job)
+
+    def _compare_on_vllm(self, job: ModelJob) -> Iterator[Compared]:
+        """REST and plain decoding on the same vLLM engine (the proposer drafts nothing for the
+        second: `rest_off`), each for at most job.max_seconds; no prompt lookup lane."""
+        for method, off in (("rest", False), ("ar", True)):
+            items = list(vllm_answer(self.backend, job, off=off))
+            events = tuple(e for e in items if isinstance(e, StepEvent))
+            yield Compared(method, events, cut=len(events) < len(items))
+        yield Compared("lookup", lookup=None)
+
+
+def make_backend(settings: Any, before: Callable[[], Any] | None = None) -> VllmBackend:
+    """The backend for the app's settings (rest_core.ui.settings.Settings): the server at
+    settings.vllm_url, or one this app starts (on 127.0.0.1, its draft log in a temporary folder
+    of its own, removed by `close_backend`) over the default stores built by then."""
+    import tempfile
+
+    from rest_core.ui.runtime import DEFAULT_STORES, is_store
+
+    if settings.vllm_url:
+        server = VllmServer(url=settings.vllm_url)
+        backend = VllmBackend(server, ())  # its stores are unknown here: answers draft as it is set up
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="rest-vllm-"))
+        server = VllmServer(model=settings.model, workdir=workdir, max_seqs=settings.vllm_max_seqs)
+        backend = VllmBackend(server, ())
+
+    def prepare() -> None:
+        if before is not None:
+            before()
+        if settings.vllm_url:
+            return
+        folder = Path(settings.datastores)
+        built = {n: folder / n for n in DEFAULT_STORES if is_store(folder / n)}
+        server.stores, server.method = built, ("hybrid" if built else "context")
+        backend.stores = tuple(built)
+
+    backend.start(prepare)
+    return backend
+
+
+def close_backend(backend: VllmBackend) -> None:
+    """Stop the server this app started and remove its folder (a temporary folder it made)."""
+    import shutil
+
+    backend.stop()
+    workdir = backend.server.workdir
+    if workdir is not None and workdir.name.startswith("rest-vllm-"):
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def backend_note(backend: VllmBackend) -> str:
+    """The page's line about who answers (HTML)."""
+    return (
+        '<div class="backend-note">Chat answers and Compare are served by <b>vLLM</b>, batched with every other '
+        "visitor's, with REST drafting chains from the server's datastores and the conversation. The draft "
+        "knobs (c, n_max, ...) apply to <i>Step through</i>, to Why this c? and to your own uploaded corpora, "
+        "which the native engine runs.</div>"
+    )

@@ -1,0 +1,191 @@
+"""The app's vLLM backend (rest_core.ui.vllm_calls, rest_core.serve.client) against a stand-in
+vLLM server. A mock, said plainly: vLLM does not install in the app's environment (it pins
+another torch and transformers), so these tests serve vLLM 0.32's streaming completion format
+(`return_token_ids` chunks, "data: [DONE]") from a small HTTP server and append the proposer's
+draft log lines before each chunk, as the proposer does. The same path on a real vLLM server
+is tests/serve/test_vllm.py (`make test-vllm`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from rest_core.config import GenerationConfig
+from rest_core.decode.events import StepEvent
+from rest_core.serve.client import ServerError, VllmServer, check_loopback
+from rest_core.ui.model_calls import ModelCalls, ModelJob, TimeLimit
+from rest_core.ui.runtime import StoreSet
+from rest_core.ui.settings import parse_args
+from rest_core.ui.vllm_calls import VllmBackend, VllmCalls, vllm_answer
+
+PROMPT = (1, 2, 3, 4)
+ANSWER = list(range(100, 112))
+# The script: per engine step, (drafted chain, accepted); then the model's own token.
+STEPS = [((), 0), ((101, 102, 103), 3), ((105, 9), 0), ((106, 107), 2), ((), 0), ((110, 111, 5), 2)]
+
+
+class Fake:
+    """One stand-in server: the requests it got, the chunks it sends, a delay per chunk."""
+
+    def __init__(self, log: Path) -> None:
+        self.log, self.bodies, self.delay, self.fail = log, [], 0.0, None
+
+    def chunks(self, n: int) -> list[tuple[list[int], str | None]]:
+        """(token ids, finish reason) per step for an answer of at most n tokens; the draft log
+        gains each step's resolved chain before its chunk is sent."""
+        out, pos = [], 0
+        for drafted, accepted in STEPS:
+            if pos >= n:
+                break
+            toks = ANSWER[pos : min(pos + accepted + 1, n)]
+            if drafted:
+                line = {"kind": "draft", "req": f"cmpl-{self.rid}-0-1a2b3c4d", "context_len": len(PROMPT) + pos}
+                line |= {"drafted": list(drafted), "bits": [1, 2, 3][: len(drafted)], "accepted": accepted}
+                out.append((toks, None, json.dumps(line)))
+            else:
+                out.append((toks, None, None))
+            pos += len(toks)
+        last = out[-1]
+        out[-1] = (last[0], "length" if pos >= n and n < len(ANSWER) else "stop", last[2])
+        return out
+
+
+def serve(fake: Fake) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):  # quiet
+            pass
+
+        def do_GET(self):
+            body = json.dumps({"data": [{"id": "fake-model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            fake.bodies.append(body)
+            if fake.fail:
+                msg = json.dumps({"error": {"message": fake.fail}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Length", str(len(msg)))
+                self.end_headers()
+                self.wfile.write(msg)
+                return
+            fake.rid = f"r{len(fake.bodies)}"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunks = fake.chunks(body["max_tokens"])
+            if body["vllm_xargs"].get("rest_off"):  # the proposer drafts nothing: one token a step
+                toks = [t for c in chunks for t in c[0]]
+                chunks = [([t], chunks[-1][1] if i == len(toks) - 1 else None, None) for i, t in enumerate(toks)]
+            for toks, finish, line in chunks:
+                if line is not None:
+                    with open(fake.log, "a") as f:
+                        f.write(line + "\n")
+                time.sleep(fake.delay)
+                event = {"id": f"cmpl-{fake.rid}", "choices": [{"token_ids": toks, "finish_reason": finish}]}
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def backend(tmp_path):
+    fake = Fake(tmp_path / "drafts.jsonl")
+    fake.log.touch()
+    http = serve(fake)
+    b = VllmBackend(VllmServer(url=f"http://127.0.0.1:{http.server_port}", log=fake.log), ("code",))
+    b.start().join(10)
+    b.fake = fake
+    yield b
+    http.shutdown()
+
+
+def job(max_new_tokens=64, stores=("code",), max_seconds=0.0, **cfg) -> ModelJob:
+    config = GenerationConfig(max_new_tokens=max_new_tokens, **cfg)
+    return ModelJob("no-host", StoreSet(tuple(stores), tuple(Path(s) for s in stores)), PROMPT, config, max_seconds)
+
+
+def test_an_answer_from_vllm_becomes_step_events_with_its_accepted_drafts_highlighted(backend):
+    events = list(vllm_answer(backend, job()))
+    assert all(isinstance(e, StepEvent) for e in events)
+    assert [t for e in events for t in e.tokens] == ANSWER
+    assert [e.accepted_len for e in events] == [a for _, a in STEPS]  # one event per engine step
+    assert events[1].token_sources == (1, 2, 3, 0) and events[3].token_sources == (1, 2, 0)
+    assert (
+        events[2].draft is not None and len(events[2].draft) == 2 and events[2].accepted == ()
+    )  # rejected chain shown
+    last = events[-1]
+    assert last.finished and last.finish_reason == "eos" and not any(e.finished for e in events[:-1])
+    assert last.totals.new_tokens == len(ANSWER) and last.totals.steps == len(STEPS)
+    assert last.totals.draft_tokens == sum(a for _, a in STEPS)
+    body = backend.fake.bodies[0]
+    assert body["prompt"] == list(PROMPT) and body["model"] == "fake-model" and body["temperature"] == 0.0
+    # the session's store; GenerationConfig's default does not draft from the context
+    assert body["vllm_xargs"] == {"rest_stores": "code", "rest_context": 0}
+
+
+def test_the_length_limit_plain_decoding_and_the_time_limit(backend):
+    events = list(vllm_answer(backend, job(max_new_tokens=5)))
+    assert sum(len(e.tokens) for e in events) == 5 and events[-1].finish_reason == "length"
+    list(vllm_answer(backend, job(method="ar")))
+    assert backend.fake.bodies[-1]["vllm_xargs"]["rest_off"] == 1
+    backend.fake.delay = 0.3
+    items = list(vllm_answer(backend, job(max_seconds=0.4)))
+    assert isinstance(items[-1], TimeLimit) and len(items) < len(STEPS)
+
+
+def test_a_refused_request_is_a_clear_error(backend):
+    backend.fake.fail = "This model's maximum context length is 2048 tokens"
+    with pytest.raises(ServerError, match="maximum context length"):
+        list(vllm_answer(backend, job()))
+
+
+def test_compare_runs_both_lanes_on_the_same_server_and_unserved_stores_go_native(backend, monkeypatch):
+    calls = VllmCalls(backend)
+    lanes = list(calls.compare(job()))
+    assert [lane.method for lane in lanes] == ["rest", "ar", "lookup"]
+    assert [t for e in lanes[0].events for t in e.tokens] == [t for e in lanes[1].events for t in e.tokens]
+    assert "rest_off" not in backend.fake.bodies[0]["vllm_xargs"] and backend.fake.bodies[1]["vllm_xargs"]["rest_off"]
+    assert all(e.accepted_len == 0 for e in lanes[1].events) and lanes[2].lookup is None
+    native = []
+    monkeypatch.setattr(ModelCalls, "answer", lambda self, j: native.append(j) or iter(()))
+    sent = len(backend.fake.bodies)
+    list(calls.answer(job(stores=("my-upload",))))
+    assert native and len(backend.fake.bodies) == sent  # a session's own store: the native engine
+
+
+def test_a_server_that_exits_at_start_says_why(tmp_path):
+    class Broken(VllmServer):
+        def command(self, port):
+            return [sys.executable, "-c", "print('no vLLM here: run make serve-env'); raise SystemExit(3)"]
+
+    b = VllmBackend(Broken(workdir=tmp_path / "w"), ())
+    b.start().join(30)
+    with pytest.raises(ServerError, match="exited \\(code 3\\).*make serve-env"):
+        b.wait(1)
+    with pytest.raises(ServerError, match="not started"):
+        VllmBackend(VllmServer(url="http://127.0.0.1:9"), ()).wait(0)
+
+
+def test_only_a_server_on_this_machine_and_the_flags():
+    assert check_loopback("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
+    with pytest.raises(ValueError, match="this machine"):
+        check_loopback("http://example.com:8000")
+    s = parse_args(["--backend", "vllm", "--vllm-max-seqs", "8"], env={})
+    assert (s.backend, s.vllm_max_seqs, s.vllm_url) == ("vllm", 8, "")
+    assert parse_args([], env={"REST_BACKEND": "vllm", "REST_VLLM_URL": "http://127.0.0.1:1"}).vllm_url
+    with pytest.raises(ValueError, match="REST_BACKEND"):
+        parse_args([], env={"REST_BACKEND": "gpu"})
