@@ -40,11 +40,13 @@ def knob_args(max_new_tokens: int) -> list:
     return [values[k.name] for k in APP_KNOBS]
 
 
-def start_app(datastores: Path, log: Path, build: bool) -> tuple[subprocess.Popen, str]:
-    """The app in a session of its own (its store builds are its children: stopped with it)."""
+def start_app(datastores: Path, log: Path, build: bool, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """The app in a session of its own (its store builds, and a vLLM server it starts, are its
+    children: stopped with it); `extra`: more of the app's flags."""
     port = free_port()
     cmd = [sys.executable, str(ROOT / "app.py"), "--datastores", str(datastores), "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--device", "cpu", "--max-seconds", "0"] + ([] if build else ["--no-build"])
+    cmd += list(extra)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     return proc, wait_up(proc, port, log, lambda: stop_app(proc))
 

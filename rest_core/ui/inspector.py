@@ -32,7 +32,9 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
             rows.append(
                 f'<div class="ins-src"><span class="chip">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
             )
-    if not event.matches:
+    if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
+        rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')
+    elif not event.matches:
         rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
     acc = "".join(
         f'<span class="tok d {source_class(s)} r1 p0">{esc(visible(dec([t]), 20))}</span>'

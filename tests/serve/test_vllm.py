@@ -122,3 +122,53 @@ def test_serve_dry_run_names_the_proposer_and_passes_flags_through():
     assert command.startswith(python) and "rest_core.serve.launch serve" in command
     assert "rest_core.serve.proposer.RestProposer" in command and "--tensor-parallel-size 1" in command
     assert "--port 8123" in command
+
+
+def test_the_apps_vllm_backend_streams_lossless_highlighted_answers_batched(plan):
+    """The app's --backend vllm path on a real server: three answers at once (batched in one
+    engine), each equal token for token to the same server's answer without drafts (the proposer
+    off for that request), with accepted drafts read back from the draft log."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rest_core.config import DraftConfig, GenerationConfig
+    from rest_core.serve.client import VllmServer
+    from rest_core.ui.model_calls import ModelJob
+    from rest_core.ui.runtime import StoreSet
+    from rest_core.ui.vllm_calls import VllmBackend, close_backend, vllm_answer
+
+    _, p, store, work = plan
+    server = VllmServer(
+        model="embedded", stores={"code": store}, workdir=work / "rest-vllm-app", max_seqs=4, extra=["--enforce-eager"]
+    )
+    backend = VllmBackend(server, ("code",))
+    backend.start()
+    try:
+        backend.wait(600)
+        config = GenerationConfig(max_new_tokens=48, draft=DraftConfig(use_context=True))
+        stores = StoreSet(("code",), (store,))
+        jobs = [ModelJob("", stores, tuple(q), config) for q in p.prompts + [p.prompts[0][:-3]]]
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda j: list(vllm_answer(backend, j)), jobs))
+        counted = _accepted_counter(server.url)
+        plain = [list(vllm_answer(backend, j, off=True)) for j in jobs]
+    finally:
+        close_backend(backend)
+    for events, ref in zip(answers, plain, strict=True):
+        tokens = [t for e in events for t in e.tokens]
+        assert tokens == [t for e in ref for t in e.tokens] and len(tokens) > 0
+        assert events[-1].finished and events[-1].totals.steps == len(events)
+        assert all(e.accepted_len == 0 for e in ref)  # drafting off: every step one token of the model's
+    accepted = sum(e.accepted_len for events in answers for e in events)
+    assert accepted > 0  # drafts were accepted, and the log attributed them to their request's tokens
+    assert accepted == counted  # every draft token vLLM accepted is highlighted, none more
+    assert not (work / "rest-vllm-app").exists()  # the backend's folder went with it
+
+
+def _accepted_counter(url: str) -> float:
+    """vLLM's own count of accepted draft tokens so far (its Prometheus /metrics)."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    found = re.findall(r"^vllm:spec_decode_num_accepted_tokens_total\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    return sum(float(x) for x in found)
