@@ -36,7 +36,7 @@ class Fake:
     def __init__(self, log: Path) -> None:
         self.log, self.bodies, self.delay, self.fail = log, [], 0.0, None
 
-    def chunks(self, n: int) -> list[tuple[list[int], str | None]]:
+    def chunks(self, n: int, prompt_len: int = len(PROMPT)) -> list[tuple[list[int], str | None]]:
         """(token ids, finish reason) per step for an answer of at most n tokens; the draft log
         gains each step's resolved chain before its chunk is sent."""
         out, pos = [], 0
@@ -45,7 +45,7 @@ class Fake:
                 break
             toks = ANSWER[pos : min(pos + accepted + 1, n)]
             if drafted:
-                line = {"kind": "draft", "req": f"cmpl-{self.rid}-0-1a2b3c4d", "context_len": len(PROMPT) + pos}
+                line = {"kind": "draft", "req": f"cmpl-{self.rid}-0-1a2b3c4d", "context_len": prompt_len + pos}
                 line |= {"drafted": list(drafted), "bits": [1, 2, 3][: len(drafted)], "accepted": accepted}
                 out.append((toks, None, json.dumps(line)))
             else:
@@ -82,7 +82,7 @@ def serve(fake: Fake) -> ThreadingHTTPServer:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            chunks = fake.chunks(body["max_tokens"])
+            chunks = fake.chunks(body["max_tokens"], len(body["prompt"]))
             if body["vllm_xargs"].get("rest_off"):  # the proposer drafts nothing: one token a step
                 toks = [t for c in chunks for t in c[0]]
                 chunks = [([t], chunks[-1][1] if i == len(toks) - 1 else None, None) for i, t in enumerate(toks)]
