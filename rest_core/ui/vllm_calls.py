@@ -41,9 +41,10 @@ class VllmBackend:
     """The app's vLLM server and its draft log, shared by every session. `start` runs in the
     background (after `before`, e.g. the default stores' first build); every answer waits for it."""
 
-    def __init__(self, server: VllmServer, stores: Sequence[str], start_timeout: float = 900.0) -> None:
+    def __init__(self, server: VllmServer, stores: Sequence[str] | None, start_timeout: float = 900.0) -> None:
         self.server = server
-        self.stores = tuple(stores)  # the store names the server drafts from
+        # the store names the server drafts from; None: not known (a server given by url)
+        self.stores = tuple(stores) if stores is not None else None
         self.start_timeout = start_timeout
         self._ready = threading.Event()
         self._started = False
@@ -87,8 +88,15 @@ class VllmBackend:
     def ready(self) -> bool:
         return self._ready.is_set() and not self.server.error
 
-    def serves(self, names: Sequence[str]) -> bool:
-        return all(n in self.stores for n in names)
+    def serves(self, stores: Any) -> bool:
+        """Whether an answer drafting from `stores` (a StoreSet) goes to the server: never for a
+        session's own upload (the server cannot see it), else if the server has them all (a
+        server given by url: its stores are not known, so every public choice goes to it)."""
+        if stores is None:
+            return True
+        if stores.owner:
+            return False
+        return self.stores is None or all(n in self.stores for n in stores.names)
 
     # -- the draft log, shared by every answer --------------------------------------------
 
@@ -117,7 +125,7 @@ class VllmBackend:
         self.server.stop()
 
 
-def request_body(model: str, job: ModelJob, off: bool, served: Sequence[str]) -> dict[str, Any]:
+def request_body(model: str, job: ModelJob, off: bool, served: Sequence[str] | None) -> dict[str, Any]:
     """The completion request of `job`: its prompt ids, length and sampling; the drafts from the
     job's stores (and its context if its settings use it), or none (`off`, or method "ar")."""
     cfg, s = job.config, job.config.sampling
@@ -133,7 +141,7 @@ def request_body(model: str, job: ModelJob, off: bool, served: Sequence[str]) ->
         body["top_k"] = s.top_k
     if s.seed is not None:
         body["seed"] = s.seed
-    names = [n for n in job.stores.names if n in served] if job.stores is not None else []
+    names = [n for n in job.stores.names if served is None or n in served] if job.stores is not None else []
     off = off or cfg.method == "ar"
     body["vllm_xargs"] = request_xargs(names, off=off, context=cfg.draft.use_context)
     return body
@@ -239,12 +247,12 @@ class VllmCalls(ModelCalls):
         self.backend = backend
 
     def answer(self, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
-        if job.stores is not None and not self.backend.serves(job.stores.names):
+        if not self.backend.serves(job.stores):
             return super().answer(job)  # a store the server does not have: the native engine drafts from it
         return vllm_answer(self.backend, job)
 
     def compare(self, job: ModelJob) -> Iterator[Compared]:
-        if job.stores is not None and not self.backend.serves(job.stores.names):
+        if not self.backend.serves(job.stores):
             return super().compare(job)
         return self._compare_on_vllm(job)
 
@@ -268,7 +276,7 @@ def make_backend(settings: Any, before: Callable[[], Any] | None = None) -> Vllm
 
     if settings.vllm_url:
         server = VllmServer(url=settings.vllm_url)
-        backend = VllmBackend(server, ())  # its stores are unknown here: answers draft as it is set up
+        backend = VllmBackend(server, None)  # its stores are not known here: answers draft as it is set up
     else:
         workdir = Path(tempfile.mkdtemp(prefix="rest-vllm-"))
         server = VllmServer(model=settings.model, workdir=workdir, max_seqs=settings.vllm_max_seqs)

@@ -164,7 +164,12 @@ def test_compare_runs_both_lanes_on_the_same_server_and_unserved_stores_go_nativ
     monkeypatch.setattr(ModelCalls, "answer", lambda self, j: native.append(j) or iter(()))
     sent = len(backend.fake.bodies)
     list(calls.answer(job(stores=("my-upload",))))
-    assert native and len(backend.fake.bodies) == sent  # a session's own store: the native engine
+    assert native and len(backend.fake.bodies) == sent  # a store the server does not have: the native engine
+    own = ModelJob("no-host", StoreSet(("code",), (Path("code"),), owner="session-1"), PROMPT, GenerationConfig())
+    list(calls.answer(own))
+    assert len(native) == 2 and len(backend.fake.bodies) == sent  # a session's own upload, whatever its name
+    unknown = VllmBackend(VllmServer(url="http://127.0.0.1:9"), None)  # a server given by url
+    assert unknown.serves(StoreSet(("chat", "code"))) and not unknown.serves(own.stores)
 
 
 def test_a_server_that_exits_at_start_says_why(tmp_path):
