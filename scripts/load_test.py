@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from contention import ask, start_app, stop_app  # noqa: E402
 from memory_soak import QUESTIONS  # noqa: E402
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+from rest_core.serve.client import LOOPBACK  # noqa: E402
 
 
 def visit(url: str, message: str, max_new_tokens: int, timeout: float) -> dict:

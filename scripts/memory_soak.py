@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from rest_core.config import PRESETS  # noqa: E402
 from rest_core.knobs import APP_KNOBS  # noqa: E402
+from rest_core.serve.client import free_port  # noqa: E402
 
 WORST = dict(
     n_min=1, n_max=1, m=32, max_matches=5000, c=2, budget="fixed", use_datastore=True, use_context=True, temperature=0.0
@@ -49,12 +50,6 @@ def rss_mb(pid: int) -> dict[str, float]:
         if key in ("VmRSS", "RssAnon", "RssFile"):
             out[key] = int(value.split()[0]) / 1024
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def knob_values(max_new_tokens: int) -> list:

@@ -4,22 +4,16 @@ shows), on a scripted runtime whose datastores folder holds a built store 'chat'
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import app
+from rest_core.serve.client import free_port
 from rest_core.ui.runtime import Runtime, StoreBuilds
 from rest_core.ui.settings import Settings
 from rest_core.ui.upload_jobs import Uploads
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -85,14 +84,9 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
         yield json.loads(data)
 
 
-def stream_completion(
-    url: str,
-    body: dict[str, Any],
-    timeout: float = 600.0,
-    cancelled: threading.Event | None = None,
-) -> Iterator[Chunk]:
-    """POST /v1/completions with stream on; a Chunk per streamed piece. Closing the generator (or
-    setting `cancelled`) closes the connection, and vLLM aborts the request."""
+def stream_completion(url: str, body: dict[str, Any], timeout: float = 600.0) -> Iterator[Chunk]:
+    """POST /v1/completions with stream on; a Chunk per streamed piece. Closing the generator
+    closes the connection, and vLLM aborts the request."""
     conn = _connection(url, timeout)
     try:
         payload = json.dumps({**body, "stream": True, "return_token_ids": True}).encode()
@@ -102,8 +96,6 @@ def stream_completion(
             detail = resp.read(2000).decode("utf-8", "replace")
             raise ServerError(f"vLLM refused the request (HTTP {resp.status}): {_message(detail)}")
         for event in sse_events(iter(resp.readline, b"")):
-            if cancelled is not None and cancelled.is_set():
-                return
             if "error" in event:
                 raise ServerError(f"vLLM: {_message(json.dumps(event))}")
             for choice in event.get("choices", ()):

@@ -77,19 +77,20 @@ def parse_record(line: str) -> tuple[str, DraftRecord] | None:
         return None
 
 
-def answer_steps(records: Sequence[DraftRecord], prompt_len: int, tokens: Sequence[int]) -> list[Step]:
+def answer_steps(records: Sequence[DraftRecord], prompt_len: int, tokens: Sequence[int], begin: int = 0) -> list[Step]:
     """The engine steps that made `tokens` (a request's output so far, after a prompt of
-    `prompt_len` tokens), from its resolved chains. A chain counts only where its accepted tokens
-    are the output's at its position (anything else is not this request's, or not yet seen);
-    positions no chain explains are steps of one token of the model's own."""
+    `prompt_len` tokens) from position `begin` on (where an earlier call's steps ended), from its
+    resolved chains. A chain counts only where its accepted tokens are the output's at its
+    position (anything else is not this request's, or not yet seen); positions no chain explains
+    are steps of one token of the model's own."""
     at: dict[int, DraftRecord] = {}
     for r in records:
         start = r.context_len - prompt_len
-        if 0 <= start < len(tokens) and 0 <= r.accepted <= len(r.drafted):
+        if begin <= start < len(tokens) and 0 <= r.accepted <= len(r.drafted):
             seen = min(r.accepted, len(tokens) - start)  # the output may end inside the step
             if tuple(tokens[start : start + seen]) == r.drafted[:seen]:
                 at[start] = r
-    steps, i = [], 0
+    steps, i = [], begin
     while i < len(tokens):
         r = at.get(i)
         if r is None:

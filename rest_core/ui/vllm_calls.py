@@ -50,7 +50,6 @@ class VllmBackend:
         self._started = False
         self._lock = threading.Lock()
         self._log: DraftLog | None = None
-        self._watchers = 0
 
     def start(self, before: Callable[[], Any] | None = None) -> threading.Thread:
         """Start the server in a thread of its own; `before` runs first in that thread."""
@@ -104,7 +103,6 @@ class VllmBackend:
         with self._lock:
             if self._log is not None:
                 self._log.watch(prefix)
-                self._watchers += 1
 
     def records(self, prefix: str) -> list:
         with self._lock:
@@ -117,17 +115,16 @@ class VllmBackend:
         with self._lock:
             if self._log is not None:
                 self._log.forget(prefix)
-                self._watchers -= 1
-                if self._watchers == 0:
-                    self._log.trim()
+                self._log.trim()  # only when no answer is reading it
 
     def stop(self) -> None:
         self.server.stop()
 
 
-def request_body(model: str, job: ModelJob, off: bool, served: Sequence[str] | None) -> dict[str, Any]:
+def request_body(model: str, job: ModelJob, off: bool) -> dict[str, Any]:
     """The completion request of `job`: its prompt ids, length and sampling; the drafts from the
-    job's stores (and its context if its settings use it), or none (`off`, or method "ar")."""
+    job's stores (which the server serves: VllmBackend.serves) and its context if its settings
+    use it, or none (`off`, or method "ar")."""
     cfg, s = job.config, job.config.sampling
     body: dict[str, Any] = {
         "model": model,
@@ -141,7 +138,7 @@ def request_body(model: str, job: ModelJob, off: bool, served: Sequence[str] | N
         body["top_k"] = s.top_k
     if s.seed is not None:
         body["seed"] = s.seed
-    names = [n for n in job.stores.names if served is None or n in served] if job.stores is not None else []
+    names = list(job.stores.names) if job.stores is not None else []
     off = off or cfg.method == "ar"
     body["vllm_xargs"] = request_xargs(names, off=off, context=cfg.draft.use_context)
     return body
@@ -191,7 +188,7 @@ def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Itera
     arrive, then a TimeLimit if job.max_seconds (counted from the request) stopped it."""
     backend.wait()
     server = backend.server
-    body = request_body(server.model_name, job, off, backend.stores)
+    body = request_body(server.model_name, job, off)
     method = "ar" if (off or job.config.method == "ar") else "rest"
     prompt_len = len(job.prompt_ids)
     start = time.perf_counter()
@@ -210,7 +207,7 @@ def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Itera
             first = first if first is not None else now
             tokens.extend(chunk.token_ids)
             finish = chunk.finish_reason
-            fresh = [s for s in answer_steps(backend.records(prefix), prompt_len, tokens) if s.start >= done]
+            fresh = answer_steps(backend.records(prefix), prompt_len, tokens, begin=done)
             ms = 1000.0 * (now - (last if last is not None else start)) / max(len(fresh), 1)
             last = now
             for k, st in enumerate(fresh):

@@ -4,13 +4,13 @@ knobs' ranges are refused by the server. A scripted engine answers (no model); 1
 
 from __future__ import annotations
 
-import socket
 import time
 
 import httpx
 import pytest
 
 import app
+from rest_core.serve.client import free_port
 from rest_core.ui.runtime import StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
@@ -18,12 +18,6 @@ from tests.app_fixtures import knob_args
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import ValidationError  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -106,6 +106,8 @@ def test_answer_steps_trust_a_chain_only_where_its_tokens_are_the_output():
     out = [5, 6, 7, 8, 9, 10]
     steps = answer_steps([rec(11, (6, 7, 99), 2), rec(14, (9,), 1), rec(10, (1,), 0)], 10, out)
     assert [(s.start, s.end, s.accepted) for s in steps] == [(0, 1, 0), (1, 4, 2), (4, 6, 1)]
+    # from where an earlier call's steps ended: the same steps, the earlier ones left out
+    assert answer_steps([rec(11, (6, 7, 99), 2), rec(14, (9,), 1), rec(10, (1,), 0)], 10, out, begin=4) == steps[2:]
     # a record whose "accepted" tokens are not the output's (another request's) explains nothing
     assert all(s.accepted == 0 for s in answer_steps([rec(11, (1, 2), 2)], 10, out))
     # the output ends inside a step (the length limit): the step ends with it
