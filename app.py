@@ -39,7 +39,7 @@ from rest_core.ui.session import Session, Update, blank_view
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
 from rest_core.ui.stats import stats_html
 from rest_core.ui.upload_jobs import RawFiles, remove_stale_roots
-from rest_core.ui.vllm_calls import VllmCalls, backend_note, close_backend, make_backend
+from rest_core.ui.vllm_calls import VllmCalls, backend_note, close_backend, make_backend, remove_stale_workdirs
 
 ASSETS = ROOT / "assets"
 
@@ -562,6 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _exit_cleanly)
     remove_stale_roots()  # uploads folders of instances killed before their exit could
+    remove_stale_workdirs()  # ... and their vLLM servers' folders (and servers still running)
     settings = parse_args(argv, os.environ, have_spaces=HAVE_SPACES)
     settings = replace(
         settings, model=model_spec(settings.model)

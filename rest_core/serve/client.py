@@ -119,6 +119,41 @@ def _message(text: str) -> str:
         return text[:500]
 
 
+SERVER_PID = "server.pid"  # in a VllmServer's workdir: its process (group) id
+
+
+def stop_orphan_server(workdir: Path, wait_s: float = 10.0) -> bool:
+    """Stop the server a VllmServer started in `workdir` when the process that started it was
+    killed before it could (its group lives on, holding memory and a port): only if that pid
+    still runs a command naming this very folder (its draft log is there), so a reused pid is
+    never signalled. Whether one was stopped."""
+    try:
+        pid = int((workdir / SERVER_PID).read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+    if pid <= 1 or str(workdir).encode() not in cmdline:
+        return False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return sig == signal.SIGKILL
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
+            time.sleep(0.1)
+        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+            return True
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @dataclass
 class VllmServer:
     """A vLLM server with the REST proposer, started by this process on 127.0.0.1: the `serve`
@@ -164,6 +199,8 @@ class VllmServer:
             self.command(port), cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
         out.close()
+        # Who to stop if this process is killed before it can (stop_orphan_server, at the next start).
+        (self.workdir / SERVER_PID).write_text(str(self.proc.pid))
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Wait until the server answers /v1/models (the model is loaded); ServerError if it

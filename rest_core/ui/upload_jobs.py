@@ -51,7 +51,6 @@ RESERVED = ("context", "model", "none")  # source and choice names a store may n
 _NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
 # This server's uploads root: <temp dir>/rest-uploads-<pid>-<random>, locked by its process.
 ROOT_PREFIX = "rest-uploads-"
-_ROOT_NAME = re.compile(r"rest-uploads-(\d+)-[A-Za-z0-9_]+")
 LOCK_NAME = ".owner.lock"
 
 
@@ -181,7 +180,7 @@ class RawFiles:
         return total
 
 
-def _hold_lock(path: Path) -> Any:
+def hold_lock(path: Path) -> Any:
     """An exclusive lock on `path`, held until this process ends (the open file is returned and
     must be kept); None where there is no flock (the folder's pid alone then says who owns it)."""
     try:
@@ -219,15 +218,20 @@ def _owner_gone(folder: Path, pid: int) -> bool:
     return True
 
 
-def remove_stale_roots(parent: Path | None = None) -> list[Path]:
-    """Delete the uploads roots that instances of this app left in `parent` (default: the temp
-    dir) when they were killed before their exit could: folders named rest-uploads-<pid>-<random>,
-    owned by this user, whose process is gone (_owner_gone). A running instance's folder, a
-    link, a file and any other name are left alone. Returns the folders removed."""
+def remove_stale_roots(
+    parent: Path | None = None, prefix: str = ROOT_PREFIX, before: Callable[[Path], Any] | None = None
+) -> list[Path]:
+    """Delete the folders that instances of this app left in `parent` (default: the temp dir)
+    when they were killed before their exit could: folders named <prefix><pid>-<random> (the
+    uploads roots, rest-uploads-; the vLLM backend's, rest-vllm-), owned by this user, whose
+    process is gone (_owner_gone); `before(folder)` runs first (stops what still uses it). A
+    running instance's folder, a link, a file and any other name are left alone. Returns the
+    folders removed."""
     parent = Path(tempfile.gettempdir()) if parent is None else parent
+    name = re.compile(re.escape(prefix) + r"(\d+)-[A-Za-z0-9_]+")
     removed = []
-    for path in parent.glob(f"{ROOT_PREFIX}*"):
-        m = _ROOT_NAME.fullmatch(path.name)
+    for path in parent.glob(f"{prefix}*"):
+        m = name.fullmatch(path.name)
         try:
             st = os.lstat(path)
         except OSError:
@@ -235,9 +239,11 @@ def remove_stale_roots(parent: Path | None = None) -> list[Path]:
         if m is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             continue
         if _owner_gone(path, int(m.group(1))):
+            if before is not None:
+                before(path)
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
-            log.info("removed the uploads folder %s of an instance that is gone", path)
+            log.info("removed the folder %s of an instance that is gone", path)
     return removed
 
 
@@ -261,7 +267,7 @@ class Uploads:
         with self._lock:
             if self._root is None:
                 self._root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=tempfile.gettempdir()))
-                self._owner_lock = _hold_lock(self._root / LOCK_NAME)
+                self._owner_lock = hold_lock(self._root / LOCK_NAME)
                 atexit.register(shutil.rmtree, self._root, True)
             return self._root
 

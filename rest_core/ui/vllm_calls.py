@@ -17,6 +17,7 @@ accepted drafts per step exactly as it does for the native engine.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,13 +28,15 @@ import numpy as np
 
 from rest_core.decode.events import StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
-from rest_core.serve.client import ServerError, VllmServer, stream_completion
+from rest_core.serve.client import ServerError, VllmServer, stop_orphan_server, stream_completion
 from rest_core.serve.records import DraftLog, Step, answer_steps, request_prefix
 from rest_core.serve.settings import request_xargs
 from rest_core.ui.model_calls import Compared, ModelCalls, ModelJob, TimeLimit
+from rest_core.ui.upload_jobs import LOCK_NAME, hold_lock, remove_stale_roots
 
 log = logging.getLogger("rest.app")
 
+WORKDIR_PREFIX = "rest-vllm-"  # <temp dir>/rest-vllm-<pid>-<random>: the server this app started, its log
 FINISH = {"stop": "eos", "length": "length"}  # vLLM's finish reasons, as StepEvent names them
 
 
@@ -50,6 +53,7 @@ class VllmBackend:
         self._started = False
         self._lock = threading.Lock()
         self._log: DraftLog | None = None
+        self.owner_lock: Any = None  # the lock on the server's folder, held while this process runs
 
     def start(self, before: Callable[[], Any] | None = None) -> threading.Thread:
         """Start the server in a thread of its own; `before` runs first in that thread."""
@@ -275,9 +279,12 @@ def make_backend(settings: Any, before: Callable[[], Any] | None = None) -> Vllm
         server = VllmServer(url=settings.vllm_url)
         backend = VllmBackend(server, None)  # its stores are not known here: answers draft as it is set up
     else:
-        workdir = Path(tempfile.mkdtemp(prefix="rest-vllm-"))
+        # Named after this process and locked while it runs, so that the next start can stop
+        # the server and remove the folder if this process is killed before its exit could.
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
         server = VllmServer(model=settings.model, workdir=workdir, max_seqs=settings.vllm_max_seqs)
         backend = VllmBackend(server, ())
+        backend.owner_lock = hold_lock(workdir / LOCK_NAME)
 
     def prepare() -> None:
         if before is not None:
@@ -293,13 +300,19 @@ def make_backend(settings: Any, before: Callable[[], Any] | None = None) -> Vllm
     return backend
 
 
+def remove_stale_workdirs(parent: Path | None = None) -> list[Path]:
+    """The folders (and still running servers) of app instances killed before their exit
+    could stop and remove them."""
+    return remove_stale_roots(parent, prefix=WORKDIR_PREFIX, before=stop_orphan_server)
+
+
 def close_backend(backend: VllmBackend) -> None:
     """Stop the server this app started and remove its folder (a temporary folder it made)."""
     import shutil
 
     backend.stop()
     workdir = backend.server.workdir
-    if workdir is not None and workdir.name.startswith("rest-vllm-"):
+    if workdir is not None and workdir.name.startswith(WORKDIR_PREFIX):
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -97,13 +97,13 @@ def test_stale_uploads_roots_go_only_when_their_instance_is_gone(tmp_path):
     or named otherwise, is left alone."""
     import os
 
-    from rest_core.ui.upload_jobs import LOCK_NAME, _hold_lock, remove_stale_roots
+    from rest_core.ui.upload_jobs import LOCK_NAME, hold_lock, remove_stale_roots
 
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
     gone, locked, alive = (tmp_path / f"rest-uploads-{pid}-{tag}" for pid, tag in ((dead, "g"), (dead, "l"), (1, "a")))
     for folder in (gone, locked, alive, tmp_path / "elsewhere"):
         (folder / "s1").mkdir(parents=True)
-    held = _hold_lock(locked / LOCK_NAME)  # kept open: this process holds it
+    held = hold_lock(locked / LOCK_NAME)  # kept open: this process holds it
     (tmp_path / f"rest-uploads-{dead}-link").symlink_to(tmp_path / "elsewhere")
     (tmp_path / f"rest-uploads-{dead}").mkdir()  # no random part: not a name the app gives
     assert remove_stale_roots(tmp_path) == [gone]

@@ -185,6 +185,40 @@ def test_a_server_that_exits_at_start_says_why(tmp_path):
         VllmBackend(VllmServer(url="http://127.0.0.1:9"), ()).wait(0)
 
 
+def test_a_killed_apps_server_is_stopped_and_its_folder_removed_at_the_next_start(tmp_path):
+    """The app killed with SIGKILL leaves its rest-vllm-<pid>-* folder and the server it started
+    (its own process group). The next start stops that server, only if the recorded pid still
+    runs a command naming that folder (never a reused pid), and removes the folder; a running
+    instance's folder is left alone."""
+    import os
+    import subprocess
+
+    from rest_core.ui.vllm_calls import WORKDIR_PREFIX, remove_stale_workdirs
+
+    class Sleeper(VllmServer):  # the real command's shape: its draft log in the folder, on the command line
+        def command(self, port):
+            return [sys.executable, "-c", "import time; time.sleep(120)", "--draft-log", str(self.log)]
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    killed = Sleeper(workdir=tmp_path / f"{WORKDIR_PREFIX}{dead}-k")
+    killed.start()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    reused = tmp_path / f"{WORKDIR_PREFIX}{dead}-r"  # its pid now another process's
+    reused.mkdir()
+    (reused / "server.pid").write_text(str(other.pid))
+    running = Sleeper(workdir=tmp_path / f"{WORKDIR_PREFIX}{os.getpid()}-a")  # this process: alive
+    running.start()
+    try:
+        assert sorted(remove_stale_workdirs(tmp_path)) == [killed.workdir, reused]
+        assert killed.proc.wait(5) is not None and not killed.workdir.exists()
+        assert other.poll() is None  # not signalled
+        assert running.proc.poll() is None and running.workdir.is_dir()
+    finally:
+        for proc in (killed.proc, other, running.proc):
+            proc.kill()
+            proc.wait()
+
+
 def test_only_a_server_on_this_machine_and_the_flags():
     assert check_loopback("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
     with pytest.raises(ValueError, match="this machine"):
