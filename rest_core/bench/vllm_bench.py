@@ -90,18 +90,16 @@ def method_config(
     name: str,
     *,
     stores: Sequence[Any] = (),
-    k: int | None = None,
+    k: int = 16,
     ngram: tuple[int, int] = DEFAULT_NGRAM,
     retrieval: Any = None,
     cost_curve: Any = "auto",
     stats: str | None = None,
     log: str | None = None,
 ) -> VllmMethod:
-    """The vLLM settings of a method name (VLLM_METHODS); k: the longest draft of suffix, rest
-    and hybrid (default: the served default, DEFAULT_K)."""
-    from rest_core.serve.settings import DEFAULT_K, rest_config, speculative_config
+    """The vLLM settings of a method name (VLLM_METHODS)."""
+    from rest_core.serve.settings import rest_config, speculative_config
 
-    k = DEFAULT_K if k is None else k
     if name == "ar":
         return VllmMethod(name)
     if name == "ngram":

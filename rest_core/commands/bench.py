@@ -26,7 +26,6 @@ from typing import Any
 
 from rest_core.bench.suites import SPLITS
 from rest_core.knobs import flag_values, make_config
-from rest_core.serve.settings import DEFAULT_K
 
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (runners.ENGINE_METHODS)
@@ -129,7 +128,7 @@ def _add_ablation_and_vllm(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--spec-k",
         type=int,
-        default=DEFAULT_K,
+        default=16,
         help="num_speculative_tokens of rest, hybrid and suffix: their longest draft per step",
     )
     g.add_argument(

@@ -22,10 +22,7 @@ CONFIG_KEY = "rest"  # additional_config[CONFIG_KEY]
 PROPOSER_CLASS = "rest_core.serve.proposer.RestProposer"  # speculative_config["model"] of custom_class
 # Which draft sources each method turns on: (datastores, context). "rest" is the paper's method.
 METHODS: dict[str, tuple[bool, bool]] = {"rest": (True, False), "hybrid": (True, True), "context": (False, True)}
-# num_speculative_tokens: the longest chain a request may draft in a step. The batch rule drafts
-# fewer (or none) where they do not pay; 32 rather than 16 because copies run long: on HumanEval at
-# batch 1 half the 16-token chains were accepted whole, and K=32 ran 1.10x K=16 (README, vLLM).
-DEFAULT_K = 32
+DEFAULT_K = 16  # num_speculative_tokens: the longest chain a request may draft in a step
 # Matches sampled per store and step. A chain needs the likeliest continuation, which a fair sample
 # of 500 estimates about as well as the engine's 5000 do for a whole tree; the trie of 5000 x K
 # continuations cost 0.49 ms per request and step here, of 500 x K 0.33 ms (32 requests, hybrid).

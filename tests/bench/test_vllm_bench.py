@@ -10,7 +10,6 @@ import pytest
 from rest_core.bench import vllm_bench
 from rest_core.cli import build_parser, main
 from rest_core.commands import serve
-from rest_core.serve.settings import DEFAULT_K
 
 
 def request(prompt: int, tokens: list[int], latency: float) -> dict:
@@ -152,10 +151,8 @@ def test_serve_hands_unknown_flags_to_vllm_and_sets_the_proposer(tmp_path):
 
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     rest = json.loads(argv[argv.index("--additional-config") + 1])["rest"]
-    assert (
-        spec["model"] == "rest_core.serve.proposer.RestProposer" and spec["num_speculative_tokens"] == DEFAULT_K == 32
-    )
-    assert rest["method"] == "context" and rest["datastores"] == [] and rest["m"] == DEFAULT_K
+    assert spec["model"] == "rest_core.serve.proposer.RestProposer" and spec["num_speculative_tokens"] == 16
+    assert rest["method"] == "context" and rest["datastores"] == [] and rest["m"] == 16
     with pytest.raises(ValueError, match="is set by this command"):
         serve.vllm_arguments(args, ["--speculative-config", "{}"])
     args, _ = serve_args("--model", str(model), "--method", "hybrid")
