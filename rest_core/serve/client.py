@@ -140,16 +140,17 @@ def stop_orphan_server(workdir: Path, wait_s: float = 10.0) -> bool:
         except (ProcessLookupError, PermissionError):
             return sig == signal.SIGKILL
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
+        while time.monotonic() < deadline and _running(pid):
             time.sleep(0.1)
-        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
-            return True
+        if not _running(pid):
+            break
     return True
 
 
-def _zombie(pid: int) -> bool:
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs (not gone, not a zombie waiting for its parent)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
 
