@@ -3,7 +3,9 @@ its correction by the forward times actually observed.
 
 Pure numpy. The decode layer measures it (`rest_core.decode.cost`); the auto budget
 (`rest_core.budget.auto`) and the vLLM proposer (`rest_core.serve.proposer`, where q is the
-tokens of a whole batch) plan with it and correct it through `ObservedCosts`.
+tokens of a whole batch) plan with it and correct it: the auto budget through `ObservedCosts`,
+the proposer through `ShapedCorrection` (a linear correction with the often-timed sizes' own
+costs blended in).
 
 A correction must not lock drafting out: a load spike can inflate the observed cost of every
 size q > 1 (or the one-off measurement of the curve); if drafting then stops paying, no q > 1 is
@@ -54,9 +56,9 @@ class _Observed:
     step: int  # the clock (observations of any size) at the latest observation
 
 
-def _fade(age: int) -> float:
+def _fade(age: int, half_life: float = HALF_LIFE) -> float:
     """How much an observation `age` observations old is trusted (1 when fresh)."""
-    return 0.5 ** (age / HALF_LIFE)
+    return 0.5 ** (age / half_life)
 
 
 def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
@@ -70,12 +72,14 @@ def _weighted_median(values: Sequence[float], weights: Sequence[float]) -> float
 class ObservedCosts:
     """The forward times seen per size q, and the curve they correct (`corrected`).
 
-    Each `observe` is one tick of the clock that ages every size's observations.
+    Each `observe` is one tick of the clock that ages every size's observations; an observation
+    `half_life` ticks old is trusted half as much.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, half_life: float = HALF_LIFE) -> None:
         self.seen: dict[int, _Observed] = {}  # q -> the forward time seen for q tokens
         self.clock = 0  # observations so far, of any size
+        self.half_life = float(half_life)
 
     def observe(self, q: int, ms: float) -> None:
         """One forward of q tokens took `ms` milliseconds."""
@@ -86,7 +90,7 @@ class ObservedCosts:
             return
         # A mean, then a moving average; what was seen long ago (another load) weighs less
         # against this observation.
-        seen.weight = min(seen.weight * _fade(self.clock - seen.step) + 1.0, _MAX_WEIGHT)
+        seen.weight = min(seen.weight * _fade(self.clock - seen.step, self.half_life) + 1.0, _MAX_WEIGHT)
         seen.ms += (ms - seen.ms) / seen.weight
         seen.n += 1
         seen.step = self.clock
@@ -100,7 +104,7 @@ class ObservedCosts:
         seen = {q: o for q, o in self.seen.items() if o.n >= MIN_SEEN}
         if not seen:
             return curve
-        trust = {q: _fade(self.clock - o.step) for q, o in seen.items()}
+        trust = {q: _fade(self.clock - o.step, self.half_life) for q, o in seen.items()}
         drift = _weighted_median([o.ms / float(curve(q)) for q, o in seen.items()], list(trust.values()))
         obs_q = np.array(sorted(seen))
         t = np.array([trust[q] for q in obs_q])
@@ -182,6 +186,9 @@ class LinearCorrection:
     def __call__(self, tokens: np.ndarray | int) -> np.ndarray:
         """The corrected cost of a step over `tokens` tokens (ms), at least a tenth of the
         prior's one-token step."""
+        return self._linear(tokens)
+
+    def _linear(self, tokens: np.ndarray | int) -> np.ndarray:
         t = np.asarray(tokens, np.float64)
         return np.maximum((self._x(t) @ self._solve()) * self.unit, 0.1 * self.unit)
 
@@ -191,6 +198,40 @@ class LinearCorrection:
         if self._curve is None:
             top = max(self.largest, 1)
             sizes = np.union1d(np.array(self.prior.sizes), 2 ** np.arange(0, int(np.ceil(np.log2(top))) + 1))
-            ms = np.maximum.accumulate(self(sizes))
+            ms = np.maximum.accumulate(self._linear(sizes))
             self._curve = CostCurve(tuple(int(x) for x in sizes), tuple(float(x) for x in ms))
         return self._curve
+
+
+class ShapedCorrection(LinearCorrection):
+    """`LinearCorrection` with the cost of each step size seen often enough blended in
+    (`ObservedCosts`): the linear model carries a prior's shape and drift to sizes never timed,
+    and the observed sizes put back the shape it cannot follow. vLLM's CPU step, for one request,
+    costs about the same for 1 to 4 tokens and then grows by steps (seen: 59, 61, 61, 61, 63, 65,
+    70 ms for 1 to 7 tokens); a straight line through it charges the first drafted tokens more
+    than they cost, so too few are drafted where drafting is nearly free."""
+
+    SIZE_HALF_LIFE = 128  # observations: a size not timed again for this long is trusted half as much
+
+    def __init__(self, prior: CostCurve, *, half_life: float = 256.0, strength: float = 1.0) -> None:
+        super().__init__(prior, half_life=half_life, strength=strength)
+        # Slower to fade than the native engine's (`HALF_LIFE`): one request's steps spread over
+        # a dozen sizes or more, each timed every dozen steps or so; a load that inflates them
+        # moves the line (and its drift) within a few steps anyway.
+        self.seen = ObservedCosts(half_life=self.SIZE_HALF_LIFE)
+        self._shaped: CostCurve | None = prior
+
+    def observe(self, tokens: int, ms: float) -> None:
+        super().observe(tokens, ms)
+        self.seen.observe(int(tokens), ms)
+        self._shaped = None
+
+    def curve(self) -> CostCurve:
+        """The linear correction's curve with the observed sizes' own costs blended in (as far as
+        they are fresh; a bigger step never costs less). Cached until the next observation."""
+        if self._shaped is None:
+            self._shaped = self.seen.corrected(super().curve())
+        return self._shaped
+
+    def __call__(self, tokens: np.ndarray | int) -> np.ndarray:
+        return np.maximum(self.curve()(tokens), 0.1 * self.unit)

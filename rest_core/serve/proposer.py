@@ -22,7 +22,8 @@ each chain to draft, so that the next verify step yields the most tokens per mil
 (`rest_core.budget.chain.batch_lengths`). The step's cost is learned online: the time between
 the end of one propose() call and the start of the next is one engine step over the tokens this
 proposer asked it to verify (rows x 1 + the drafts), which corrects a prior cost curve
-(`rest_core.budget.cost_curve.ObservedCosts`); how many drafts each request then accepted
+(`rest_core.budget.cost_curve.ShapedCorrection`: a fitted line, with the own cost of each size
+timed often enough blended in); how many drafts each request then accepted
 (its context grew by accepted + 1) recalibrates the acceptance model.
 
 vLLM passes no request ids. Rows can be reordered between steps, so a row's request is read from
@@ -54,7 +55,7 @@ import numpy as np
 from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures
 from rest_core.budget.auto import EXPLORE_EVERY, AutoBudget
 from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_drafts, likeliest_path
-from rest_core.budget.cost_curve import LinearCorrection
+from rest_core.budget.cost_curve import ShapedCorrection
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.source import Retrieved
@@ -140,7 +141,7 @@ class RestProposer:
             for (spec_, ds), src in zip(stores, self.table.stores, strict=True)
         ]
         # The step's cost: the prior curve, corrected by every step timed (`_learn_cost`).
-        self.cost = LinearCorrection(s.prior_curve(self.device_type), half_life=COST_HALF_LIFE)
+        self.cost = ShapedCorrection(s.prior_curve(self.device_type), half_life=COST_HALF_LIFE)
         # What the auto budget knows about acceptance: a recalibrated copy of the prior model per
         # set of sources (the cost part of AutoBudget is not used: a batch's cost is `self.cost`).
         self.budget = AutoBudget(None, AcceptanceModel.load())

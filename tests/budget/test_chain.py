@@ -160,3 +160,58 @@ def test_the_linear_correction_learns_a_fixed_cost_per_step_and_forgets_an_old_l
     for t in (4, 16, 40) * 50:  # the prior overstates the growth: the slope goes (never below 0)
         cost.observe(t, 10.0)
     assert float(cost(40)) < 2 * 10.0 and cost.params[0] >= 0 and cost.params[2] >= 0
+
+
+# vLLM's CPU step for one request as the proposer's draft log timed it (2026-12-03, medians,
+# ms for 1..17 tokens): flat up to 4 tokens, then growing by steps.
+VLLM_CPU_STEP = CostCurve(
+    tuple(range(1, 18)),
+    (59.2, 61.9, 61.1, 60.9, 63.0, 64.8, 70.2, 71.0, 73.8, 75.3, 78.6, 79.2, 82.4, 84.1, 85.3, 87.2, 89.2),
+)
+
+
+def _timed(cost, true: CostCurve, sizes) -> None:
+    for t in sizes:
+        cost.observe(int(t), float(true(int(t))))
+
+
+def test_the_shaped_correction_keeps_the_shape_a_line_cannot_follow():
+    from rest_core.budget.cost_curve import LinearCorrection, ShapedCorrection
+
+    prior = CostCurve((1, 2, 4), (53.4, 58.1, 58.8))  # plain steps of 1, 2, 4 requests, as `ar` measures
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 18, size=300)
+    line, shaped = LinearCorrection(prior, half_life=256), ShapedCorrection(prior, half_life=256)
+    _timed(line, VLLM_CPU_STEP, sizes)
+    _timed(shaped, VLLM_CPU_STEP, sizes)
+    never_less = np.maximum.accumulate(VLLM_CPU_STEP.ms)  # a bigger step is taken to cost no less
+    for t in range(1, 18):
+        assert float(shaped(t)) == pytest.approx(never_less[t - 1], rel=0.03)
+    # The line cannot follow the flat start and the jump at 7 tokens: the plans it makes for one
+    # request's chains yield fewer tokens per ms on the true cost than the shaped curve's, which
+    # come within half a percent of what planning on the true cost itself would give.
+    truth = CostCurve(VLLM_CPU_STEP.sizes, tuple(never_less))
+    rates = {"line": [], "shaped": [], "truth": []}
+    for _ in range(300):
+        p = np.cumprod(rng.uniform(0.3, 0.98, size=16)) * rng.uniform(0.2, 1.0)
+        for name, curve in (("line", line.curve()), ("shaped", shaped.curve()), ("truth", truth)):
+            n = batch_lengths([p], curve).lengths[0]
+            rates[name].append((1.0 + p[:n].sum()) / float(truth(1 + n)))
+    mean = {k: float(np.mean(v)) for k, v in rates.items()}
+    assert mean["line"] < mean["shaped"] and mean["shaped"] > 0.995 * mean["truth"]
+    # Sizes never timed follow the line (its drift and slope), and the curve never falls.
+    assert float(shaped(40)) == pytest.approx(float(line(40)), rel=0.05)
+    assert list(shaped.curve().ms) == sorted(shaped.curve().ms)
+
+
+def test_the_shaped_correction_is_the_prior_until_a_size_is_timed_and_forgets_an_old_load():
+    from rest_core.budget.cost_curve import ShapedCorrection
+
+    cost = ShapedCorrection(VLLM_CPU_STEP, half_life=32)
+    assert float(cost(7)) == pytest.approx(70.2)
+    slow = CostCurve(VLLM_CPU_STEP.sizes, tuple(2 * m for m in VLLM_CPU_STEP.ms))
+    _timed(cost, slow, [1, 4, 8] * 40)  # a load doubles every step
+    assert float(cost(4)) == pytest.approx(2 * 60.9, rel=0.05)
+    assert float(cost(6)) == pytest.approx(2 * 64.8, rel=0.1)  # never timed: the line's drift
+    _timed(cost, VLLM_CPU_STEP, [1, 4, 8] * 100)  # the load went away
+    assert float(cost(4)) == pytest.approx(60.9, rel=0.05)
