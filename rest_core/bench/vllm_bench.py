@@ -96,6 +96,7 @@ def method_config(
     cost_curve: Any = "auto",
     stats: str | None = None,
     log: str | None = None,
+    answers_tokens: int | None = None,
 ) -> VllmMethod:
     """The vLLM settings of a method name (VLLM_METHODS)."""
     from rest_core.serve.settings import rest_config, speculative_config
@@ -116,7 +117,8 @@ def method_config(
     if name == "suffix":
         return VllmMethod(name, {"method": "suffix", "num_speculative_tokens": k}, fresh_engine_per_batch=True)
     if name in ("rest", "hybrid"):
-        rest = rest_config(name, list(stores), retrieval=retrieval, cost_curve=cost_curve, stats=stats, log=log)
+        more = {} if answers_tokens is None else {"answers_tokens": answers_tokens}
+        rest = rest_config(name, list(stores), retrieval=retrieval, cost_curve=cost_curve, stats=stats, log=log, **more)
         return VllmMethod(name, speculative_config(k), {"rest": rest})
     raise ValueError(f"unknown vLLM method {name!r}; choose from {', '.join(VLLM_METHODS)}")
 
@@ -500,6 +502,7 @@ def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
             cost_curve=curve,
             stats=str((work / f"{name}-proposer.json").resolve()),
             log=str((work / f"{name}-drafts.jsonl").resolve()),
+            answers_tokens=getattr(args, "answers_tokens", None),
         )
         t0 = time.time()
         print(f"vllm bench: {name} ...", file=sys.stderr, flush=True)
@@ -512,6 +515,7 @@ def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
         "batches": plan.batches,
         "dtype": plan.dtype,
         "spec_k": args.spec_k,
+        "answers_tokens": getattr(args, "answers_tokens", None),
         "ngram": {"num_speculative_tokens": ngram[0], "prompt_lookup_max": ngram[1], "chosen": ngram_source},
         "turns": "first turn of each problem",
         "loadavg_before": list(os.getloadavg()),

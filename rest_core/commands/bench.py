@@ -132,6 +132,14 @@ def _add_ablation_and_vllm(p: argparse.ArgumentParser) -> None:
         help="num_speculative_tokens of rest, hybrid and suffix: their longest draft per step",
     )
     g.add_argument(
+        "--answers-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="hybrid's earlier answers kept per namespace (0: not a source; default: as `serve`); each pass and "
+        "round of the prompts drafts only from its own",
+    )
+    g.add_argument(
         "--ngram",
         default=None,
         metavar="K:N|RESULTS",

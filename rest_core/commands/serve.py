@@ -19,7 +19,7 @@ import os
 import shlex
 import sys
 
-from rest_core.serve.settings import DEFAULT_K, DEFAULT_MATCHES, METHODS, PRIOR_CURVES
+from rest_core.serve.settings import DEFAULT_ANSWERS, DEFAULT_K, DEFAULT_MATCHES, METHODS, PRIOR_CURVES
 
 PASSTHROUGH = True  # unknown flags are vLLM's (rest_core.cli hands them over as args.passthrough)
 
@@ -64,6 +64,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"matches sampled per store and step (default {DEFAULT_MATCHES})",
     )
     p.add_argument("--context-weight", type=float, default=1.0)
+    answers = "hybrid also drafts from the answers this server finished: tokens kept per namespace (0: off; a request"
+    p.add_argument(
+        "--answers-tokens", type=int, default=DEFAULT_ANSWERS, help=f"{answers} picks one: vllm_xargs rest_answers)"
+    )
     p.add_argument(
         "--cost-curve",
         default="auto",
@@ -127,6 +131,7 @@ def vllm_arguments(args: argparse.Namespace, extra: list[str]) -> list[str]:
         stores,
         retrieval=retrieval,
         context_weight=args.context_weight,
+        answers_tokens=args.answers_tokens,
         cost_curve=args.cost_curve,
         log=args.draft_log,
         stats=args.draft_stats,

@@ -77,17 +77,29 @@ def generate(llm: Any, prompts: list[list[int]], max_tokens: int) -> tuple[list[
     return requests, wall
 
 
-def run_batch(llm: Any, prompts: list[list[int]], batch: int, max_tokens: int, requests: int) -> dict[str, Any]:
+def answer_namespace(batch: int, pass_index: int, request: int, prompts: int) -> str:
+    """The REST proposer's answer namespace of a request (`rest_answers`): one per pass and per
+    round of the prompts, so that a request never drafts from an earlier answer to its own prompt
+    (from an earlier pass, or from the round before at a batch size that asks every prompt
+    several times), only from the answers to the other prompts of its round."""
+    return f"b{batch}-p{pass_index}-r{request // max(prompts, 1)}"
+
+
+def run_batch(
+    llm: Any, prompts: list[list[int]], batch: int, max_tokens: int, requests: int, pass_index: int = 0
+) -> dict[str, Any]:
     """`requests` requests (the prompts in turn, from the first again after the last) with
     `batch` of them in flight at every moment, as a server keeps its batch full: a request is
     admitted as soon as another finishes (continuous batching). Per request: its tokens and its
     latency (admitted to finished, on this process's clock); the pass's wall time and vLLM's
-    speculative-decoding counters over it."""
+    speculative-decoding counters over it. Each request carries its answer namespace
+    (`answer_namespace`; other methods than REST's ignore it)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
+    from rest_core.serve.settings import XARG_ANSWERS
+
     engine = llm.llm_engine
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, output_kind=RequestOutputKind.FINAL_ONLY)
     order = [i % len(prompts) for i in range(requests)]
     admitted: dict[str, tuple[int, float]] = {}
     done: dict[int, dict[str, Any]] = {}
@@ -97,6 +109,12 @@ def run_batch(llm: Any, prompts: list[list[int]], batch: int, max_tokens: int, r
     while nxt < len(order) or engine.has_unfinished_requests():
         while nxt < len(order) and len(admitted) - len(done) < batch:
             rid = f"b{batch}-{nxt}"
+            params = SamplingParams(
+                temperature=0.0,
+                max_tokens=max_tokens,
+                output_kind=RequestOutputKind.FINAL_ONLY,
+                extra_args={XARG_ANSWERS: answer_namespace(batch, pass_index, nxt, len(prompts))},
+            )
             engine.add_request(rid, {"prompt_token_ids": prompts[order[nxt]]}, params)
             admitted[rid] = (nxt, time.perf_counter())
             nxt += 1
@@ -194,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     for b in job["batches"]:
         requests = max(len(job["prompts"]), int(job.get("requests_per_batch", 3)) * int(b))
         passes = [
-            run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), requests)
-            for _ in range(max(1, int(job.get("repeats", 1))))
+            run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), requests, pass_index=i)
+            for i in range(max(1, int(job.get("repeats", 1))))
         ]
         run = min(passes, key=lambda r: r["wall_s"])  # the fastest pass: on a shared machine noise only adds time
         run["passes_wall_s"] = [r["wall_s"] for r in passes]

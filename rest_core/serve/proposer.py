@@ -56,11 +56,19 @@ from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures
 from rest_core.budget.auto import EXPLORE_EVERY, AutoBudget
 from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_drafts, likeliest_path
 from rest_core.budget.cost_curve import ShapedCorrection
+from rest_core.drafting.answers_source import AnswerNamespaces
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.source import Retrieved
-from rest_core.serve.settings import CONFIG_KEY, RequestOptions, ServedStore, ServeSettings
-from rest_core.sources import KINDS, SourceTable, kind_of
+from rest_core.serve.settings import (
+    ANSWERS_NAME,
+    CONFIG_KEY,
+    MAX_ANSWER_NAMESPACES,
+    RequestOptions,
+    ServedStore,
+    ServeSettings,
+)
+from rest_core.sources import KINDS, MAX_STORES, SourceTable, kind_of
 
 COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load change, a new batch size)
 FLUSH_S = 0.25  # the log and the totals file are written at most this often
@@ -96,6 +104,7 @@ class _Request:
 
     ids: np.ndarray  # its context as of the last step (to check the row still holds it)
     context: ContextSource | None
+    start: int = 0  # where its answer starts in `ids` (its prompt's length, as first seen)
     pending: ChainDraft | None = None  # the chain drafted last step, outcome not yet seen
     model: AcceptanceModel | None = None  # the acceptance model that scored it
     record: dict[str, Any] | None = None
@@ -135,10 +144,20 @@ class RestProposer:
         if s.use_stores:
             tok = tokenizer if tokenizer is not None else (load_tokenizer(vllm_config) if s.check_tokenizer else None)
             stores = [(spec_, open_store(spec_.path, tok, s.check_tokenizer)) for spec_ in s.stores]
-        self.table = SourceTable.for_stores([spec_.name for spec_, _ in stores])
+        names = [spec_.name for spec_, _ in stores]
+        answers = s.use_answers and len(names) < MAX_STORES and ANSWERS_NAME not in names
+        if s.use_answers and not answers:
+            print(
+                f"REST proposer: no bit left for earlier answers (or a store is named {ANSWERS_NAME!r})",
+                file=sys.stderr,
+            )
+        self.table = SourceTable.for_stores(names + ([ANSWERS_NAME] if answers else []))
+        # The answers this server finished, per namespace (RequestOptions.answers).
+        self.answers_bit = self.table.bit(ANSWERS_NAME) if answers else 0
+        self.histories = AnswerNamespaces(s.answers_tokens, MAX_ANSWER_NAMESPACES)
         self.stores = [
             DatastoreSource(ds, s.retrieval, spec_.weight, bit=src.bit, name=src.name)
-            for (spec_, ds), src in zip(stores, self.table.stores, strict=True)
+            for (spec_, ds), src in zip(stores, self.table.stores[: len(stores)], strict=True)
         ]
         # The step's cost: the prior curve, corrected by every step timed (`_learn_cost`).
         self.cost = ShapedCorrection(s.prior_curve(self.device_type), half_life=COST_HALF_LIFE)
@@ -358,11 +377,12 @@ class RestProposer:
             return req, True
         if req is not None:
             self.totals.rebuilt += 1
+            self._archive(req)  # another request in this row: the one before has ended
         context = None
         if self.settings.use_context:
             context = ContextSource(self.settings.retrieval, self.settings.context_weight)
             context.reset(ctx)
-        req = _Request(ctx.copy(), context, opts=RequestOptions.parse(extra))
+        req = _Request(ctx.copy(), context, start=max(n - 1, 0), opts=RequestOptions.parse(extra))
         self.requests[key] = req
         return req, False
 
@@ -378,6 +398,10 @@ class RestProposer:
             retrieved.append(store.retrieve())
         if req.context is not None and req.opts.context:
             retrieved.append(req.context.retrieve())
+        if self.answers_bit and req.opts.answers is not None:
+            history = self.histories.get(req.opts.answers)
+            r, bit = self.settings.retrieval, self.answers_bit
+            retrieved.append(history.retrieve(tail, r, bit, 1.0) if history else Retrieved.empty(bit, r.m))
         req.model = self.budget.model_for(retrieved) if retrieved else None
         return retrieved
 
@@ -448,7 +472,13 @@ class RestProposer:
         """Requests not in this batch have finished (or were preempted: they are rebuilt when
         they return)."""
         for key in [k for k in self.requests if k not in keys]:
-            del self.requests[key]
+            self._archive(self.requests.pop(key))
+
+    def _archive(self, req: _Request) -> None:
+        """An ended request's answer (what it generated, as far as the proposer saw it) joins its
+        namespace's history of answers."""
+        if self.answers_bit and req.opts.answers is not None and req.ids.shape[0] > req.start:
+            self.histories.add(req.opts.answers, req.ids[req.start :])
 
     # -- reporting --------------------------------------------------------------------------
 
@@ -462,6 +492,7 @@ class RestProposer:
             "k": self.k,
             "pid": os.getpid(),
             "stores": [s.name for s in self.stores],
+            "answers": self.histories.totals(),
             "cost_curve": {"sizes": list(curve.sizes), "ms": [round(x, 3) for x in curve.ms]},
             "cost_correction": {"scale": round(b, 4), "fixed_ms": round(a, 3), "ms_per_token": round(g, 4)},
             "prior_curve": {"sizes": list(prior.sizes), "ms": list(prior.ms)},

@@ -20,8 +20,18 @@ from rest_core.config import ConfigError, RetrievalConfig
 
 CONFIG_KEY = "rest"  # additional_config[CONFIG_KEY]
 PROPOSER_CLASS = "rest_core.serve.proposer.RestProposer"  # speculative_config["model"] of custom_class
-# Which draft sources each method turns on: (datastores, context). "rest" is the paper's method.
-METHODS: dict[str, tuple[bool, bool]] = {"rest": (True, False), "hybrid": (True, True), "context": (False, True)}
+# Which draft sources each method turns on: (datastores, context, the server's earlier answers).
+# "rest" is the paper's method.
+METHODS: dict[str, tuple[bool, bool, bool]] = {
+    "rest": (True, False, False),
+    "hybrid": (True, True, True),
+    "context": (False, True, False),
+}
+# Tokens of finished answers kept per namespace for drafting (rest_core.drafting.answers_source;
+# 4 bytes a token), and how many namespaces are kept at once (the least recently used goes).
+DEFAULT_ANSWERS = 65536
+MAX_ANSWER_NAMESPACES = 64
+ANSWERS_NAME = "answers"  # the source's name in the draft log and the totals
 DEFAULT_K = 16  # num_speculative_tokens: the longest chain a request may draft in a step
 # Matches sampled per store and step. A chain needs the likeliest continuation, which a fair sample
 # of 500 estimates about as well as the engine's 5000 do for a whole tree; the trie of 5000 x K
@@ -61,6 +71,7 @@ class ServeSettings:
         default_factory=lambda: RetrievalConfig(m=DEFAULT_K, max_matches=DEFAULT_MATCHES)
     )
     context_weight: float = 1.0
+    answers_tokens: int = DEFAULT_ANSWERS  # finished answers kept per namespace (0: not a source)
     cost_curve: CostCurve | str = "auto"  # a curve, a PRIOR_CURVES name, or "auto" (by device)
     check_tokenizer: bool = True
     records: int = 4096  # drafted-chain records kept in memory (the latest ones)
@@ -74,6 +85,10 @@ class ServeSettings:
             raise ConfigError(f"method {self.method!r} drafts from datastores: give at least one ('datastores')")
         if self.records < 0:
             raise ConfigError(f"records must be >= 0, got {self.records}")
+        if isinstance(self.answers_tokens, bool) or not isinstance(self.answers_tokens, int):
+            raise ConfigError(f"answers_tokens must be a whole number, got {self.answers_tokens!r}")
+        if self.answers_tokens != 0 and not 2 <= self.answers_tokens <= 2**26:
+            raise ConfigError(f"answers_tokens must be 0 (off) or 2..{2**26}, got {self.answers_tokens}")
 
     @property
     def use_stores(self) -> bool:
@@ -82,6 +97,10 @@ class ServeSettings:
     @property
     def use_context(self) -> bool:
         return METHODS[self.method][1]
+
+    @property
+    def use_answers(self) -> bool:
+        return METHODS[self.method][2] and self.answers_tokens > 0
 
     def prior_curve(self, device_type: str) -> CostCurve:
         """The cost curve to start from: the given one, or the named / device's prior."""
@@ -102,6 +121,7 @@ class ServeSettings:
             "m",
             "max_matches",
             "context_weight",
+            "answers_tokens",
             "cost_curve",
             "check_tokenizer",
             "records",
@@ -122,6 +142,7 @@ class ServeSettings:
             stores=tuple(_store(s) for s in raw.get("datastores", ())),
             retrieval=retrieval,
             context_weight=float(raw.get("context_weight", 1.0)),
+            answers_tokens=raw.get("answers_tokens", DEFAULT_ANSWERS),
             cost_curve=_curve(raw.get("cost_curve", "auto")),
             check_tokenizer=bool(raw.get("check_tokenizer", True)),
             records=int(raw.get("records", 4096)),
@@ -171,6 +192,7 @@ def rest_config(
     *,
     retrieval: RetrievalConfig | None = None,
     context_weight: float = 1.0,
+    answers_tokens: int = DEFAULT_ANSWERS,
     cost_curve: CostCurve | str | Mapping[str, Any] = "auto",
     log: str | None = None,
     stats: str | None = None,
@@ -186,6 +208,7 @@ def rest_config(
         "m": r.m,
         "max_matches": r.max_matches,
         "context_weight": context_weight,
+        "answers_tokens": answers_tokens,
         "cost_curve": curve if isinstance(curve, str) else {"sizes": list(curve.sizes), "ms": list(curve.ms)},
     }
     if log:
@@ -208,6 +231,13 @@ def speculative_config(k: int = DEFAULT_K) -> dict[str, Any]:
 XARG_OFF = "rest_off"  # 1: draft nothing for this request (plain decoding on the same engine: Compare)
 XARG_STORES = "rest_stores"  # the served stores this request drafts from: a list of names, or "a,b"; [] or "": none
 XARG_CONTEXT = "rest_context"  # 0: not from the request's own context (where the server's method uses it)
+# The answer namespace a request drafts from and adds its answer to, where the server's method
+# drafts from earlier answers: absent, the server's shared one (""); a name, its own (the
+# bench gives each pass its own, so no answer is drafted from an earlier answer to the same
+# prompt); 0 / "off": neither reads nor adds.
+XARG_ANSWERS = "rest_answers"
+_ANSWERS_OFF = (0, False, "0", "false", "off")
+_NAMESPACE_CHARS = 128
 
 
 @dataclass(frozen=True)
@@ -219,6 +249,7 @@ class RequestOptions:
     off: bool = False
     stores: frozenset[str] | None = None
     context: bool = True
+    answers: str | None = ""  # the answer namespace; None: none
 
     @classmethod
     def parse(cls, extra: Mapping[str, Any] | None) -> RequestOptions:
@@ -230,11 +261,19 @@ class RequestOptions:
             stores = [s for s in stores.split(",") if s.strip()]
         chosen = frozenset(str(s).strip() for s in stores) if isinstance(stores, list | tuple) else None
         context = extra.get(XARG_CONTEXT, 1) not in (0, False, "0", "false")
-        return cls(off=off in (1, True, "1", "true"), stores=chosen, context=context)
+        answers = extra.get(XARG_ANSWERS, "")
+        if isinstance(answers, str | int) and not isinstance(answers, bool) and answers not in _ANSWERS_OFF:
+            namespace: str | None = str(answers)[:_NAMESPACE_CHARS]
+        else:
+            namespace = None if answers in _ANSWERS_OFF else ""
+        return cls(off=off in (1, True, "1", "true"), stores=chosen, context=context, answers=namespace)
 
 
-def request_xargs(stores: Sequence[str] | None = None, off: bool = False, context: bool = True) -> dict[str, Any]:
-    """The `vllm_xargs` of a completion request for these options (RequestOptions.parse reads them)."""
+def request_xargs(
+    stores: Sequence[str] | None = None, off: bool = False, context: bool = True, answers: str | None = ""
+) -> dict[str, Any]:
+    """The `vllm_xargs` of a completion request for these options (RequestOptions.parse reads them);
+    `answers`: the answer namespace ("" the server's shared one, None none)."""
     out: dict[str, Any] = {}
     if off:
         out[XARG_OFF] = 1
@@ -242,4 +281,8 @@ def request_xargs(stores: Sequence[str] | None = None, off: bool = False, contex
         out[XARG_STORES] = ",".join(stores)
     if not context:
         out[XARG_CONTEXT] = 0
+    if answers is None:
+        out[XARG_ANSWERS] = "off"
+    elif answers:
+        out[XARG_ANSWERS] = answers
     return out

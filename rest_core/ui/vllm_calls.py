@@ -144,7 +144,9 @@ def request_body(model: str, job: ModelJob, off: bool) -> dict[str, Any]:
         body["seed"] = s.seed
     names = list(job.stores.names) if job.stores is not None else []
     off = off or cfg.method == "ar"
-    body["vllm_xargs"] = request_xargs(names, off=off, context=cfg.draft.use_context)
+    # No drafts from the server's earlier answers: the page shows every drafted chain, and those
+    # answers are other visitors' (a session's own earlier answers are in its context anyway).
+    body["vllm_xargs"] = request_xargs(names, off=off, context=cfg.draft.use_context, answers=None)
     return body
 
 

@@ -117,6 +117,9 @@ def test_methods_as_vllm_is_told_them(tmp_path):
     assert hybrid.speculative_config["model"] == "rest_core.serve.proposer.RestProposer"
     rest = hybrid.additional_config["rest"]
     assert rest["method"] == "hybrid" and rest["cost_curve"] == {"sizes": [1, 8], "ms": [30.0, 40.0]}
+    assert rest["answers_tokens"] == 65536  # the server's default
+    off = vllm_bench.method_config("hybrid", stores=[ServedStore(str(tmp_path), "code")], answers_tokens=0)
+    assert off.additional_config["rest"]["answers_tokens"] == 0
     with pytest.raises(ValueError, match="unknown vLLM method"):
         vllm_bench.method_config("pld")
 
@@ -132,6 +135,19 @@ def test_ngram_settings_from_a_flag_or_a_sweep(tmp_path):
     sweep.write_text('{"kind": "pld-sweep"}')
     with pytest.raises(ValueError, match="not the results of"):
         vllm_bench.ngram_from(str(sweep))
+
+
+def test_no_request_drafts_from_an_earlier_answer_to_its_own_prompt():
+    from rest_core.serve.bench_worker import answer_namespace
+
+    prompts, requests = 10, 96  # a batch of 32 asks each of 10 prompts about ten times
+    for batch in (1, 8, 32):
+        for pass_index in (0, 1):
+            spaces = [answer_namespace(batch, pass_index, j, prompts) for j in range(requests)]
+            for j in range(requests):  # the requests sharing j's namespace ask other prompts
+                same = [i for i in range(requests) if spaces[i] == spaces[j] and i != j]
+                assert all(i % prompts != j % prompts for i in same) and len(same) >= min(prompts, requests - j) - 1
+    assert answer_namespace(1, 0, 0, 10) != answer_namespace(1, 1, 0, 10)  # a repeated pass starts empty
 
 
 def serve_args(*argv: str) -> tuple[argparse.Namespace, list[str]]:
@@ -153,6 +169,10 @@ def test_serve_hands_unknown_flags_to_vllm_and_sets_the_proposer(tmp_path):
     rest = json.loads(argv[argv.index("--additional-config") + 1])["rest"]
     assert spec["model"] == "rest_core.serve.proposer.RestProposer" and spec["num_speculative_tokens"] == 16
     assert rest["method"] == "context" and rest["datastores"] == [] and rest["m"] == 16
+    assert rest["answers_tokens"] == 65536
+    args, extra = serve_args("--model", str(model), "--method", "context", "--answers-tokens", "0")
+    argv = serve.vllm_arguments(args, extra)
+    assert json.loads(argv[argv.index("--additional-config") + 1])["rest"]["answers_tokens"] == 0
     with pytest.raises(ValueError, match="is set by this command"):
         serve.vllm_arguments(args, ["--speculative-config", "{}"])
     args, _ = serve_args("--model", str(model), "--method", "hybrid")

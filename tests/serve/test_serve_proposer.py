@@ -280,3 +280,99 @@ def test_settings_are_checked_once_with_clear_messages(store_dir):
         "model": "rest_core.serve.proposer.RestProposer",
         "num_speculative_tokens": 4,
     }
+
+
+class OneRequest:
+    """vLLM's runner serving one request at a time to its end: its `self` holds the request's id
+    and SamplingParams.extra_args where the proposer looks for them (`_caller_rows`)."""
+
+    def __init__(self, proposer: RestProposer) -> None:
+        self.p = proposer
+        self.input_batch = SimpleNamespace(req_ids=[])
+        self.requests: dict = {}
+
+    def propose_draft_token_ids(self, sampled, lens, ids):
+        return self.p.propose(sampled, lens, ids)
+
+    def serve(self, rid: str, prompt: list[int], answer: list[int], extra: dict | None = None) -> list[dict]:
+        """Greedy chain verification against `answer`; the proposer's records of this request."""
+        self.input_batch.req_ids = [rid]
+        self.requests = {rid: SimpleNamespace(sampling_params=SimpleNamespace(extra_args=extra))}
+        ids, lens = np.zeros((MAX_REQS, MAX_LEN), np.int32), np.zeros(MAX_REQS, np.int32)
+        done, new = 1, answer[:1]
+        while done < len(answer):
+            ctx = prompt + answer[:done]
+            ids[0, : len(ctx)], lens[0] = ctx, len(ctx)
+            draft = self.propose_draft_token_ids([new], lens, ids)[0]
+            n = 0
+            while n < len(draft) and done + n < len(answer) and draft[n] == answer[done + n]:
+                n += 1
+            new = answer[done : done + n + 1]
+            done += len(new)
+        self.input_batch.req_ids, self.requests = [], {}
+        self.propose_draft_token_ids([], lens, ids)  # the request has ended: not in the batch any more
+        return [r for r in self.p.records if r["req"] == rid]
+
+
+PHRASE = " The quick brown fox jumps over the lazy dog while the zebra counts"
+
+
+def answers_drafted(records: list[dict], table) -> int:
+    bit = table.bit("answers")
+    return sum(1 for r in records for m in r["sources"] if m & bit)
+
+
+def test_hybrid_drafts_from_an_earlier_answer_of_its_namespace_only(model_dir, store_dir, tok):
+    enc = lambda text: tok(text, add_special_tokens=False).input_ids  # noqa: E731
+    first, second = enc("Tell me a story."), enc("Another one, please.")
+    answer = enc("Once upon a time." + PHRASE + ". The end.")
+    again = enc("Sure." + PHRASE + " again.")
+
+    def run(first_extra, second_extra, method="hybrid", **more):
+        p = make(model_dir, store_dir, method, **more)
+        runner = OneRequest(p)
+        runner.serve("a", first, answer, first_extra)
+        return p, runner.serve("b", second, again, second_extra)
+
+    p, records = run({"rest_answers": "class-1"}, {"rest_answers": "class-1"})
+    assert answers_drafted(records, p.table) >= 8  # the phrase, from the first answer
+    assert p.snapshot()["answers"]["namespaces"] == 1 and p.snapshot()["accepted_by_source"]["answers"] >= 8
+    for other in ({"rest_answers": "class-2"}, {"rest_answers": "off"}):
+        p, records = run({"rest_answers": "class-1"}, other)
+        assert answers_drafted(records, p.table) == 0  # another namespace, or none: never the first answer
+    p, records = run(None, None)  # no xargs: the server's shared namespace
+    assert answers_drafted(records, p.table) >= 8
+    p, records = run({"rest_answers": 0}, None)  # the first request kept its answer out
+    assert answers_drafted(records, p.table) == 0 and p.snapshot()["answers"]["answers"] == 1  # b's own, once ended
+    for method, more in (("rest", {}), ("hybrid", {"answers_tokens": 0})):  # the paper's method; or turned off
+        p, records = run(None, None, method, **more)
+        assert "answers" not in [s.name for s in p.table] and len(p.histories) == 0
+
+
+def test_answer_namespaces_are_bounded(model_dir, store_dir, tok, monkeypatch):
+    monkeypatch.setattr(proposer_module, "MAX_ANSWER_NAMESPACES", 3)
+    p = make(model_dir, store_dir, "hybrid", answers_tokens=64)
+    runner = OneRequest(p)
+    answer = tok("a b c d e f g h i j k l m n o p q r s t u v w x y z " * 4, add_special_tokens=False).input_ids
+    for i in range(5):
+        runner.serve(f"r{i}", [5, 6, 7], answer, {"rest_answers": f"user-{i}"})
+    assert p.histories.names() == ["user-2", "user-3", "user-4"]  # the least recently used went
+    assert all(len(p.histories.get(n)) <= 64 for n in p.histories.names())
+
+
+def test_request_options_read_the_answer_namespace():
+    from rest_core.serve.settings import RequestOptions, request_xargs
+
+    assert RequestOptions.parse(None).answers == "" and RequestOptions.parse({}).answers == ""
+    assert RequestOptions.parse({"rest_answers": "team"}).answers == "team"
+    assert RequestOptions.parse({"rest_answers": "x" * 500}).answers == "x" * 128
+    for off in (0, False, "0", "off", "false"):
+        assert RequestOptions.parse({"rest_answers": off}).answers is None
+    assert RequestOptions.parse({"rest_answers": ["?"]}).answers == ""  # not understood: as the server is set up
+    for ns in ("", "team", None):
+        assert RequestOptions.parse(request_xargs(answers=ns)).answers == ns
+    with pytest.raises(ConfigError, match="answers_tokens"):
+        ServeSettings.parse({"method": "context", "answers_tokens": 1})
+    with pytest.raises(ConfigError, match="answers_tokens"):
+        ServeSettings.parse({"method": "context", "answers_tokens": "many"})
+    assert not ServeSettings.parse({"method": "hybrid", "datastores": ["x"], "answers_tokens": 0}).use_answers

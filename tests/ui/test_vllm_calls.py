@@ -133,8 +133,9 @@ def test_an_answer_from_vllm_becomes_step_events_with_its_accepted_drafts_highli
     assert last.totals.draft_tokens == sum(a for _, a in STEPS)
     body = backend.fake.bodies[0]
     assert body["prompt"] == list(PROMPT) and body["model"] == "fake-model" and body["temperature"] == 0.0
-    # the session's store; GenerationConfig's default does not draft from the context
-    assert body["vllm_xargs"] == {"rest_stores": "code", "rest_context": 0}
+    # the session's store; GenerationConfig's default does not draft from the context; never from
+    # the server's earlier answers (other visitors' text would show in the page's drafted chains)
+    assert body["vllm_xargs"] == {"rest_stores": "code", "rest_context": 0, "rest_answers": "off"}
 
 
 def test_the_length_limit_plain_decoding_and_the_time_limit(backend):
