@@ -159,6 +159,13 @@ def step_cost(
     return {"sizes": list(sizes), "ms": ms}
 
 
+def same_tokens(passes: list[dict[str, Any]]) -> bool:
+    """Whether repeated passes of a batch size emitted the same tokens, request by request (greedy:
+    they must; their latencies differ, of course)."""
+    tokens = [[q["token_ids"] for q in p["requests"]] for p in passes]
+    return all(t == tokens[0] for t in tokens)
+
+
 def proposer_totals(llm: Any, stats: str | None, prompt: list[int]) -> dict[str, Any] | None:
     """The REST proposer's running totals so far. Its worker process writes them at the start
     of a step at most every FLUSH_S seconds, so one short request after a pause makes it write
@@ -217,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         run = min(passes, key=lambda r: r["wall_s"])  # the fastest pass: on a shared machine noise only adds time
         run["passes_wall_s"] = [r["wall_s"] for r in passes]
-        run["passes_identical"] = all(r["requests"] == passes[0]["requests"] for r in passes)
+        run["passes_identical"] = same_tokens(passes)
         if stats:
             run["proposer_before"] = before  # the warm-up's steps are not this batch size's
             run["proposer"] = before = proposer_totals(llm, stats, job["prompts"][0])

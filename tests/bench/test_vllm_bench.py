@@ -150,6 +150,15 @@ def test_no_request_drafts_from_an_earlier_answer_to_its_own_prompt():
     assert answer_namespace(1, 0, 0, 10) != answer_namespace(1, 1, 0, 10)  # a repeated pass starts empty
 
 
+def test_repeated_passes_agree_on_their_tokens_not_their_times():
+    from rest_core.serve.bench_worker import same_tokens
+
+    one = {"requests": [{"prompt": 0, "token_ids": [1, 2], "latency_s": 1.0}]}
+    again = {"requests": [{"prompt": 0, "token_ids": [1, 2], "latency_s": 0.9}]}
+    other = {"requests": [{"prompt": 0, "token_ids": [1, 3], "latency_s": 1.0}]}
+    assert same_tokens([one, again]) and not same_tokens([one, again, other])
+
+
 def serve_args(*argv: str) -> tuple[argparse.Namespace, list[str]]:
     args, extra = build_parser().parse_known_args(["serve", *argv])
     return args, extra
