@@ -68,8 +68,11 @@ from rest_core.serve.settings import (
     ServedStore,
     ServeSettings,
 )
-from rest_core.sources import KINDS, MAX_STORES, SourceTable, kind_of
+from rest_core.serve.totals import ProposerTotals
+from rest_core.sources import MAX_STORES, SourceTable
 
+MAX_CHECK_EVERY = 256  # skipped steps: the longest wait before retrieving is tried again
+CHECKS_BEFORE_BACKOFF = 4  # tries that did not pay before the wait between them doubles
 COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load change, a new batch size)
 FLUSH_S = 0.25  # the log and the totals file are written at most this often
 _OUTLIER = 20.0  # a step this many times slower than predicted is not learned (the process was paused)
@@ -119,6 +122,7 @@ class _Step:
     end: float
     drafted: dict[Any, int] = field(default_factory=dict)  # request key -> draft length
     clean: bool = True  # only decoding rows, every one known before (no prefill in the batch)
+    explored: bool = False  # drafted because retrieving was tried again (`_worth_retrieving`)
 
 
 class RestProposer:
@@ -166,13 +170,14 @@ class RestProposer:
         self.budget = AutoBudget(None, AcceptanceModel.load())
         self.requests: dict[Any, _Request] = {}
         self.records: deque[dict[str, Any]] = deque(maxlen=s.records)
-        self.totals = _Totals(self.table)
+        self.totals = ProposerTotals(self.table)
         self._last: _Step | None = None
         self._idle = 0  # steps in a row that had candidates but drafted nothing
         self._full_ms = 0.5  # running mean of propose()'s time per row when it retrieves
         self._bare_ms = 0.05  # ... and when it only keeps the contexts up to date
         self._verdicts: dict[int, float] = {}  # batch size class -> retrieving's rate over skipping's
         self._since_check = 0  # skipped steps since retrieving was last tried
+        self._failed_checks: dict[int, int] = {}  # batch size class -> tries in a row that did not pay
         self._to_learn: dict[int, tuple[AcceptanceModel, list, list]] = {}  # this step's outcomes, per model
         self._since_explore = 0  # steps since the plan was last pushed off its optimum
         self._log = open(s.log, "a", encoding="utf-8") if s.log else None  # noqa: SIM115 - lives as long as the proposer
@@ -208,6 +213,7 @@ class RestProposer:
         drafting = [i for i in range(rows) if len(sampled_token_ids[i]) and lengths[i] < self.max_model_len - 1]
         step.clean = len(drafting) == rows
         retrieve, at_least = self._worth_retrieving(len(drafting), rows)
+        step.explored = at_least > 0
         if retrieve and self._idle >= EXPLORE_EVERY:
             at_least = max(at_least, len(drafting))
         found: list[list[Retrieved]] = []
@@ -324,7 +330,10 @@ class RestProposer:
         level up: a step that drafts must yield more tokens per millisecond than one that does
         not even look. No when even certain drafts could not pay for their verify, or when
         recent steps of a batch this size drafted less than their retrieval cost
-        (`_judge_retrieval`); either is rechecked every EXPLORE_EVERY steps, drafting a quarter
+        (`_judge_retrieval`); either is rechecked after EXPLORE_EVERY skipped steps, an interval
+        that doubles (up to MAX_CHECK_EVERY) once CHECKS_BEFORE_BACKOFF rechecks in a row found
+        that drafting does not pay (at a full batch on a CPU a verify step with a few drafts cost
+        2.6x a plain one, so rechecking every 16 steps cost about 10%), drafting a quarter
         as many tokens as there are rows at least, so that a bigger step is timed and a cost
         curve that says "never" can be proved wrong."""
         if b == 0:
@@ -334,11 +343,15 @@ class RestProposer:
         n = np.arange(1, b * self.k + 1)
         could_pay = bool(np.any((b + n) / (self._full_ms * rows + curve(b + n)) > bare))
         verdict = self._verdicts.get(_size_class(b))
+        key = _size_class(b)
         if could_pay and (verdict is None or verdict >= 1.0):
+            self._failed_checks.pop(key, None)
             return True, 0
         self._since_check += 1
-        if self._since_check >= EXPLORE_EVERY:
+        failed = self._failed_checks.get(key, 0)
+        if self._since_check >= min(EXPLORE_EVERY << max(0, failed - CHECKS_BEFORE_BACKOFF), MAX_CHECK_EVERY):
             self._since_check = 0
+            self._failed_checks[key] = failed + 1
             self.totals.steps_explored += 1
             return True, -(-b // 4)
         return False, 0
@@ -441,8 +454,11 @@ class RestProposer:
         last token and drafts."""
         tokens = sum(1 + previous.drafted[k] for k in keys)
         ms = 1000.0 * (start - previous.end)
-        if tokens == 0 or ms <= 0.0 or (self.cost.observations > 16 and ms > _OUTLIER * float(self.cost(tokens))):
+        predicted = float(self.cost(tokens))
+        if tokens == 0 or ms <= 0.0 or (self.cost.observations > 16 and ms > _OUTLIER * predicted):
             return  # nothing verified, or a hiccup (a pause of the whole process), not what such a step costs
+        if previous.explored and ms < 0.8 * predicted:
+            self._failed_checks.clear()  # the cost was overstated: try again at the usual pace
         self.cost.observe(tokens, ms)
         self.totals.steps_timed += 1
 
@@ -511,58 +527,6 @@ class RestProposer:
         if self.settings.stats:
             with open(self.settings.stats, "w", encoding="utf-8") as f:
                 f.write(json.dumps(self.snapshot()))
-
-
-class _Totals:
-    """Drafted and accepted tokens per source kind and per named source, over the process."""
-
-    def __init__(self, table: SourceTable) -> None:
-        self.table = table
-        self.calls = 0
-        self.rows = 0
-        self.rows_with_candidates = 0
-        self.rows_drafted = 0
-        self.candidate_tokens = 0
-        self.drafted_tokens = 0
-        self.accepted_tokens = 0
-        self.resolved_drafts = 0
-        self.rebuilt = 0
-        self.steps_timed = 0  # engine steps whose time was learned
-        self.steps_skipped = 0  # steps that retrieved nothing: no draft could pay
-        self.steps_explored = 0  # steps whose draft was pushed off the best plan, to time another size
-        self.propose_ms = 0.0
-        self.req_ids = "unknown"
-        self.drafted_by_kind = dict.fromkeys(KINDS, 0)
-        self.accepted_by_kind = dict.fromkeys(KINDS, 0)
-        self.drafted_by_source = dict.fromkeys((s.name for s in table), 0)
-        self.accepted_by_source = dict.fromkeys((s.name for s in table), 0)
-        self.length_hist: dict[int, int] = {}
-
-    def add(self, chain: ChainDraft, drafted: ChainDraft) -> None:
-        self.rows += 1
-        self.rows_with_candidates += bool(len(chain))
-        self.rows_drafted += bool(len(drafted))
-        self.candidate_tokens += len(chain)
-        self.drafted_tokens += len(drafted)
-        self.length_hist[len(drafted)] = self.length_hist.get(len(drafted), 0) + 1
-        for m in drafted.sources:
-            self.drafted_by_kind[kind_of(int(m))] += 1
-        for name, n in self.table.count_sources(int(m) for m in drafted.sources).items():
-            self.drafted_by_source[name] += n
-
-    def resolve(self, drafted: ChainDraft, accepted: int) -> None:
-        self.resolved_drafts += 1
-        self.accepted_tokens += accepted
-        for m in drafted.sources[:accepted]:
-            self.accepted_by_kind[kind_of(int(m))] += 1
-        for name, n in self.table.count_sources(int(m) for m in drafted.sources[:accepted]).items():
-            self.accepted_by_source[name] += n
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in vars(self).items() if k != "table"}
-        out["length_hist"] = {str(k): v for k, v in sorted(self.length_hist.items())}
-        out["propose_ms"] = round(self.propose_ms, 3)
-        return out
 
 
 def _caller_rows(rows: int) -> tuple[list[str] | None, list[Any] | None]:

@@ -376,3 +376,16 @@ def test_request_options_read_the_answer_namespace():
     with pytest.raises(ConfigError, match="answers_tokens"):
         ServeSettings.parse({"method": "context", "answers_tokens": "many"})
     assert not ServeSettings.parse({"method": "hybrid", "datastores": ["x"], "answers_tokens": 0}).use_answers
+
+
+def test_tries_that_keep_confirming_drafts_do_not_pay_come_ever_more_rarely(model_dir, store_dir, tok):
+    # A full batch where any draft costs far more than it brings, and the prior knows it: every
+    # try (forced drafts, to time a bigger step) costs time, so after CHECKS_BEFORE_BACKOFF tries
+    # that confirm it the wait between them doubles, up to MAX_CHECK_EVERY steps.
+    steep = CostCurve((1, 8192), (10.0, 10.0 + 8191 * 200.0))
+    p = make(model_dir, store_dir, "hybrid", curve=steep)
+    engine = Engine(p, tok, ["def add(a, b):\n"] * 8, [ANSWER[15:] * 40] * 8, cost=steep)
+    engine.run(600)
+    # waits of 16 x CHECKS_BEFORE_BACKOFF, 32, 64, 128, 256: 8 tries in 600 steps (one more when a
+    # try's step happened to come in cheaper than predicted), against 37 at one every 16 steps
+    assert 6 <= p.totals.steps_explored <= 10
