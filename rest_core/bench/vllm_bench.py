@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rest_core.serve.settings import DEFAULT_ANSWERS
+
 VLLM_METHODS = ("ar", "ngram", "suffix", "rest", "hybrid")
 NGRAM_SWEEP = ((2, 2), (4, 2), (4, 4), (8, 4))  # (num_speculative_tokens, prompt_lookup_max)
 DEFAULT_NGRAM = (4, 4)
@@ -96,7 +98,7 @@ def method_config(
     cost_curve: Any = "auto",
     stats: str | None = None,
     log: str | None = None,
-    answers_tokens: int | None = None,
+    answers_tokens: int = DEFAULT_ANSWERS,
 ) -> VllmMethod:
     """The vLLM settings of a method name (VLLM_METHODS)."""
     from rest_core.serve.settings import rest_config, speculative_config
@@ -117,8 +119,15 @@ def method_config(
     if name == "suffix":
         return VllmMethod(name, {"method": "suffix", "num_speculative_tokens": k}, fresh_engine_per_batch=True)
     if name in ("rest", "hybrid"):
-        more = {} if answers_tokens is None else {"answers_tokens": answers_tokens}
-        rest = rest_config(name, list(stores), retrieval=retrieval, cost_curve=cost_curve, stats=stats, log=log, **more)
+        rest = rest_config(
+            name,
+            list(stores),
+            retrieval=retrieval,
+            cost_curve=cost_curve,
+            stats=stats,
+            log=log,
+            answers_tokens=answers_tokens,
+        )
         return VllmMethod(name, speculative_config(k), {"rest": rest})
     raise ValueError(f"unknown vLLM method {name!r}; choose from {', '.join(VLLM_METHODS)}")
 
@@ -502,7 +511,7 @@ def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
             cost_curve=curve,
             stats=str((work / f"{name}-proposer.json").resolve()),
             log=str((work / f"{name}-drafts.jsonl").resolve()),
-            answers_tokens=getattr(args, "answers_tokens", None),
+            answers_tokens=getattr(args, "answers_tokens", DEFAULT_ANSWERS),
         )
         t0 = time.time()
         print(f"vllm bench: {name} ...", file=sys.stderr, flush=True)
@@ -515,7 +524,7 @@ def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
         "batches": plan.batches,
         "dtype": plan.dtype,
         "spec_k": args.spec_k,
-        "answers_tokens": getattr(args, "answers_tokens", None),
+        "answers_tokens": getattr(args, "answers_tokens", DEFAULT_ANSWERS),
         "ngram": {"num_speculative_tokens": ngram[0], "prompt_lookup_max": ngram[1], "chosen": ngram_source},
         "turns": "first turn of each problem",
         "loadavg_before": list(os.getloadavg()),

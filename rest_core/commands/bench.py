@@ -26,6 +26,7 @@ from typing import Any
 
 from rest_core.bench.suites import SPLITS
 from rest_core.knobs import flag_values, make_config
+from rest_core.serve.settings import DEFAULT_ANSWERS
 
 DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (runners.ENGINE_METHODS)
@@ -134,10 +135,10 @@ def _add_ablation_and_vllm(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--answers-tokens",
         type=int,
-        default=None,
+        default=DEFAULT_ANSWERS,
         metavar="N",
-        help="hybrid's earlier answers kept per namespace (0: not a source; default: as `serve`); each pass and "
-        "round of the prompts drafts only from its own",
+        help=f"hybrid's earlier answers kept per namespace (0: not a source; default {DEFAULT_ANSWERS}); each pass "
+        "and round of the prompts drafts only from its own",
     )
     g.add_argument(
         "--ngram",

@@ -342,8 +342,8 @@ class RestProposer:
         bare = b / (self._bare_ms * rows + float(curve(b)))
         n = np.arange(1, b * self.k + 1)
         could_pay = bool(np.any((b + n) / (self._full_ms * rows + curve(b + n)) > bare))
-        verdict = self._verdicts.get(_size_class(b))
         key = _size_class(b)
+        verdict = self._verdicts.get(key)
         if could_pay and (verdict is None or verdict >= 1.0):
             self._failed_checks.pop(key, None)
             return True, 0
@@ -454,9 +454,11 @@ class RestProposer:
         last token and drafts."""
         tokens = sum(1 + previous.drafted[k] for k in keys)
         ms = 1000.0 * (start - previous.end)
+        if tokens == 0 or ms <= 0.0:
+            return  # nothing verified
         predicted = float(self.cost(tokens))
-        if tokens == 0 or ms <= 0.0 or (self.cost.observations > 16 and ms > _OUTLIER * predicted):
-            return  # nothing verified, or a hiccup (a pause of the whole process), not what such a step costs
+        if self.cost.observations > 16 and ms > _OUTLIER * predicted:
+            return  # a hiccup (a pause of the whole process), not what such a step costs
         if previous.explored and ms < 0.8 * predicted:
             self._failed_checks.clear()  # the cost was overstated: try again at the usual pace
         self.cost.observe(tokens, ms)

@@ -262,10 +262,11 @@ class RequestOptions:
         chosen = frozenset(str(s).strip() for s in stores) if isinstance(stores, list | tuple) else None
         context = extra.get(XARG_CONTEXT, 1) not in (0, False, "0", "false")
         answers = extra.get(XARG_ANSWERS, "")
-        if isinstance(answers, str | int) and not isinstance(answers, bool) and answers not in _ANSWERS_OFF:
-            namespace: str | None = str(answers)[:_NAMESPACE_CHARS]
-        else:
-            namespace = None if answers in _ANSWERS_OFF else ""
+        namespace: str | None = ""  # a value not understood: as the server is set up
+        if answers in _ANSWERS_OFF:
+            namespace = None
+        elif isinstance(answers, str | int) and not isinstance(answers, bool):
+            namespace = str(answers)[:_NAMESPACE_CHARS]
         return cls(off=off in (1, True, "1", "true"), stores=chosen, context=context, answers=namespace)
 
 
