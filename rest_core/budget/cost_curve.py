@@ -188,6 +188,10 @@ class LinearCorrection:
         prior's one-token step."""
         return self._linear(tokens)
 
+    def line(self, tokens: np.ndarray | int) -> np.ndarray:
+        """The linear correction alone (what `__call__` is here; a subclass may refine it)."""
+        return self._linear(tokens)
+
     def _linear(self, tokens: np.ndarray | int) -> np.ndarray:
         t = np.asarray(tokens, np.float64)
         return np.maximum((self._x(t) @ self._solve()) * self.unit, 0.1 * self.unit)

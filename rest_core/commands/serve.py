@@ -81,7 +81,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="JSON Lines: every drafted chain and how much of it was accepted",
     )
     p.add_argument(
-        "--draft-stats", default=None, metavar="FILE", help="JSON: the proposer's running totals, rewritten every step"
+        "--draft-stats",
+        default=None,
+        metavar="FILE",
+        help="JSON: the proposer's running totals, rewritten at most every second",
     )
     p.add_argument("--dry-run", action="store_true", help="print the vLLM command instead of running it")
 

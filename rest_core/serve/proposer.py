@@ -74,7 +74,7 @@ from rest_core.sources import MAX_STORES, SourceTable
 MAX_CHECK_EVERY = 256  # skipped steps: the longest wait before retrieving is tried again
 CHECKS_BEFORE_BACKOFF = 4  # tries that did not pay before the wait between them doubles
 COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load change, a new batch size)
-FLUSH_S = 0.25  # the log and the totals file are written at most this often
+FLUSH_S = 1.0  # the totals file is written at most this often (the log: every call)
 _OUTLIER = 20.0  # a step this many times slower than predicted is not learned (the process was paused)
 
 _STORES: dict[tuple[str, str], Any] = {}  # (folder, tokenizer fingerprint) -> opened Datastore, once per process
@@ -106,7 +106,7 @@ class _Request:
     """What the proposer keeps for one request between steps."""
 
     ids: np.ndarray  # its context as of the last step (to check the row still holds it)
-    context: ContextSource | None
+    context: ContextSource | None  # `ids` indexed as far as the last step that retrieved
     start: int = 0  # where its answer starts in `ids` (its prompt's length, as first seen)
     pending: ChainDraft | None = None  # the chain drafted last step, outcome not yet seen
     model: AcceptanceModel | None = None  # the acceptance model that scored it
@@ -228,18 +228,18 @@ class RestProposer:
             models.append(req.model)
             rooms.append(room)
         self._learn_outcomes()
-        chains = chain_drafts(found, models, rooms)
-        if not retrieve:
-            self.totals.steps_skipped += 1
         if previous is not None and step.clean and previous.clean:
             self._learn_cost(previous, start, [keys[i] for i in drafting])
-        best, plan = self._plan(chains, rows, at_least)
         if retrieve:
+            chains = chain_drafts(found, models, rooms)
+            best, plan = self._plan(chains, rows, at_least)
             # Retrieving steps that had candidates but drafted nothing count towards exploring
             # (see `AutoBudget`); steps that skipped retrieval are `_worth_retrieving`'s business.
             had = any(len(c) for c in chains)
             self._idle = self._idle + 1 if (had and plan.tokens == len(chains)) else 0
-        out = self._cut(rows, drafting, chains, plan, keys, lengths, step)
+            out = self._cut(rows, drafting, chains, plan, keys, lengths, step)
+        else:
+            out = self._skip(rows, drafting, keys, step)
         self._forget_others(set(keys))
         end = self.clock()
         self._propose_ms(retrieve, 1000.0 * (end - start), rows)
@@ -277,6 +277,20 @@ class RestProposer:
             self._remember(keys[i], drafted, chain, lengths[i])
             step.drafted[keys[i]] = len(drafted)
         return out
+
+    def _skip(self, rows: int, drafting: list[int], keys: list[Any], step: _Step) -> list[list[int]]:
+        """No row drafts (retrieval skipped): what `_cut` and `_remember` would do for empty chains,
+        without building them. At a full batch on a CPU most steps skip, so this is what a step
+        costs the engine."""
+        self.totals.steps_skipped += 1
+        self._since_explore += 1  # as `_plan` counts a step that drafted nothing
+        for i in drafting:
+            req = self.requests[keys[i]]
+            req.steps += 1
+            req.pending = req.record = None
+            step.drafted[keys[i]] = 0
+        self.totals.add_empty(len(drafting))
+        return [[] for _ in range(rows)]
 
     def _log_step(
         self, previous: _Step, step: _Step, rows: int, drafting: list[Any], start: float, end: float, retrieve: bool
@@ -338,13 +352,9 @@ class RestProposer:
         curve that says "never" can be proved wrong."""
         if b == 0:
             return False, 0
-        curve = self.cost.curve()
-        bare = b / (self._bare_ms * rows + float(curve(b)))
-        n = np.arange(1, b * self.k + 1)
-        could_pay = bool(np.any((b + n) / (self._full_ms * rows + curve(b + n)) > bare))
         key = _size_class(b)
         verdict = self._verdicts.get(key)
-        if could_pay and (verdict is None or verdict >= 1.0):
+        if (verdict is None or verdict >= 1.0) and self._could_pay(b, rows):
             self._failed_checks.pop(key, None)
             return True, 0
         self._since_check += 1
@@ -355,6 +365,14 @@ class RestProposer:
             self.totals.steps_explored += 1
             return True, -(-b // 4)
         return False, 0
+
+    def _could_pay(self, b: int, rows: int) -> bool:
+        """Whether any number of drafted tokens, all accepted, would yield more tokens per
+        millisecond than a step that does not look for drafts."""
+        curve = self.cost.curve()
+        bare = b / (self._bare_ms * rows + float(curve(b)))
+        n = np.arange(1, b * self.k + 1)
+        return bool(np.any((b + n) / (self._full_ms * rows + curve(b + n)) > bare))
 
     def _judge_retrieval(self, plan: BatchPlan, b: int, rows: int) -> None:
         """A retrieving step's expected rate against a step that skips retrieval, as a running
@@ -382,19 +400,15 @@ class RestProposer:
         req = self.requests.get(key)
         n = ctx.shape[0]
         if req is not None and req.ids.shape[0] <= n and np.array_equal(req.ids, ctx[: req.ids.shape[0]]):
-            new = ctx[req.ids.shape[0] :]
-            self._outcome(req, new)
-            if req.context is not None:
-                req.context.extend(new)
+            self._outcome(req, ctx[req.ids.shape[0] :])
             req.ids = ctx.copy()
             return req, True
         if req is not None:
             self.totals.rebuilt += 1
             self._archive(req)  # another request in this row: the one before has ended
         context = None
-        if self.settings.use_context:
+        if self.settings.use_context:  # indexed when first retrieved from (`_retrieve`)
             context = ContextSource(self.settings.retrieval, self.settings.context_weight)
-            context.reset(ctx)
         req = _Request(ctx.copy(), context, start=max(n - 1, 0), opts=RequestOptions.parse(extra))
         self.requests[key] = req
         return req, False
@@ -410,6 +424,8 @@ class RestProposer:
             store.reset(tail)  # a store's source keeps only the last n_max tokens: shared by all rows
             retrieved.append(store.retrieve())
         if req.context is not None and req.opts.context:
+            # Indexed only up to the last step that retrieved: skipped steps leave it behind.
+            req.context.extend(ctx[len(req.context) :])
             retrieved.append(req.context.retrieve())
         if self.answers_bit and req.opts.answers is not None:
             history = self.histories.get(req.opts.answers)
@@ -456,10 +472,10 @@ class RestProposer:
         ms = 1000.0 * (start - previous.end)
         if tokens == 0 or ms <= 0.0:
             return  # nothing verified
-        predicted = float(self.cost(tokens))
-        if self.cost.observations > 16 and ms > _OUTLIER * predicted:
+        # The fitted line is enough to tell a pause from a step, and costs no rebuild of the curve.
+        if self.cost.observations > 16 and ms > _OUTLIER * float(self.cost.line(tokens)):
             return  # a hiccup (a pause of the whole process), not what such a step costs
-        if previous.explored and ms < 0.8 * predicted:
+        if previous.explored and ms < 0.8 * float(self.cost(tokens)):
             self._failed_checks.clear()  # the cost was overstated: try again at the usual pace
         self.cost.observe(tokens, ms)
         self.totals.steps_timed += 1
@@ -517,10 +533,12 @@ class RestProposer:
         }
 
     def _flush(self, now: float) -> None:
-        """Write the log and the running totals, at most every FLUSH_S seconds: a file write
-        costs about a millisecond on this machine's disk, a step of one request 30. Called at
-        the start of a step, so what is written is complete up to the step before: a reader
-        that wants a generation's totals runs one more short request after it, FLUSH_S later."""
+        """Write the running totals, at most every FLUSH_S seconds: opening and writing the file
+        costs about a millisecond on this machine's disk (a step of one request, 30; of 32
+        requests, 155), and at a full batch a step that drafts nothing costs the proposer well
+        under one. Called at the start of a step, so what is written is complete up to the step
+        before: a reader that wants a generation's totals runs one more short request after it,
+        FLUSH_S later."""
         if now - self._flushed < FLUSH_S:
             return
         self._flushed = now

@@ -47,6 +47,12 @@ class ProposerTotals:
         for name, n in self.table.count_sources(int(m) for m in drafted.sources).items():
             self.drafted_by_source[name] += n
 
+    def add_empty(self, rows: int) -> None:
+        """`add` for `rows` rows that had no candidates (retrieval skipped)."""
+        self.rows += rows
+        if rows:
+            self.length_hist[0] = self.length_hist.get(0, 0) + rows
+
     def resolve(self, drafted: ChainDraft, accepted: int) -> None:
         self.resolved_drafts += 1
         self.accepted_tokens += accepted

@@ -214,6 +214,28 @@ def test_the_step_cost_is_learned_and_a_full_batch_on_a_steep_device_drafts_noth
     assert engine.drafted - recent <= 8  # at most one exploring step's drafts
 
 
+def test_steps_that_skip_retrieval_leave_the_contexts_behind_and_retrieval_catches_them_up(model_dir, store_dir, tok):
+    """At a full batch on a CPU most steps skip retrieval; such a step only checks each row's
+    tokens (no indexing, no chains), so the request's context index lags its tokens until the
+    next step that retrieves, which indexes what it missed: the same index as built from scratch."""
+    from rest_core.drafting.context_source import ContextSource
+
+    steep = CostCurve((1, 8192), (10.0, 10.0 + 8191 * 200.0))
+    p = make(model_dir, store_dir, "hybrid", curve=steep)
+    engine = Engine(p, tok, ["def add(a, b):\n"] * 4, [ANSWER[15:] * 6] * 4, cost=steep)
+    engine.run(12)
+    assert p.totals.steps_skipped >= 10 and engine.drafted == 0
+    assert p.totals.rows == 4 * 12 and p.totals.length_hist == {0: 48}  # as if every row drafted nothing
+    lagging = [req for req in p.requests.values() if len(req.context) < len(req.ids)]
+    assert lagging  # skipped steps did not index their new tokens
+    for req in p.requests.values():
+        p._retrieve(req, req.ids)
+        fresh = ContextSource(p.settings.retrieval, p.settings.context_weight)
+        fresh.reset(req.ids)
+        assert len(req.context) == len(req.ids)
+        assert req.context._ends == fresh._ends and req.context._ids == fresh._ids
+
+
 def test_a_prior_that_overstates_the_cost_is_corrected_by_exploring(model_dir, store_dir, tok):
     steep = CostCurve((1, 8192), (10.0, 10.0 + 8191 * 20.0))
     p = make(model_dir, store_dir, "hybrid", curve=steep)  # the device is in fact flat
