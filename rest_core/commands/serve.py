@@ -81,10 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="JSON Lines: every drafted chain and how much of it was accepted",
     )
     p.add_argument(
-        "--draft-stats",
-        default=None,
-        metavar="FILE",
-        help="JSON: the proposer's running totals, rewritten at most every second",
+        "--draft-stats", default=None, metavar="FILE", help="JSON: the proposer's running totals, rewritten each second"
     )
     p.add_argument("--dry-run", action="store_true", help="print the vLLM command instead of running it")
 
