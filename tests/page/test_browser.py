@@ -394,7 +394,7 @@ def test_deep_links_open_their_view(app_url, browser):
         pg.wait_for_selector("#compare", state="visible", timeout=30_000)
         assert pg.get_attribute("#view-chat-button", "aria-selected") == "true"
         pg.click("#view-how-rest-button")
-        pg.wait_for_function("location.hash === '#how-rest'", timeout=10_000)
+        pg.wait_for_function("location.hash === '#how-rest'", timeout=30_000)  # a tab's click, on a busy runner
         pg.reload()
         pg.wait_for_selector("#how-rest svg", state="visible", timeout=60_000)  # the link survives a reload
     finally:
