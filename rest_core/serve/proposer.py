@@ -542,8 +542,6 @@ class RestProposer:
         if now - self._flushed < FLUSH_S:
             return
         self._flushed = now
-        if self._log is not None:
-            self._log.flush()
         if self.settings.stats:
             with open(self.settings.stats, "w", encoding="utf-8") as f:
                 f.write(json.dumps(self.snapshot()))
