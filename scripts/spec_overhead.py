@@ -41,7 +41,8 @@ class NullProposer:
 
 def variants(job: dict, k: int) -> dict[str, dict]:
     """The three jobs made from a run's `ar` job."""
-    base = {**job, "calibrate": None, "proposer_stats": None, "additional_config": None}
+    # ar and the null drafter keep no earlier answers, so their repeated passes may ask a prompt again
+    base = {**job, "calibrate": None, "proposer_stats": None, "additional_config": None, "distinct": False}
     kwargs = dict(job.get("llm_kwargs") or {})
     null = {"method": "custom_class", "model": "scripts.spec_overhead.NullProposer", "num_speculative_tokens": k}
     return {

@@ -1,64 +1,52 @@
 """`bench --engine vllm`: the same problems and prompts as the other benchmarks, served by vLLM
 at several batch sizes, for plain decoding (`ar`), vLLM's own drafters (`ngram` = prompt lookup,
-`suffix` = SuffixDecoding) and REST as vLLM's proposer (`rest`, `hybrid`; rest_core.serve).
+`suffix` = SuffixDecoding as a server runs it, its global tree of earlier answers on;
+`suffix-nocache` = the same with that tree off) and REST as vLLM's proposer (`rest`, `hybrid`;
+rest_core.serve, with the answers source on as `serve` runs it).
 
-This module runs in the app's environment and never imports vLLM: each method is one job for
-`rest_core.serve.bench_worker` in the vLLM environment (one engine load per method, every batch
-size on it; `suffix` gets a fresh engine per batch size, because its cache of earlier requests'
-outputs would otherwise hold the answers to these very prompts from the previous batch size).
-`ar` runs first: it is every comparison's reference (greedy outputs must be identical, request
-by request, at the same batch size) and it measures the plain step cost per batch size that the
-REST proposer starts from as its prior cost curve.
+Fair to drafters that learn from earlier answers: no engine is ever handed a prompt twice.
+Each method's job (`rest_core.serve.bench_worker`, in the vLLM environment) loads a fresh engine
+and runs every batch size once, each on its own slice of the problems (`schedule`: batch size B
+asks max(requests_per_batch x B, min_requests) prompts, no slice shares a prompt, and the
+warm-up uses training problems); the worker refuses a job that would repeat one.
+
+Interleaved rounds: round r runs ar, then every other method, each on a fresh engine and the
+same slices; then round r + 1 does it again. A method's figure is the median of its rounds with
+the spread shown, so a machine whose load drifts over the minutes a method takes shifts every
+method alike; each pass records the load average around it. `ar` runs first in every round: it
+is the reference (greedy outputs must be identical, request by request, in the same round), and
+in the first round it measures the plain step cost per batch size that the REST proposer starts
+from as its prior cost curve.
 
 A batch size B is B requests in flight at every moment (continuous batching, as a server keeps
 its batch full; `rest_core.serve.bench_worker.run_batch`). Per method and batch size
 (`VllmSummary`): tokens/s in total (all requests' tokens over the wall time) and per request
-(each request's tokens over its own latency), ms per token per request
-(prefill included, as `mean_token_ms` elsewhere), tokens per step and request M (generated /
-(generated - accepted drafts): every step of a request yields one token of the model's own),
-drafted tokens per step and acceptance (vLLM's counters), identity with `ar`.
+(each request's tokens over its own latency), ms per token per request (prefill included, as
+`mean_token_ms` elsewhere), tokens per step and request M (generated / (generated - accepted
+drafts): every step of a request yields one token of the model's own), drafted tokens per step
+and acceptance (vLLM's counters, pooled over rounds), identity with `ar`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rest_core.bench.vllm_summary import markdown_tables, summarize, write_report
 from rest_core.serve.settings import DEFAULT_ANSWERS
 
-VLLM_METHODS = ("ar", "ngram", "suffix", "rest", "hybrid")
+__all__ = ["markdown_tables", "summarize", "write_report"]  # the bench's figures, re-exported
+
+VLLM_METHODS = ("ar", "ngram", "suffix", "suffix-nocache", "rest", "hybrid")
 NGRAM_SWEEP = ((2, 2), (4, 2), (4, 4), (8, 4))  # (num_speculative_tokens, prompt_lookup_max)
 DEFAULT_NGRAM = (4, 4)
-
-
-@dataclass
-class VllmSummary:
-    method: str
-    batch: int
-    requests: int
-    new_tokens: int
-    wall_s: float
-    tokens_per_s: float  # all requests' tokens / the pass's wall time
-    tokens_per_s_request: float  # mean over requests of tokens / latency
-    mean_token_ms: float  # per request: latency / tokens, pooled (prefill included)
-    mean_generated_length: float  # M: tokens per step of a request
-    draft_tokens_per_step: float  # drafted tokens per step of a request (0 for ar)
-    mean_draft_length: float  # drafted tokens per step that drafted
-    acceptance: float | None  # accepted / drafted
-    identical_to_ar: float | None  # share of requests whose tokens equal ar's at this batch size
-    identical_to_ar_batch1: float | None = None  # ... equal ar's output for that prompt at batch 1
-    speedup_vs_ar: float | None = None  # tokens_per_s ratio
-    speedup_vs_ar_request: float | None = None  # tokens_per_s_request ratio
-    accepted_per_position: list[int] = field(default_factory=list)
-    proposer: dict[str, Any] = field(default_factory=dict)  # REST: drafted / accepted per source
 
 
 @dataclass(frozen=True)
@@ -68,7 +56,6 @@ class VllmMethod:
     name: str
     speculative_config: dict[str, Any] | None = None
     additional_config: dict[str, Any] | None = None
-    fresh_engine_per_batch: bool = False
 
 
 @dataclass
@@ -84,8 +71,31 @@ class VllmPlan:
     max_model_len: int = 2048
     llm_kwargs: dict[str, Any] = field(default_factory=dict)
     calibrate: list[int] = field(default_factory=list)  # ar: the batch sizes whose step cost is measured
-    requests_per_batch: int = 3  # a batch size B runs max(prompts, this x B) requests
-    repeats: int = 1  # passes per batch size on one engine, the fastest counts (suffix: always 1)
+    requests_per_batch: int = 2  # batch size B asks max(this x B, min_requests) distinct prompts
+    min_requests: int = 1
+    rounds: int = 1  # interleaved rounds: every method once per round, each on a fresh engine
+
+
+def schedule(prompts: int, batches: Sequence[int], per_batch: int, min_requests: int) -> dict[int, list[int]]:
+    """The prompt indices each batch size asks: consecutive slices that share no prompt, so one
+    engine running every batch size never sees a prompt twice. ValueError, saying how many are
+    needed, when there are too few."""
+    need = {b: max(per_batch * b, min_requests) for b in batches}
+    total = sum(need.values())
+    if total > prompts:
+        parts = " + ".join(f"{need[b]} (batch {b})" for b in batches)
+        raise ValueError(
+            f"batch sizes {','.join(map(str, batches))} need {parts} = {total} distinct prompts "
+            f"(max({per_batch} x B, {min_requests}) each; no engine is asked a prompt twice), but only {prompts} "
+            "were selected: select more problems (--split, --offset, --limit 0), or lower --requests-per-batch, "
+            "--min-requests or the batch sizes"
+        )
+    out: dict[int, list[int]] = {}
+    at = 0
+    for b in batches:
+        out[b] = list(range(at, at + need[b]))
+        at += need[b]
+    return out
 
 
 def method_config(
@@ -116,8 +126,12 @@ def method_config(
                 "prompt_lookup_min": 1,
             },
         )
-    if name == "suffix":
-        return VllmMethod(name, {"method": "suffix", "num_speculative_tokens": k}, fresh_engine_per_batch=True)
+    if name == "suffix":  # as a server runs it: its global tree of earlier answers on (vLLM's default)
+        return VllmMethod(name, {"method": "suffix", "num_speculative_tokens": k})
+    if name == "suffix-nocache":  # drafts from the request's own prompt and answer only
+        return VllmMethod(
+            name, {"method": "suffix", "num_speculative_tokens": k, "suffix_decoding_max_cached_requests": 0}
+        )
     if name in ("rest", "hybrid"):
         rest = rest_config(
             name,
@@ -132,276 +146,57 @@ def method_config(
     raise ValueError(f"unknown vLLM method {name!r}; choose from {', '.join(VLLM_METHODS)}")
 
 
-def run_method(plan: VllmPlan, method: VllmMethod, work: Path, *, log: Path) -> dict[str, Any]:
-    """One method's job in the vLLM environment; its result (bench_worker's JSON)."""
+def run_method(
+    plan: VllmPlan, method: VllmMethod, work: Path, *, log: Path, round_index: int = 0, calibrate: bool = True
+) -> dict[str, Any]:
+    """One method's job in the vLLM environment (a fresh engine, every batch size once on its
+    own prompts); its result (bench_worker's JSON)."""
+    from rest_core.serve.bench_worker import check_distinct
     from rest_core.serve.env import vllm_environ, vllm_python
 
     python = vllm_python()
-    env = vllm_environ()
-    groups = [[b] for b in plan.batches] if method.fresh_engine_per_batch else [plan.batches]
-    merged: dict[str, Any] | None = None
-    for i, batches in enumerate(groups):
-        job = {
-            "method": method.name,
-            "model": plan.model,
-            "dtype": plan.dtype,
-            "max_model_len": plan.max_model_len,
-            "llm_kwargs": plan.llm_kwargs,
-            "speculative_config": method.speculative_config,
-            "additional_config": method.additional_config,
-            "prompts": plan.prompts,
-            "batches": batches,
-            "max_tokens": plan.max_tokens,
-            "warmup": plan.warmup,
-            "requests_per_batch": plan.requests_per_batch,
-            # suffix's cache of earlier outputs would hold this very pass's answers on a repeat
-            "repeats": 1 if method.fresh_engine_per_batch else plan.repeats,
-            "calibrate": plan.calibrate if method.name == "ar" else [],
-            "proposer_stats": (method.additional_config or {}).get("rest", {}).get("stats"),
-            "out": str(work / f"{method.name}-{i}.json"),
-        }
-        job_path = work / f"{method.name}-{i}.job.json"
-        job_path.write_text(json.dumps(job))
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(f"\n=== {method.name} batches {batches}: {python} -m rest_core.serve.bench_worker {job_path}\n")
-            f.flush()
-            done = subprocess.run(
-                [python, "-m", "rest_core.serve.bench_worker", str(job_path)],
-                env=env,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-            )
-        if done.returncode != 0:
-            tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
-            raise RuntimeError(f"vLLM method {method.name} failed (exit {done.returncode}); see {log}:\n{tail}")
-        part = json.loads(Path(job["out"]).read_text())
-        if merged is None:
-            merged = part
-            merged["load_s"] = [part["load_s"]]
-        else:
-            merged["batches"] += part["batches"]
-            merged["load_s"].append(part["load_s"])
-            merged["loadavg_end"] = part["loadavg_end"]
-    assert merged is not None
-    return merged
-
-
-# --------------------------------------------------------------------------------------------
-# Summaries
-
-
-def summarize(results: dict[str, dict[str, Any]]) -> tuple[dict[int, dict[str, VllmSummary]], list[dict[str, Any]]]:
-    """Per batch size, per method: its summary; and every greedy output that differs from ar's
-    (request j of a batch size runs the same prompt for every method)."""
-    ar = results.get("ar")
-    ar_runs = {b["batch"]: b for b in ar["batches"]} if ar else {}
-    ar_first = {}
-    if 1 in ar_runs:
-        for q in ar_runs[1]["requests"]:
-            ar_first.setdefault(q["prompt"], q["token_ids"])
-    table: dict[int, dict[str, VllmSummary]] = {}
-    differences: list[dict[str, Any]] = []
-    for name, result in results.items():
-        for run in result["batches"]:
-            b, reqs = run["batch"], run["requests"]
-            ref = [q["token_ids"] for q in ar_runs[b]["requests"]] if b in ar_runs else None
-            same = []
-            for j, q in enumerate(reqs):
-                if ref is not None and name != "ar":
-                    ok = q["token_ids"] == ref[j]
-                    same.append(ok)
-                    if not ok:
-                        differences.append(
-                            {
-                                "method": name,
-                                "batch": b,
-                                "request": j,
-                                "prompt": q["prompt"],
-                                "first_diff": _first_diff(q["token_ids"], ref[j]),
-                            }
-                        )
-            if run.get("passes_identical") is False:  # greedy: a repeated pass must give the same tokens
-                differences.append(
-                    {
-                        "method": name,
-                        "batch": b,
-                        "request": None,
-                        "prompt": None,
-                        "first_diff": None,
-                        "what": "repeated passes differ",
-                    }
-                )
-            summary = _run_summary(name, run, result, ref, same, ar_first)
-            table.setdefault(b, {})[name] = summary
-    for by_method in table.values():
-        base = by_method.get("ar")
-        for s in by_method.values():
-            if base is not None and base.tokens_per_s and base.tokens_per_s_request:
-                s.speedup_vs_ar = s.tokens_per_s / base.tokens_per_s
-                s.speedup_vs_ar_request = s.tokens_per_s_request / base.tokens_per_s_request
-    return dict(sorted(table.items())), differences
-
-
-def _run_summary(
-    name: str,
-    run: dict[str, Any],
-    result: dict[str, Any],
-    ref: list[Any] | None,
-    same: list[bool],
-    ar_first: dict[Any, Any],
-) -> VllmSummary:
-    """One method at one batch size: its throughput, latency, drafts and identity with ar."""
-    b, reqs = run["batch"], run["requests"]
-    tokens = sum(len(q["token_ids"]) for q in reqs)
-    wall = run["wall_s"]
-    spec = run["spec"]
-    steps = max(tokens - spec["num_accepted_tokens"], 1)
-    rates = [len(q["token_ids"]) / q["latency_s"] for q in reqs if q["latency_s"] > 0]
-    summary = VllmSummary(
-        method=name,
-        batch=b,
-        requests=len(reqs),
-        new_tokens=tokens,
-        wall_s=wall,
-        tokens_per_s=tokens / wall if wall else 0.0,
-        tokens_per_s_request=sum(rates) / len(rates) if rates else 0.0,
-        mean_token_ms=1000.0 * sum(q["latency_s"] for q in reqs) / max(tokens, 1),
-        mean_generated_length=tokens / steps,
-        draft_tokens_per_step=spec["num_draft_tokens"] / steps,
-        mean_draft_length=spec["num_draft_tokens"] / spec["num_drafts"] if spec["num_drafts"] else 0.0,
-        acceptance=spec["num_accepted_tokens"] / spec["num_draft_tokens"] if spec["num_draft_tokens"] else None,
-        identical_to_ar=(1.0 if name == "ar" else (sum(same) / len(same))) if ref is not None else None,
-        identical_to_ar_batch1=_share(
-            [q["token_ids"] == ar_first[q["prompt"]] for q in reqs if q["prompt"] in ar_first]
-        ),
-        accepted_per_position=spec["accepted_per_position"],
-        proposer=_proposer_part(run.get("proposer"), result["batches"], run),
-    )
-    return summary
-
-
-def _proposer_part(stats: dict[str, Any] | None, runs: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
-    """The REST proposer's totals during this batch size (its stats are cumulative per process)."""
-    if not stats:
-        return {}
-    i = runs.index(run)
-    before = runs[i - 1].get("proposer") if i > 0 else run.get("proposer_before")
-    keys = (
-        "drafted_tokens",
-        "accepted_tokens",
-        "rows",
-        "rows_drafted",
-        "steps_skipped",
-        "steps_explored",
-        "propose_ms",
-        "calls",
-    )
-    out = {k: stats.get(k, 0) - (before.get(k, 0) if before else 0) for k in keys}
-    for k in ("drafted_by_source", "accepted_by_source", "drafted_by_kind", "accepted_by_kind"):
-        now, then = stats.get(k, {}), (before or {}).get(k, {})
-        out[k] = {name: v - then.get(name, 0) for name, v in now.items()}
-    out["propose_ms_per_call"] = out["propose_ms"] / out["calls"] if out["calls"] else 0.0
-    out["cost_curve"] = stats.get("cost_curve")
-    out["req_ids"] = stats.get("req_ids")
-    return out
-
-
-def _share(values: list[bool]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _first_diff(a: Sequence[int], b: Sequence[int]) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
-# --------------------------------------------------------------------------------------------
-# Reports
-
-
-def _f(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:{spec}}{suffix}"
-
-
-def markdown_tables(table: dict[int, dict[str, VllmSummary]]) -> str:
-    """One table per batch size."""
-    out = []
-    for b, by_method in table.items():
-        out += [
-            f"**batch {b}** ({next(iter(by_method.values())).requests} requests, {b} in flight)",
-            "",
-            "| method | tok/s total | vs ar | tok/s per request | vs ar | ms/token (request) | M | drafted/step | acceptance "
-            "| identical to ar | identical to ar at batch 1 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for s in by_method.values():
-            out.append(
-                f"| {s.method} | {s.tokens_per_s:.1f} | {_f(s.speedup_vs_ar, '.2f', 'x')} | {s.tokens_per_s_request:.1f} "
-                f"| {_f(s.speedup_vs_ar_request, '.2f', 'x')} | {s.mean_token_ms:.1f} | {s.mean_generated_length:.2f} "
-                f"| {s.draft_tokens_per_step:.2f} | {_f(s.acceptance, '.0%') if s.acceptance is not None else '-'} "
-                f"| {_f(100 * s.identical_to_ar if s.identical_to_ar is not None else None, '.0f', '%')} "
-                f"| {_f(100 * s.identical_to_ar_batch1 if s.identical_to_ar_batch1 is not None else None, '.0f', '%')} |"
-            )
-        out.append("")
-    return "\n".join(out)
-
-
-def write_report(
-    out: Path,
-    *,
-    title: str,
-    table: dict[int, dict[str, VllmSummary]],
-    differences: list[dict[str, Any]],
-    results: dict[str, dict[str, Any]],
-    meta: dict[str, Any],
-) -> list[str]:
-    """results.json (per method the bench's usual fields, at the smallest batch size, plus
-    `by_batch`) and results.md (one table per batch size)."""
-    out.mkdir(parents=True, exist_ok=True)
-    first = min(table) if table else None
-    methods: dict[str, Any] = {}
-    for b, by_method in table.items():
-        for name, s in by_method.items():
-            entry = methods.setdefault(name, {"method": name, "by_batch": {}})
-            entry["by_batch"][str(b)] = asdict(s)
-            if b == first:
-                entry.update(
-                    batch=b,
-                    runs=s.requests,
-                    new_tokens=s.new_tokens,
-                    mean_token_ms=s.mean_token_ms,
-                    mean_generated_length=s.mean_generated_length,
-                    tokens_per_s=s.tokens_per_s,
-                    speedup_vs_ar=s.speedup_vs_ar,
-                    identical_to_ar=s.identical_to_ar,
-                )
-    payload = {
-        **meta,
-        "engine": "vllm",
-        "timing": "per batch size B: max(problems, 3B) requests, B in flight at every moment (continuous batching); "
-        "tok/s total = tokens / the pass's wall time; per request = tokens / its latency (admitted to finished); "
-        "one engine load per method (suffix: per batch size)",
-        "methods": methods,
-        "batches": {str(b): {n: asdict(s) for n, s in by.items()} for b, by in table.items()},
-        "differences": differences,
-        "cost_curve": (results.get("ar") or {}).get("cost_curve"),
-        "load_s": {n: r.get("load_s") for n, r in results.items()},
-        "loadavg": {n: [r.get("loadavg_start"), r.get("loadavg_end")] for n, r in results.items()},
-        "raw": results,
-    }
-    (out / "results.json").write_text(json.dumps(payload, indent=1))
-    lines = [f"# {title}", ""] + [
-        f"- {k}: `{v}`" if k == "command" else f"- {k}: {v}" for k, v in meta.items() if not isinstance(v, (dict, list))
-    ]
-    lines += ["", markdown_tables(table)]
-    if differences:
-        lines.append(
-            f"**{len(differences)} greedy output(s) differ from ar at the same batch size** (see results.json)."
+    job = make_job(plan, method, work, round_index=round_index, calibrate=calibrate)
+    check_distinct(job)  # the worker checks again; this fails before an engine loads
+    job_path = work / f"{method.name}-{round_index}.job.json"
+    job_path.write_text(json.dumps(job))
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"\n=== {method.name} round {round_index}: {python} -m rest_core.serve.bench_worker {job_path}\n")
+        f.flush()
+        done = subprocess.run(
+            [python, "-m", "rest_core.serve.bench_worker", str(job_path)],
+            env=vllm_environ(),
+            stdout=f,
+            stderr=subprocess.STDOUT,
         )
-    (out / "results.md").write_text("\n".join(lines) + "\n")
-    return [str(out / "results.json"), str(out / "results.md")]
+    if done.returncode != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise RuntimeError(f"vLLM method {method.name} failed (exit {done.returncode}); see {log}:\n{tail}")
+    return json.loads(Path(job["out"]).read_text())
+
+
+def make_job(plan: VllmPlan, method: VllmMethod, work: Path, *, round_index: int, calibrate: bool) -> dict[str, Any]:
+    """The worker's job for one method in one round: a fresh engine, each batch size once on its
+    own slice of the prompts (`schedule`), marked `distinct` so that the worker refuses it if any
+    prompt would be asked twice."""
+    slices = schedule(len(plan.prompts), plan.batches, plan.requests_per_batch, plan.min_requests)
+    return {
+        "method": method.name,
+        "model": plan.model,
+        "dtype": plan.dtype,
+        "max_model_len": plan.max_model_len,
+        "llm_kwargs": plan.llm_kwargs,
+        "speculative_config": method.speculative_config,
+        "additional_config": method.additional_config,
+        "prompts": plan.prompts,
+        "batches": plan.batches,
+        "batch_prompts": {str(b): idx for b, idx in slices.items()},
+        "distinct": True,
+        "max_tokens": plan.max_tokens,
+        "warmup": plan.warmup,
+        "calibrate": plan.calibrate if method.name == "ar" and calibrate else [],
+        "proposer_stats": (method.additional_config or {}).get("rest", {}).get("stats"),
+        "out": str(work / f"{method.name}-{round_index}.json"),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,11 +214,14 @@ def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPl
         return encode_prompt(tokenizer, p.turns[0], False)
 
     ids = {p.id for p in problems}
-    train = [p for p in load_suite(args.suite, None, 0, "train") if p.id not in ids][:2] or problems[:1]
-    warm = [first_turn(p) for p in train]
+    train = [p for p in load_suite(args.suite, None, 0, "train") if p.id not in ids][:2]
+    warm = [first_turn(p) for p in train]  # never a measured prompt: the drafters would keep its answer
     batches = sorted({int(b) for b in str(args.batch).split(",") if b.strip()})
     if not batches or batches[0] < 1:
         raise ValueError(f"--batch must be batch sizes >= 1, got {args.batch!r}")
+    if getattr(args, "repeats", 1) > 1:
+        raise ValueError("--engine vllm never asks an engine a prompt twice: use --rounds for repeated passes")
+    per_batch, min_requests = args.requests_per_batch, args.min_requests
     dtype = args.dtype if args.dtype != "auto" else ("float32" if args.model == "embedded" else "auto")
     kwargs: dict[str, Any] = {}
     device = args.device if args.device != "auto" else None
@@ -436,9 +234,11 @@ def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPl
         model=folder,
         prompts=[first_turn(p) for p in problems],
         batches=batches,
-        repeats=args.repeats,
+        requests_per_batch=per_batch,
+        min_requests=min_requests,
+        rounds=args.rounds,
         max_tokens=args.max_new_tokens,
-        warmup=[warm, warm * max(1, batches[-1] // len(warm))],
+        warmup=[warm, warm * max(1, batches[-1] // len(warm))] if warm else [],
         dtype=dtype,
         llm_kwargs=kwargs,
         calibrate=[b for b in calibrate if b <= max(2 * batches[-1], 4)],
@@ -483,8 +283,8 @@ def ngram_from(value: str | None) -> tuple[tuple[int, int], str]:
 
 
 def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
-    """`bench --engine vllm`: every method at every batch size; exit 1 when a greedy output
-    differs from ar's."""
+    """`bench --engine vllm`: every method at every batch size, in interleaved rounds; exit 1
+    when a greedy output differs from ar's."""
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in VLLM_METHODS]
     if unknown:
@@ -493,47 +293,65 @@ def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
         methods = ["ar"] + [m for m in methods if m != "ar"]  # the reference, and the prior cost curve, first
     tokenizer, folder = load_tokenizer_and_folder(args.model)
     plan = prepare(args, problems, tokenizer=tokenizer, folder=folder)
+    schedule(len(plan.prompts), plan.batches, plan.requests_per_batch, plan.min_requests)  # too few: say so now
     stores = _stores(args) if {"rest", "hybrid"} & set(methods) else []
     ngram, ngram_source = ngram_from(args.ngram)
-    work = out / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    log = out / "vllm.log"
-    results: dict[str, dict[str, Any]] = {}
-    for name in methods:
-        # REST starts from the step costs ar measured on this machine a moment ago.
-        curve = (results.get("ar") or {}).get("cost_curve") or "auto"
-        method = method_config(
-            name,
-            stores=stores,
-            k=args.spec_k,
-            ngram=ngram,
-            retrieval=_retrieval(args),
-            cost_curve=curve,
-            stats=str((work / f"{name}-proposer.json").resolve()),
-            log=str((work / f"{name}-drafts.jsonl").resolve()),
-            answers_tokens=getattr(args, "answers_tokens", DEFAULT_ANSWERS),
-        )
-        t0 = time.time()
-        print(f"vllm bench: {name} ...", file=sys.stderr, flush=True)
-        results[name] = run_method(plan, method, work, log=log)
-        print(f"vllm bench: {name} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    loadavg_before = list(os.getloadavg())
+    results = run_rounds(plan, methods, args, stores=stores, ngram=ngram, work=out / "work", log=out / "vllm.log")
     table, differences = summarize(results)
+    slices = schedule(len(plan.prompts), plan.batches, plan.requests_per_batch, plan.min_requests)
     meta = {
         **meta,
         "model_folder": folder,
         "batches": plan.batches,
+        "rounds": plan.rounds,
+        "batch_problems": {str(b): [problems[i].id for i in idx] for b, idx in slices.items()},
         "dtype": plan.dtype,
         "spec_k": args.spec_k,
         "answers_tokens": getattr(args, "answers_tokens", DEFAULT_ANSWERS),
         "ngram": {"num_speculative_tokens": ngram[0], "prompt_lookup_max": ngram[1], "chosen": ngram_source},
         "turns": "first turn of each problem",
-        "loadavg_before": list(os.getloadavg()),
+        "loadavg_before": loadavg_before,
     }
-    title = f"{args.suite} on vLLM: {', '.join(methods)} at batch {', '.join(map(str, plan.batches))}, {len(problems)} problems x {args.max_new_tokens} tokens"
+    title = (
+        f"{args.suite} on vLLM: {', '.join(methods)} at batch {', '.join(map(str, plan.batches))}, "
+        f"{len(problems)} distinct problems x {args.max_new_tokens} tokens, {plan.rounds} interleaved round(s)"
+    )
     written = write_report(out, title=title, table=table, differences=differences, results=results, meta=meta)
     print(markdown_tables(table))
     print("wrote " + ", ".join(written))
     return 1 if differences else 0
+
+
+def run_rounds(
+    plan: VllmPlan, methods: list[str], args: Any, *, stores: list[Any], ngram: tuple[int, int], work: Path, log: Path
+) -> dict[str, list[dict[str, Any]]]:
+    """Per method, its rounds' worker results: round r runs every method in turn (ar first),
+    each on a fresh engine, before round r + 1 begins."""
+    work.mkdir(parents=True, exist_ok=True)
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in methods}
+    curve: Any = "auto"
+    for r in range(plan.rounds):
+        for name in methods:
+            method = method_config(
+                name,
+                stores=stores,
+                k=args.spec_k,
+                ngram=ngram,
+                retrieval=_retrieval(args),
+                cost_curve=curve,  # REST starts from the step costs ar measured on this machine
+                stats=str((work / f"{name}-{r}-proposer.json").resolve()),
+                log=str((work / f"{name}-{r}-drafts.jsonl").resolve()),
+                answers_tokens=getattr(args, "answers_tokens", DEFAULT_ANSWERS),
+            )
+            t0 = time.time()
+            print(f"vllm bench: round {r + 1}/{plan.rounds}, {name} ...", file=sys.stderr, flush=True)
+            first = r == 0 and name == "ar"  # measures the plain step costs once
+            results[name].append(run_method(plan, method, work, log=log, round_index=r, calibrate=first))
+            print(f"vllm bench: {name} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            if first:
+                curve = results["ar"][0].get("cost_curve") or "auto"
+    return results
 
 
 def sweep_ngram(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
@@ -546,6 +364,7 @@ def sweep_ngram(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> i
     plan = prepare(args, problems, tokenizer=tokenizer, folder=folder)
     plan.batches = [1]
     plan.calibrate = []
+    plan.requests_per_batch, plan.min_requests, plan.rounds = 1, len(problems), 1  # each training problem once
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     log = out / "vllm.log"

@@ -6,7 +6,7 @@ prompt lookup's k on the training split.
     python -m rest_core bench pld-sweep --suite humaneval --limit 10 --out bench_results/pld-humaneval
     python -m rest_core bench --suite humaneval --pld-k bench_results/pld-humaneval/results.json
     python -m rest_core bench profile --suite humaneval --method hybrid --limit 3 --max-new-tokens 64
-    python -m rest_core bench --engine vllm --methods ar,ngram,suffix,rest,hybrid --batch 1,8,32 --limit 10
+    python -m rest_core bench --engine vllm --batch 1,8,32 --split eval --offset 10 --limit 0 --rounds 3
     python -m rest_core bench ngram-sweep --engine vllm --suite humaneval --limit 10 --out bench_results/ngram-humaneval
 
 `--engine vllm` serves the same prompts with vLLM (its own environment, `make serve-env`) at
@@ -34,7 +34,7 @@ FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEva
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
 ACTIONS = ("run", "ablation", "pld-sweep", "profile", "ngram-sweep")
 HF_DEFAULT_METHODS = "ar,pld,rest"
-VLLM_DEFAULT_METHODS = "ar,ngram,suffix,rest,hybrid"
+VLLM_DEFAULT_METHODS = "ar,ngram,suffix,suffix-nocache,rest,hybrid"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -126,6 +126,20 @@ def _add_ablation_and_vllm(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--batch", default="1", help="comma-separated batch sizes: requests in flight together (e.g. 1,8,32)"
     )
+    g.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds: every method once per round, each on a fresh engine; medians over rounds",
+    )
+    g.add_argument(
+        "--requests-per-batch",
+        type=int,
+        default=2,
+        metavar="N",
+        help="batch size B asks max(N x B, --min-requests) distinct prompts; no engine sees a prompt twice",
+    )
+    g.add_argument("--min-requests", type=int, default=10, help="the fewest prompts a batch size asks (batch 1)")
     g.add_argument(
         "--spec-k",
         type=int,

@@ -6,16 +6,21 @@ The job names the model, one method's speculative_config (and additional_config)
 as token ids (encoded by the bench exactly as its other engines get them), the batch sizes and
 the tokens to generate. One engine is loaded and every batch size runs on it, greedy:
 
-- batch B: max(prompts, 3 B) requests, the prompts in turn (from the first again after the
-  last), with B of them in flight at every moment, as a server keeps its batch full (continuous
-  batching: a request is admitted as soon as another finishes);
-- per request: its tokens and its latency (admitted to finished); per batch size: the wall time
-  and the differences of vLLM's speculative-decoding counters (drafts, draft tokens, accepted
-  tokens, accepted per position);
+- batch B: the job's `batch_prompts[B]` (indices into the prompts), with B of them in flight at
+  every moment, as a server keeps its batch full (continuous batching: a request is admitted as
+  soon as another finishes). A job marked `distinct` is refused (`check_distinct`) when any
+  prompt would be asked twice on this engine, in one batch size or two, or repeats a warm-up
+  prompt: a drafter that keeps earlier answers (SuffixDecoding's global tree, the hybrid's
+  answers source) must never draft a request from an answer to that very prompt. Without
+  `batch_prompts`, max(prompts, requests_per_batch x B) requests take the prompts in turn (the
+  overhead script's plain jobs, whose drafters keep nothing);
+- per request: its tokens and its latency (admitted to finished); per batch size: the wall time,
+  the 1-minute load average before and after, and the differences of vLLM's speculative-decoding
+  counters (drafts, draft tokens, accepted tokens, accepted per position);
 - with `calibrate`, the cost of one plain decoding step with B requests in flight, for each B:
   the REST proposer's prior cost curve (measured here on the method without speculation);
-- with `repeats` R > 1, each batch size runs R times on the same engine and the fastest pass
-  counts (the REST proposer's totals then cover all R);
+- with `repeats` R > 1 (never with `distinct`), each batch size runs R times on the same
+  engine and the fastest pass counts;
 - with `proposer_stats`, the REST proposer's running totals (a JSON file its worker process
   rewrites every step) after each batch size.
 """
@@ -77,30 +82,52 @@ def generate(llm: Any, prompts: list[list[int]], max_tokens: int) -> tuple[list[
     return requests, wall
 
 
-def answer_namespace(batch: int, pass_index: int, request: int, prompts: int) -> str:
-    """The REST proposer's answer namespace of a request (`rest_answers`): one per pass and per
-    round of the prompts, so that a request never drafts from an earlier answer to its own prompt
-    (from an earlier pass, or from the round before at a batch size that asks every prompt
-    several times), only from the answers to the other prompts of its round."""
-    return f"b{batch}-p{pass_index}-r{request // max(prompts, 1)}"
+def check_distinct(job: dict[str, Any]) -> None:
+    """Raise ValueError when a `distinct` job would hand one prompt to its engine twice: two
+    requests of the batch sizes' prompt lists with the same token ids (the same problem listed
+    twice, or two problems with one text), a measured prompt that is also a warm-up prompt, or
+    repeated passes."""
+    if not job.get("distinct"):
+        return
+    if int(job.get("repeats", 1)) > 1:
+        raise ValueError("a distinct-prompt job runs each batch size once (repeats would ask every prompt again)")
+    prompts = job["prompts"]
+    seen: dict[tuple[int, ...], str] = {}
+    for rnd in job.get("warmup", []):
+        for p in rnd:
+            seen.setdefault(tuple(p), "the warm-up")
+    for b in job["batches"]:
+        for i in job["batch_prompts"][str(b)]:
+            key = tuple(prompts[i])
+            if key in seen:
+                raise ValueError(
+                    f"prompt {i} at batch {b} was already asked on this engine ({seen[key]}): "
+                    "a drafter that keeps earlier answers would draft it from its own answer"
+                )
+            seen[key] = f"batch {b}"
 
 
-def run_batch(
-    llm: Any, prompts: list[list[int]], batch: int, max_tokens: int, requests: int, pass_index: int = 0
-) -> dict[str, Any]:
-    """`requests` requests (the prompts in turn, from the first again after the last) with
-    `batch` of them in flight at every moment, as a server keeps its batch full: a request is
-    admitted as soon as another finishes (continuous batching). Per request: its tokens and its
-    latency (admitted to finished, on this process's clock); the pass's wall time and vLLM's
-    speculative-decoding counters over it. Each request carries its answer namespace
-    (`answer_namespace`; other methods than REST's ignore it)."""
+def _requests(job: dict[str, Any], b: int) -> list[int]:
+    """The prompt indices batch size b asks, in order."""
+    given = job.get("batch_prompts") or {}
+    if str(b) in given:
+        return [int(i) for i in given[str(b)]]
+    n = len(job["prompts"])
+    return [i % n for i in range(max(n, int(job.get("requests_per_batch", 3)) * b))]
+
+
+def run_batch(llm: Any, prompts: list[list[int]], batch: int, max_tokens: int, order: list[int]) -> dict[str, Any]:
+    """The requests `order` (indices into prompts) with `batch` of them in flight at every
+    moment, as a server keeps its batch full: a request is admitted as soon as another finishes
+    (continuous batching). Per request: its tokens and its latency (admitted to finished, on this
+    process's clock); the pass's wall time, the load average around it and vLLM's
+    speculative-decoding counters over it. Requests name no answer namespace: REST's hybrid
+    drafts from the server's shared one, as `serve` runs it."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    from rest_core.serve.settings import XARG_ANSWERS
-
     engine = llm.llm_engine
-    order = [i % len(prompts) for i in range(requests)]
+    load_before = os.getloadavg()[0]
     admitted: dict[str, tuple[int, float]] = {}
     done: dict[int, dict[str, Any]] = {}
     before = spec_counters(llm)
@@ -109,12 +136,7 @@ def run_batch(
     while nxt < len(order) or engine.has_unfinished_requests():
         while nxt < len(order) and len(admitted) - len(done) < batch:
             rid = f"b{batch}-{nxt}"
-            params = SamplingParams(
-                temperature=0.0,
-                max_tokens=max_tokens,
-                output_kind=RequestOutputKind.FINAL_ONLY,
-                extra_args={XARG_ANSWERS: answer_namespace(batch, pass_index, nxt, len(prompts))},
-            )
+            params = SamplingParams(temperature=0.0, max_tokens=max_tokens, output_kind=RequestOutputKind.FINAL_ONLY)
             engine.add_request(rid, {"prompt_token_ids": prompts[order[nxt]]}, params)
             admitted[rid] = (nxt, time.perf_counter())
             nxt += 1
@@ -131,6 +153,7 @@ def run_batch(
     return {
         "batch": batch,
         "wall_s": wall,
+        "loadavg": [load_before, os.getloadavg()[0]],
         "requests": [done[j] for j in range(len(order))],
         "spec": counter_delta(spec_counters(llm), before),
     }
@@ -182,6 +205,7 @@ def proposer_totals(llm: Any, stats: str | None, prompt: list[int]) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     job_path = Path((argv or sys.argv[1:])[0])
     job = json.loads(job_path.read_text())
+    check_distinct(job)
     from rest_core.serve.launch import fix_version_lookup
 
     fix_version_lookup()
@@ -217,10 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     stats = job.get("proposer_stats")
     before = proposer_totals(llm, stats, job["prompts"][0])
     for b in job["batches"]:
-        requests = max(len(job["prompts"]), int(job.get("requests_per_batch", 3)) * int(b))
+        order = _requests(job, int(b))
         passes = [
-            run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), requests, pass_index=i)
-            for i in range(max(1, int(job.get("repeats", 1))))
+            run_batch(llm, job["prompts"], int(b), int(job["max_tokens"]), order)
+            for _ in range(max(1, int(job.get("repeats", 1))))
         ]
         run = min(passes, key=lambda r: r["wall_s"])  # the fastest pass: on a shared machine noise only adds time
         run["passes_wall_s"] = [r["wall_s"] for r in passes]

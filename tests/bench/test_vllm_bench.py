@@ -75,7 +75,7 @@ def test_summaries_per_batch_size_and_identity_with_ar():
     assert hy.identical_to_ar == 1.0 and ar.identical_to_ar == 1.0
     # at batch 2 the second request differs from ar's at its last token
     assert table[2]["hybrid"].identical_to_ar == 0.5
-    assert differences == [{"method": "hybrid", "batch": 2, "request": 1, "prompt": 1, "first_diff": 3}]
+    assert differences == [{"method": "hybrid", "batch": 2, "round": 0, "request": 1, "prompt": 1, "first_diff": 3}]
     # ar itself at batch 2 differs from its batch-1 output on prompt 1 (batched numerics)
     assert table[2]["ar"].identical_to_ar_batch1 == 0.5
 
@@ -108,8 +108,10 @@ def test_methods_as_vllm_is_told_them(tmp_path):
     assert vllm_bench.method_config("ar").speculative_config is None
     ngram = vllm_bench.method_config("ngram", ngram=(3, 2)).speculative_config
     assert ngram == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2, "prompt_lookup_min": 1}
-    suffix = vllm_bench.method_config("suffix", k=8)
-    assert suffix.speculative_config["method"] == "suffix" and suffix.fresh_engine_per_batch
+    suffix = vllm_bench.method_config("suffix", k=8).speculative_config
+    assert suffix == {"method": "suffix", "num_speculative_tokens": 8}  # as a server runs it: global tree on
+    local = vllm_bench.method_config("suffix-nocache", k=8).speculative_config
+    assert local["method"] == "suffix" and local["suffix_decoding_max_cached_requests"] == 0
     (tmp_path / "meta.json").write_text("{}")
     hybrid = vllm_bench.method_config(
         "hybrid", stores=[ServedStore(str(tmp_path), "code")], k=8, cost_curve={"sizes": [1, 8], "ms": [30.0, 40.0]}
@@ -137,17 +139,94 @@ def test_ngram_settings_from_a_flag_or_a_sweep(tmp_path):
         vllm_bench.ngram_from(str(sweep))
 
 
-def test_no_request_drafts_from_an_earlier_answer_to_its_own_prompt():
-    from rest_core.serve.bench_worker import answer_namespace
+def plan_of(prompts: list[list[int]], batches: list[int], **kw) -> vllm_bench.VllmPlan:
+    return vllm_bench.VllmPlan(model="m", prompts=prompts, batches=batches, max_tokens=8, warmup=[], **kw)
 
-    prompts, requests = 10, 96  # a batch of 32 asks each of 10 prompts about ten times
-    for batch in (1, 8, 32):
-        for pass_index in (0, 1):
-            spaces = [answer_namespace(batch, pass_index, j, prompts) for j in range(requests)]
-            for j in range(requests):  # the requests sharing j's namespace ask other prompts
-                same = [i for i in range(requests) if spaces[i] == spaces[j] and i != j]
-                assert all(i % prompts != j % prompts for i in same) and len(same) >= min(prompts, requests - j) - 1
-    assert answer_namespace(1, 0, 0, 10) != answer_namespace(1, 1, 0, 10)  # a repeated pass starts empty
+
+def test_each_batch_size_asks_its_own_prompts_and_too_few_are_refused():
+    slices = vllm_bench.schedule(90, [1, 8, 32], per_batch=2, min_requests=10)
+    assert {b: len(idx) for b, idx in slices.items()} == {1: 10, 8: 16, 32: 64}
+    asked = [i for idx in slices.values() for i in idx]
+    assert sorted(asked) == list(range(90))  # every prompt once, none twice
+    with pytest.raises(ValueError, match=r"need 10 \(batch 1\) \+ 16 \(batch 8\) \+ 64 \(batch 32\) = 90 .* only 89"):
+        vllm_bench.schedule(89, [1, 8, 32], per_batch=2, min_requests=10)
+
+
+def test_no_bench_pass_hands_an_engine_the_same_prompt_twice(tmp_path):
+    """A drafter that keeps earlier answers (SuffixDecoding's global tree, the hybrid's answers)
+    would draft a repeated prompt from its own answer: every job the bench makes asks each prompt
+    once on its engine, and the worker refuses one that would not."""
+    from rest_core.serve.bench_worker import _requests, check_distinct
+
+    prompts = [[7, i, i + 1] for i in range(90)]
+    plan = plan_of(prompts, [1, 8, 32], requests_per_batch=2, min_requests=10, rounds=3)
+    for name in vllm_bench.VLLM_METHODS:
+        for r in range(plan.rounds):
+            job = vllm_bench.make_job(plan, vllm_bench.VllmMethod(name), tmp_path, round_index=r, calibrate=r == 0)
+            check_distinct(job)
+            asked = [tuple(prompts[i]) for b in job["batches"] for i in _requests(job, b)]
+            assert len(asked) == len(set(asked)) == 90
+            assert job["out"].endswith(f"{name}-{r}.json")  # each round its own engine and result
+    # the same text under two problem numbers, a warm-up prompt measured, repeated passes: refused
+    twice = plan_of([[1, 2]] + prompts[1:], [1, 8, 32], requests_per_batch=2, min_requests=10)
+    twice.prompts[40] = [1, 2]
+    job = vllm_bench.make_job(twice, vllm_bench.VllmMethod("suffix"), tmp_path, round_index=0, calibrate=False)
+    with pytest.raises(ValueError, match="prompt 40 at batch 32 was already asked on this engine"):
+        check_distinct(job)
+    warm = plan_of(prompts, [1], min_requests=10)
+    warm.warmup = [[prompts[3]]]
+    with pytest.raises(ValueError, match="prompt 3 at batch 1 .*the warm-up"):
+        check_distinct(
+            vllm_bench.make_job(warm, vllm_bench.VllmMethod("hybrid"), tmp_path, round_index=0, calibrate=False)
+        )
+    with pytest.raises(ValueError, match="runs each batch size once"):
+        check_distinct({**job, "repeats": 2, "prompts": prompts})
+
+
+def test_rounds_interleave_the_methods_on_fresh_engines(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run_method(plan, method, work, *, log, round_index, calibrate):
+        calls.append((round_index, method.name, calibrate))
+        rate = {"ar": 1.0, "ngram": 2.0}[method.name] * (1 + round_index)
+        reqs = [request(i, [1, 2, 3, 4], 4 / rate) for i in range(2)]
+        return {"batches": [{"batch": 1, "wall_s": 8 / rate, "loadavg": [0.5, 0.7], "requests": reqs, "spec": spec()}]}
+
+    monkeypatch.setattr(vllm_bench, "load_tokenizer_and_folder", lambda model: (None, "folder"))
+    monkeypatch.setattr(
+        vllm_bench, "prepare", lambda args, problems, **kw: plan_of([[1], [2]], [1], min_requests=2, rounds=3)
+    )
+    monkeypatch.setattr(vllm_bench, "run_method", fake_run_method)
+    args = argparse.Namespace(
+        methods="ngram,ar",
+        model="embedded",
+        ngram="4:4",
+        spec_k=16,
+        n_min=None,
+        n_max=None,
+        m=None,
+        max_matches=None,
+        suite="humaneval",
+        max_new_tokens=4,
+    )
+    problems = [argparse.Namespace(id="HumanEval/10"), argparse.Namespace(id="HumanEval/11")]
+    assert vllm_bench.run(args, problems, tmp_path, {}) == 0
+    assert calls == [
+        (0, "ar", True),
+        (0, "ngram", False),
+        (1, "ar", False),
+        (1, "ngram", False),
+        (2, "ar", False),
+        (2, "ngram", False),
+    ]
+    import json
+
+    row = json.loads((tmp_path / "results.json").read_text())["batches"]["1"]["ngram"]
+    assert row["tokens_per_s_passes"] == pytest.approx([2.0, 4.0, 6.0])  # one per round
+    assert row["tokens_per_s"] == pytest.approx(4.0)  # the median
+    assert row["speedup_passes"] == pytest.approx([2.0, 2.0, 2.0]) and row["speedup_vs_ar"] == pytest.approx(2.0)
+    assert row["loadavg_passes"] == [[0.5, 0.7]] * 3
+    assert "(2.0-6.0)" in (tmp_path / "results.md").read_text()
 
 
 def test_repeated_passes_agree_on_their_tokens_not_their_times():
