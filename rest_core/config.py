@@ -158,7 +158,7 @@ class GenerationConfig:
 
 
 # Named presets. "paper" is the paper's setting; "cpu" / "gpu" are our measured defaults (the
-# measurements behind them: README.md, next to the knob defaults).
+# measurements behind them: docs/results.md, "The presets").
 PRESETS: dict[str, GenerationConfig] = {
     "paper": GenerationConfig(draft=DraftConfig(c=64)),
     "cpu": GenerationConfig(draft=DraftConfig(c=2, use_context=True)),

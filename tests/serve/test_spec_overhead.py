@@ -1,6 +1,6 @@
 """scripts/spec_overhead.py without vLLM: the jobs it makes from a bench run's `ar` job, and its
 drafter that never drafts (what runs in vLLM is `make test-vllm`'s business; the script itself
-is run by hand, see the README)."""
+is run by hand, see docs/results.md)."""
 
 from __future__ import annotations
 
