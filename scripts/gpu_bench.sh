@@ -10,9 +10,11 @@
 #   VLLM=1 bash scripts/gpu_bench.sh          # also vLLM: ar, ngram, suffix, rest, hybrid at VLLM_BATCH
 #
 # vLLM (VLLM=1, or on by default when a vLLM environment exists: .venv-vllm/ or $REST_VLLM_PYTHON)
-# runs `bench --engine vllm` on both suites: greedy, float32, batch sizes VLLM_BATCH (default
-# 1,8,32,64), VLLM_LIMIT problems (default HE_LIMIT; MT-Bench: MT_LIMIT), after an ngram sweep on
-# VLLM_SWEEP_LIMIT training problems (default 10; 0: vLLM ngram at 4:4). On a GPU machine the vLLM
+# runs `bench --engine vllm` on both suites: greedy, float32, on held-out problems none of which
+# an engine is asked twice (HumanEval 10-99 at batch sizes VLLM_BATCH, default 1,8,32: 10, 16
+# and 64 distinct prompts; MT-Bench 91-100 at batch 1, all its eval split holds after the
+# questions looked at while tuning), VLLM_ROUNDS interleaved rounds (default 3), after an ngram
+# sweep on VLLM_SWEEP_LIMIT training problems (default 10; 0: vLLM ngram at 4:4). On a GPU machine the vLLM
 # environment holds the plain `vllm` wheel (see requirements-vllm.txt), not the CPU build.
 #
 # Needs: a python3 with CUDA torch and transformers, plus this project's runtime packages (gguf,
@@ -130,19 +132,19 @@ time "$PY" -m rest_core bench --suite mtbench --limit "$MT_LIMIT" --out "$OUT/mt
 VLLM_PY=${REST_VLLM_PYTHON:-.venv-vllm/bin/python}
 VLLM=${VLLM:-$([ -x "$VLLM_PY" ] && [ "${SMOKE:-0}" != 1 ] && echo 1 || echo 0)}
 if [ "$VLLM" = 1 ]; then
-  VLLM_BATCH=${VLLM_BATCH:-$([ "${SMOKE:-0}" = 1 ] && echo 1,2 || echo 1,8,32,64)}
+  VLLM_BATCH=${VLLM_BATCH:-$([ "${SMOKE:-0}" = 1 ] && echo 1,2 || echo 1,8,32)}
   VLLM_SWEEP_LIMIT=${VLLM_SWEEP_LIMIT:-$([ "${SMOKE:-0}" = 1 ] && echo 0 || echo 10)}
   vdevice=(--engine vllm --dtype float32 ${DEVICE:+--device "$DEVICE"})
   for suite in humaneval mtbench; do
-    limit=$([ "$suite" = humaneval ] && echo "${VLLM_LIMIT:-$HE_LIMIT}" || echo "${VLLM_LIMIT:-$MT_LIMIT}")
+    batch=$([ "$suite" = humaneval ] && echo "$VLLM_BATCH" || echo 1)
     store=$([ "$suite" = humaneval ] && echo "$DATASTORES/code" || echo "$DATASTORES/chat")
     ngram=()
     if [ "$VLLM_SWEEP_LIMIT" -gt 0 ] && time "$PY" -m rest_core bench ngram-sweep --suite "$suite" --limit "$VLLM_SWEEP_LIMIT" \
          --max-new-tokens "$MAX_NEW" --out "$OUT/vllm-ngram-$suite" "${vdevice[@]}"; then
       ngram=(--ngram "$OUT/vllm-ngram-$suite/results.json")
     fi
-    time "$PY" -m rest_core bench --suite "$suite" --split eval --limit "$limit" --max-new-tokens "$MAX_NEW" \
-      --batch "$VLLM_BATCH" --methods "${VLLM_METHODS:-ar,ngram,suffix,rest,hybrid}" --datastore "$store" \
+    time "$PY" -m rest_core bench --suite "$suite" --split eval --offset 10 --limit 0 --max-new-tokens "$MAX_NEW" \
+      --batch "$batch" --rounds "${VLLM_ROUNDS:-3}" --methods "${VLLM_METHODS:-ar,ngram,suffix,suffix-nocache,rest,hybrid}" --datastore "$store" \
       --out "$OUT/vllm-$suite" "${vdevice[@]}" "${ngram[@]}" || failed+=("vllm-$suite")
   done
 fi
