@@ -47,7 +47,6 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +55,7 @@ from rest_core.budget.acceptance import AcceptanceModel, NodeFeatures
 from rest_core.budget.auto import EXPLORE_EVERY, AutoBudget
 from rest_core.budget.chain import BatchPlan, ChainDraft, batch_lengths, chain_drafts, likeliest_path
 from rest_core.budget.cost_curve import ShapedCorrection
+from rest_core.devices import device_type
 from rest_core.drafting.answers_source import AnswerNamespaces
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
@@ -70,6 +70,7 @@ from rest_core.serve.settings import (
 )
 from rest_core.serve.totals import ProposerTotals
 from rest_core.sources import MAX_STORES, SourceTable
+from rest_core.store.opened import OpenStores
 
 MAX_CHECK_EVERY = 256  # skipped steps: the longest wait before retrieving is tried again
 CHECKS_BEFORE_BACKOFF = 4  # tries that did not pay before the wait between them doubles
@@ -77,19 +78,13 @@ COST_HALF_LIFE = 256  # steps: how fast what a step costs is relearned (a load c
 FLUSH_S = 1.0  # the totals file is written at most this often (the log: every call)
 _OUTLIER = 20.0  # a step this many times slower than predicted is not learned (the process was paused)
 
-_STORES: dict[tuple[str, str], Any] = {}  # (folder, tokenizer fingerprint) -> opened Datastore, once per process
+# The stores opened in this process: vLLM may build several proposers in one worker.
+_STORES = OpenStores()
 
 
 def open_store(path: str, tokenizer: Any, check: bool = True) -> Any:
-    """The datastore at `path`, opened once per process (vLLM may build several proposers in one
-    worker) and checked against the model's tokenizer."""
-    from rest_core.store.datastore import Datastore
-    from rest_core.store.tokenizer_id import tokenizer_fingerprint
-
-    key = (str(Path(path).resolve()), tokenizer_fingerprint(tokenizer) if (check and tokenizer is not None) else "")
-    if key not in _STORES:
-        _STORES[key] = Datastore.open(path, tokenizer if check else None)
-    return _STORES[key]
+    """The datastore at `path`, opened once per process and checked against the model's tokenizer."""
+    return _STORES.open(path, tokenizer if check else None)
 
 
 def load_tokenizer(vllm_config: Any) -> Any:
@@ -577,4 +572,4 @@ def _size_class(b: int) -> int:
 def _device_type(vllm_config: Any) -> str:
     dc = getattr(vllm_config, "device_config", None)
     dev = getattr(dc, "device_type", None) or str(getattr(dc, "device", "") or "")
-    return "cpu" if str(dev).startswith("cpu") else ("cuda" if dev else "cpu")
+    return device_type(str(dev) or "cpu")
