@@ -1,5 +1,6 @@
-"""How likely each drafted token is to be accepted, relearned from what every chain had accepted:
-a recalibrated copy of the prior acceptance model per set of sources, updated once per step."""
+"""Relearns how likely a drafted token is to be accepted, from what every chain had accepted.
+
+A recalibrated copy of the prior acceptance model per set of sources, updated once per step."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""How much of each request's chain to draft in one step: the lengths that make the next verify
-step yield the most tokens per millisecond, pushed off that optimum now and then so that other
-step sizes get timed."""
+"""Plans how much of each request's chain to draft in one step.
+
+The lengths that make the next verify step yield the most tokens per millisecond, pushed off that
+optimum now and then so that other step sizes get timed."""
 
 from __future__ import annotations
 

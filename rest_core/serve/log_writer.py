@@ -1,5 +1,6 @@
-"""The proposer's draft records and the draft log it writes (`rest_core.serve.records` reads it):
-one JSON line per resolved chain and one per step, flushed at the end of every propose() call."""
+"""Writes the proposer's draft records and draft log (`rest_core.serve.records` reads it back).
+
+One JSON line per resolved chain and one per step, flushed at the end of every propose() call."""
 
 from __future__ import annotations
 

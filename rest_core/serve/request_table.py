@@ -1,5 +1,6 @@
-"""The proposer's request table: each request's state between steps, found by its key (vLLM's
-request id, or the batch row when the ids are not known) and checked against the row's tokens.
+"""Keeps each request's state between steps, found by its key and checked against its row's tokens.
+
+The key is vLLM's request id, or the batch row when the ids are not known.
 
 Rows can be reordered between steps and a row can hold another request than last step, so a
 state is extended only when the row still starts with the context it had; otherwise it is

@@ -1,6 +1,7 @@
-"""Whether a step looks for drafts at all: a step that retrieves must yield more tokens per
-millisecond than one that does not even look; rechecked now and then, ever more rarely while
-rechecks keep finding that drafting does not pay."""
+"""Decides whether a step looks for drafts at all, and when to check again after it did not.
+
+A step that retrieves must yield more tokens per millisecond than one that does not even look;
+rechecked now and then, ever more rarely while rechecks keep finding that drafting does not pay."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The proposer's draft sources and what they find for one request: the served datastores, the
-request's own context ("hybrid", "context") and the earlier answers of its namespace ("hybrid")."""
+"""Opens the proposer's draft sources and retrieves from them for one request.
+
+The served datastores, the request's own context ("hybrid", "context") and the earlier answers
+of its namespace ("hybrid")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""What one engine step costs, learned online: the time between the end of one propose() call and
-the start of the next is one verify step over the tokens the proposer asked it to verify (each
-row's last token and its drafts), which corrects a prior cost curve."""
+"""Learns what one engine step costs, from the time between two propose() calls.
+
+That time is one verify step over the tokens the proposer asked it to verify (each row's last
+token and its drafts); it corrects a prior cost curve."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The REST proposer's running totals (`rest_core.serve.proposer`): drafted and accepted tokens
-per source kind and per named source, the lengths drafted, the steps timed, skipped and
-explored, over the worker process; and the totals file they are written to (`stats`), which
-`bench --engine vllm` reports."""
+"""Counts the proposer's running totals and writes them to the totals file (`stats`).
+
+Drafted and accepted tokens per source kind and per named source, the lengths drafted, the steps
+timed, skipped and explored, over the worker process: what `bench --engine vllm` reports."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Every place the REST proposer touches vLLM: what it reads from the `VllmConfig`, the hook that
-hands it the model runner, and each batch row's request read from that runner.
+"""Holds every touch of vLLM's internals: the config read, the runner hook, each row's request.
+
+What the proposer reads from the `VllmConfig`, the hook that hands it the model runner, and each
+batch row's request id and vllm_xargs read from that runner.
 
 vLLM 0.32's `custom_class` proposer is built as `RestProposer(vllm_config)` inside
 `GPUModelRunner.__init__` (vllm/v1/spec_decode/custom_class_proposer.py; the CPU runner is a
