@@ -50,12 +50,14 @@ def step_costs(log: Path) -> dict[int, float]:
 
 
 class Runner:
-    """Where vLLM's model runner calls the proposer: its `self` holds the request's id."""
+    """Stands for vLLM's model runner, handed to the proposer (`attach_runner`): it holds the
+    request's id."""
 
     def __init__(self, proposer) -> None:
         self.proposer = proposer
         self.input_batch = SimpleNamespace(req_ids=[])
         self.requests: dict = {}
+        proposer.attach_runner(self)
 
     def propose_draft_token_ids(self, sampled, lens, ids):
         return self.proposer.propose(sampled, lens, ids)

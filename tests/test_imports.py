@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rest_core"
 
 # Bottom to top. A module may import its own layer and the layers below it, never above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("rest_core._jit", "rest_core.sources", "rest_core.cpus"),  # leaves: numba switch, draft-source table, cores
+    # leaves: the numba switch, the draft-source table, cores, the device kind
+    ("rest_core._jit", "rest_core.sources", "rest_core.cpus", "rest_core.devices"),
     ("rest_core.config", "rest_core.knobs"),  # validated settings and the knob schema
     ("rest_core.store",),  # corpora, the on-disk datastore format, building, uploads
     ("rest_core.drafting",),  # draft sources, trie, tree layout, one step's draft

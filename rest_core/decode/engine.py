@@ -43,6 +43,7 @@ from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
 from rest_core.drafting.source import DraftSource, Retrieved
 from rest_core.drafting.trie import select_top_c
 from rest_core.sources import SourceTable
+from rest_core.store.opened import as_datastore
 
 MATCH_SAMPLE_ROWS = 8  # continuations kept per source in an event (for display)
 
@@ -189,7 +190,7 @@ class Engine:
         named = dict(datastores) if datastores is not None else ({} if datastore is None else {"datastore": datastore})
         # One table of the engine's sources (names -> bits); refuses more than six stores.
         self.source_table = SourceTable.for_stores(list(named))
-        self.datastores: dict[str, Any] = {name: _open_store(store, tokenizer) for name, store in named.items()}
+        self.datastores: dict[str, Any] = {name: as_datastore(store, tokenizer) for name, store in named.items()}
         self.datastore = next(iter(self.datastores.values()), None)  # the first (or only) store
         self.reuse_cache = reuse_cache
         self.device = input_device(model)
@@ -547,15 +548,6 @@ def _reach_score(draft: Draft) -> np.ndarray:
     path probability where the auto budget gave one, else the trie weight."""
     nodes = draft.predicted if len(draft.predicted) == len(draft) else draft.nodes.weights
     return np.concatenate(([np.inf], np.asarray(nodes, dtype=np.float64)))
-
-
-def _open_store(store: Any, tokenizer: Any) -> Any:
-    """A datastore, opened (and checked against the tokenizer) when given as a path."""
-    if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
-        from rest_core.store.datastore import Datastore
-
-        return Datastore.open(store, tokenizer)
-    return store
 
 
 def _match_info(r: Retrieved, name: str = "") -> MatchInfo:

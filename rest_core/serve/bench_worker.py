@@ -195,7 +195,7 @@ def proposer_totals(llm: Any, stats: str | None, prompt: list[int]) -> dict[str,
     everything up to now (that request's own step or two count towards the next reading)."""
     if not stats:
         return None
-    from rest_core.serve.proposer import FLUSH_S
+    from rest_core.serve.totals import FLUSH_S
 
     time.sleep(FLUSH_S + 0.05)
     generate(llm, [prompt], 2)

@@ -25,6 +25,8 @@ from typing import Any
 from rest_core.config import GenerationConfig, preset_for_device
 from rest_core.cpus import available_cpus, background_env, niced
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
+from rest_core.devices import device_type
+from rest_core.store.opened import OpenStores
 from rest_core.ui.busy import FastestSteps
 from rest_core.ui.model_calls import ModelCalls, register
 from rest_core.ui.settings import ROOT, Settings
@@ -52,22 +54,6 @@ def model_spec(requested: str) -> str:
         SPACE_FALLBACK_MODEL,
     )
     return SPACE_FALLBACK_MODEL
-
-
-def device_type(device: str, zero_gpu: bool = False) -> str:
-    """The kind of device ("cuda", "cpu", "mps") the model will run on, without importing torch:
-    the app builds its page (knob defaults included) before any model loads. "auto" asks torch
-    only when it is already imported; else it looks for an NVIDIA driver. A bad device string
-    is reported when the model loads."""
-    if zero_gpu:
-        return "cuda"
-    kind = device.split(":", 1)[0]
-    if kind != "auto":
-        return kind
-    if "torch" in sys.modules:
-        return "cuda" if sys.modules["torch"].cuda.is_available() else "cpu"
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return "cuda" if gpus.is_dir() and any(gpus.iterdir()) else "cpu"
 
 
 def default_preset(device: str, zero_gpu: bool = False) -> GenerationConfig:
@@ -149,7 +135,7 @@ class Runtime:
         self._loader = loader
         self._loaded: Any = None
         self._engines: dict[StoreSet | str, Any] = {}
-        self._opened: dict[Path, Any] = {}  # store folder -> its open Datastore, shared by the engines
+        self._opened = OpenStores()  # each store folder's open Datastore, shared by the engines
         self._cache_owner: dict[StoreSet, str] = {}  # engine key -> the session whose KV cache it keeps
         self.uploads = Uploads(settings.upload_limits(), publish=settings.publish_uploads)
         self.clock = (
@@ -250,13 +236,7 @@ class Runtime:
         with self._load_lock:
             if key not in self._engines:
                 if key.names:
-                    from rest_core.store.datastore import Datastore
-
-                    opened = {}
-                    for name, path in zip(key.names, key.paths):
-                        if path not in self._opened:
-                            self._opened[path] = Datastore.open(path, lm.tokenizer)
-                        opened[name] = self._opened[path]
+                    opened = {name: self._opened.open(path, lm.tokenizer) for name, path in zip(key.names, key.paths)}
                     self._engines[key] = Engine(lm.model, lm.tokenizer, datastores=opened)
                 else:
                     self._engines[key] = Engine(lm.model, lm.tokenizer, None)
@@ -281,8 +261,7 @@ class Runtime:
                 self._cache_owner.pop(key, None)
             mine = self.uploads.session_dir(owner) if self.uploads._root is not None else None
             if mine is not None:
-                for path in [p for p in self._opened if mine in p.parents]:
-                    del self._opened[path]
+                self._opened.forget_under(mine)
         self.uploads.remove_session(owner)
 
     def claim_cache(self, stores: str | Sequence[str] | StoreSet | None, owner: str) -> None:

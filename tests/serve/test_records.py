@@ -21,8 +21,8 @@ PROMPT = "def add(a, b):\n"
 
 
 class Runner:
-    """Where vLLM's GPUModelRunner calls the drafter: `self.input_batch.req_ids` and
-    `self.requests[id].sampling_params.extra_args`."""
+    """vLLM's GPUModelRunner, handed to the drafter: `input_batch.req_ids` and
+    `requests[id].sampling_params.extra_args`."""
 
     def __init__(self, proposer, engine, extras: list[dict | None]) -> None:
         self.proposer, self.engine = proposer, engine
@@ -31,6 +31,7 @@ class Runner:
             f"cmpl-{r}-0-abcd1234": SimpleNamespace(sampling_params=SimpleNamespace(extra_args=x))
             for r, x in enumerate(extras)
         }
+        proposer.attach_runner(self)
 
     def propose_draft_token_ids(self, *args, **kwargs):
         self.input_batch.req_ids = [f"cmpl-{r}-0-abcd1234" for r in self.engine.order]

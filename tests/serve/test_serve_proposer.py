@@ -15,6 +15,7 @@ import pytest
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.config import ConfigError
 from rest_core.serve import proposer as proposer_module
+from rest_core.serve import served_sources
 from rest_core.serve.proposer import RestProposer
 from rest_core.serve.settings import ServedStore, ServeSettings, rest_config, speculative_config
 from rest_core.store.build import build_datastore
@@ -176,11 +177,14 @@ def test_reordered_rows_are_rebuilt_from_their_tokens_not_confused(model_dir, st
 
 
 class Runner:
-    """Stands where vLLM's GPUModelRunner calls the drafter: its `self` holds input_batch.req_ids."""
+    """Stands for vLLM's GPUModelRunner, which hands itself to its drafter (as
+    `vllm_adapter.hook_runner` makes it do) and holds input_batch.req_ids."""
 
     def __init__(self, proposer, engine) -> None:
         self.proposer, self.engine = proposer, engine
         self.input_batch = SimpleNamespace(req_ids=[])
+        self.requests: dict = {}
+        proposer.attach_runner(self)
 
     def propose_draft_token_ids(self, *args, **kwargs):
         self.input_batch.req_ids = [f"req-{r}" for r in self.engine.order]
@@ -305,13 +309,14 @@ def test_settings_are_checked_once_with_clear_messages(store_dir):
 
 
 class OneRequest:
-    """vLLM's runner serving one request at a time to its end: its `self` holds the request's id
-    and SamplingParams.extra_args where the proposer looks for them (`_caller_rows`)."""
+    """vLLM's runner serving one request at a time to its end: it holds the request's id and
+    SamplingParams.extra_args where the proposer reads them (`vllm_adapter.RunnerView`)."""
 
     def __init__(self, proposer: RestProposer) -> None:
         self.p = proposer
         self.input_batch = SimpleNamespace(req_ids=[])
         self.requests: dict = {}
+        proposer.attach_runner(self)
 
     def propose_draft_token_ids(self, sampled, lens, ids):
         return self.p.propose(sampled, lens, ids)
@@ -372,7 +377,7 @@ def test_hybrid_drafts_from_an_earlier_answer_of_its_namespace_only(model_dir, s
 
 
 def test_answer_namespaces_are_bounded(model_dir, store_dir, tok, monkeypatch):
-    monkeypatch.setattr(proposer_module, "MAX_ANSWER_NAMESPACES", 3)
+    monkeypatch.setattr(served_sources, "MAX_ANSWER_NAMESPACES", 3)
     p = make(model_dir, store_dir, "hybrid", answers_tokens=64)
     runner = OneRequest(p)
     answer = tok("a b c d e f g h i j k l m n o p q r s t u v w x y z " * 4, add_special_tokens=False).input_ids
