@@ -24,6 +24,13 @@ class Comparison:
     rest: Totals
     ar: Totals
     identical: bool | None  # None when sampling (outputs may differ by design)
+    lengths: tuple[int, int] = (0, 0)  # tokens REST and plain decoding wrote
+
+    @property
+    def compared(self) -> int:
+        """How many tokens "identical" speaks for: both texts whole, or, when one run was cut
+        short, the part both wrote."""
+        return min(self.lengths)
 
     @property
     def speedup(self) -> float:
@@ -34,18 +41,18 @@ def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], gr
     if not rest_events or not ar_events:
         raise ValueError("both runs need at least one step")
     identical = None
+    rest_ids = [t for e in rest_events for t in e.tokens]
+    ar_ids = [t for e in ar_events for t in e.tokens]
     if greedy:
-        rest_ids = [t for e in rest_events for t in e.tokens]
-        ar_ids = [t for e in ar_events for t in e.tokens]
         identical = rest_ids == ar_ids
-    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical)
+    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, (len(rest_ids), len(ar_ids)))
 
 
 def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
     r, a = cmp.rest, cmp.ar
     rows = [
         ("tokens / s", f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
-        ("mean token time", f"{r.mean_token_ms:.1f} ms", f"{a.mean_token_ms:.1f} ms"),
+        ("decode time per token (whole steps)", f"{r.mean_token_ms:.1f} ms", f"{a.mean_token_ms:.1f} ms"),
         (
             "tokens / steps (M)",
             f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}",
@@ -53,22 +60,33 @@ def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
         ),
         ("retrieval per token", f"{r.retrieval_ms_per_token:.2f} ms", "-"),
         ("tokens from drafts", f"{100 * r.draft_share:.0f}%", "-"),
-        ("prefill", f"{r.prefill_ms:.0f} ms", f"{a.prefill_ms:.0f} ms"),
+        ("prefill (the prompt's part not already in the KV cache)", f"{r.prefill_ms:.0f} ms", f"{a.prefill_ms:.0f} ms"),
     ]
     if cmp.identical is not None:
-        rows.append(("same output (greedy)", "yes" if cmp.identical else "NO", ""))
+        rows.append(
+            ("same output (greedy)", ("yes" if cmp.identical else "NO") + f", {cmp.compared} tokens compared", "")
+        )
     return rows
+
+
+def identity_claim(cmp: Comparison) -> str:
+    """What "same output" means in words, naming the tokens it compared ("" when sampling)."""
+    if cmp.identical is None:
+        return ""
+    rest, ar = cmp.lengths
+    if rest == ar:
+        return f"identical output ✓ (all {rest} tokens)" if cmp.identical else f"outputs differ (of {rest} tokens)"
+    what = f"REST wrote {rest} tokens, plain decoding {ar} before the time limit"
+    if cmp.identical:
+        return f"identical over the first {cmp.compared} tokens ✓ ({what})"
+    return f"outputs differ within the first {cmp.compared} tokens ({what})"
 
 
 def comparison_html(cmp: Comparison) -> str:
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in comparison_rows(cmp))
-    badge = ""
-    if cmp.identical is not None:
-        badge = (
-            '<span class="same ok">identical output ✓</span>'
-            if cmp.identical
-            else '<span class="same bad">outputs differ</span>'
-        )
+    badge = f'<span class="same ok">{esc(identity_claim(cmp))}</span>' if cmp.identical else ""
+    if cmp.identical is False:
+        badge = f'<span class="same bad">{esc(identity_claim(cmp))}</span>'
     return (
         '<div class="compare">'
         f'<div class="speedup">speedup <b id="speedup-value">{cmp.speedup:.2f}×</b> {badge}</div>'

@@ -62,11 +62,10 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
     cost_c = float(curve(1 + chosen_c) / curve(1))
     cost_gpu = float(curve(1 + GPU_C) / curve(1))
     return (
-        '<div class="why-source"><b>Why are the datastore\'s drafts mostly not verified here?</b> '
+        f'<div class="why-source"><b>{esc(question(here_nodes))}</b> '
         f"This session's accepted draft tokens came from: {esc(came)}. Each step verifies only the c heaviest "
-        f"guesses of the merged trie. With c = {chosen_c}, those were on average {_kinds(here_nodes)} per step: "
-        "text the conversation already holds is one strong continuation, while the datastore's weight is spread "
-        f"over up to K continuations, so its guesses are lighter and rarely make the cut. c stays small because "
+        f"guesses of the merged trie. With c = {chosen_c}, those were on average {_kinds(here_nodes)} per step"
+        f"{_why_kinds(here_nodes)} c stays small because "
         f"on this device one forward of 1 + {chosen_c} tokens costs {cost_c:.2f}× one of a single token, and "
         f"1 + {GPU_C} tokens {cost_gpu:.1f}×. "
         f"<b>On a GPU</b> verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: of the "
@@ -75,6 +74,30 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
         f"{gpu_acc['datastore'] + gpu_acc['both']:.2f} (the conversation's from {here_acc['context']:.2f} to "
         f"{gpu_acc['context']:.2f}; trie weights as in the chart above).</div>"
     )
+
+
+def _datastore_share(nodes: dict[str, float]) -> float:
+    """The datastore's share (alone or with the conversation) of the nodes a step verified."""
+    total = sum(nodes.values())
+    return (nodes["datastore"] + nodes["both"]) / total if total else 0.0
+
+
+def question(here_nodes: dict[str, float]) -> str:
+    """The paragraph's heading, asked of what the session's steps verified: why the datastore's
+    guesses mostly miss the cut where they do, what a GPU adds where they make it."""
+    if _datastore_share(here_nodes) < 0.5:
+        return "Why are the datastore's drafts mostly not verified here?"
+    return "Where do the verified drafts come from here, and what would a bigger c add?"
+
+
+def _why_kinds(nodes: dict[str, float]) -> str:
+    """Why the verified guesses split as they do (the sentence's end)."""
+    if _datastore_share(nodes) < 0.5:
+        return (
+            ": text the conversation already holds is one strong continuation, while the datastore's weight is "
+            "spread over up to K continuations, so its guesses are lighter and rarely make the cut."
+        )
+    return ": the datastore's continuations weigh at least as much as what the conversation offers this answer."
 
 
 def _kinds(nodes: dict[str, float]) -> str:

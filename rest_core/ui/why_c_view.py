@@ -133,9 +133,22 @@ def _expected_speedup(curve: CostCurve, events: Sequence[StepEvent], cs: np.ndar
     return acc, speedup
 
 
+def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
+    """The measured sizes to label on the log axis, leaving out one too close to the last kept
+    (64 and 65 would print on top of each other); the largest is always kept."""
+    kept: list[int] = []
+    for size in sizes:
+        if kept and size / kept[-1] < apart:
+            if size == sizes[-1]:
+                kept[-1] = size
+            continue
+        kept.append(int(size))
+    return kept
+
+
 def _lay_out(fig: Any, curve: CostCurve) -> None:
     """The two panels' axes (the cost curve's on a log scale at its measured sizes) and the layout."""
-    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=list(curve.sizes), row=1, col=1)
+    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=_ticks(curve.sizes), row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="c (draft tokens verified)", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
@@ -162,14 +175,21 @@ def why_c_caption(
     acc = float(np.mean([e.accepted_len for e in rest]))
     totals = rest[-1].totals  # of these steps' answer: every answer has its own M
     ratio = float(curve(1 + chosen_c) / curve(1))
+    measured = "measured" if 1 + chosen_c in curve.sizes else "read off the line between the measured points"
     text = (
         f"Verifying 1 token costs {float(curve(1)):.1f} ms here and 1 + {chosen_c} tokens {float(curve(1 + chosen_c)):.1f} ms "
-        f"({ratio:.2f}× as long). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
+        f"({ratio:.2f}× as long; {measured}). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
         f"{totals.steps} forwards = {totals.mean_generated_length:.2f} (the last step can end early, at the end of the "
-        f"text; each answer has its own M, and the stats under the chat show the last chat answer's). So a bigger c pays only while the extra accepted tokens outgrow the extra forward cost: on a GPU the cost "
-        f"is almost flat up to dozens of tokens, on a CPU it grows at once."
+        f"text; each answer has its own M, and the stats under the chat show the last chat answer's). So a bigger c pays only "
+        f"while the extra accepted tokens outgrow the extra forward cost."
     )
     _, speedup = _expected_speedup(curve, events, np.arange(0, max_c + 1))
+    best = int(np.argmax(speedup))
+    text += (
+        f" On this device, with this answer's acceptance, the expected speedup is highest at c = {best} "
+        f"({float(speedup[best]):.2f}× plain decoding); your c = {min(chosen_c, max_c)} expects "
+        f"{float(speedup[min(chosen_c, max_c)]):.2f}×."
+    )
     if float(speedup[1:].max()) < 1.0:
         grows = float(curve(1 + max_c) / curve(1))
         text += (

@@ -403,12 +403,21 @@ def test_comparison_identity_speedup_and_figure():
     assert cmp.identical is True
     assert cmp.speedup == pytest.approx((4 / 0.2) / (4 / 0.4))
     out = compare_view.comparison_html(cmp)
-    assert 'id="speedup-value">2.00×' in out and "identical output" in out
+    assert 'id="speedup-value">2.00×' in out and "identical output ✓ (all 4 tokens)" in out
     rows = dict((k, (r, a)) for k, r, a in compare_view.comparison_rows(cmp))
     assert rows["tokens / steps (M)"] == ("4 / 2 = 2.00", "4 / 4 = 1.00")
     ar_diff = ar[:-1] + [event(3, [9], (0,), method="ar", new=4, elapsed=0.4, finished=True)]
     assert compare_view.compare(rest, ar_diff, greedy=True).identical is False
     assert compare_view.compare(rest, ar_diff, greedy=False).identical is None
+    # a run the time limit cut: the claim names the tokens both wrote, which is what was compared
+    from dataclasses import replace
+
+    cut = replace(compare_view.compare(rest, ar[:2], greedy=True), identical=True)
+    assert cut.lengths == (4, 2) and cut.compared == 2
+    claim = compare_view.identity_claim(cut)
+    assert claim == "identical over the first 2 tokens ✓ (REST wrote 4 tokens, plain decoding 2 before the time limit)"
+    assert claim in compare_view.comparison_html(cut)
+    assert ("same output (greedy)", "yes, 2 tokens compared", "") in compare_view.comparison_rows(cut)
     fig = compare_view.speed_figure(rest, ar)
     assert [t.name for t in fig.data] == ["REST", "plain"]
     assert list(fig.data[0].y) == [0, 3, 4]

@@ -46,7 +46,17 @@ def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
     assert "1.0 from the conversation, 63.0 from the datastore" in text  # c = 64
     assert "1 + 2 tokens costs 1.15×" in text and "1 + 64 tokens 4.3×" in text  # the curve interpolated
     assert "rise from 0.01 to 0.59" in text
+    assert "Where do the verified drafts come from here" in text  # 1 of 2 verified nodes: not "mostly not"
     assert source_share.source_share_html([], CURVE, 2) == ""
+
+
+def test_the_question_follows_the_data():
+    """Where the datastore drafted most of what a step verified, the paragraph does not ask why
+    its drafts are mostly not verified."""
+    text = source_share.source_share_html([_step(100)], CURVE, 8)  # c = 8: 1 context node, 7 datastore
+    assert "mostly not verified" not in text and "rarely make the cut" not in text
+    assert "Where do the verified drafts come from here" in text
+    assert source_share.question({"context": 1.0, "datastore": 0.5, "both": 0.0}).startswith("Why are")
 
 
 def test_the_kinds_expected_tokens_add_up_to_why_c_s_chart():

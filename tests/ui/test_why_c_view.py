@@ -1,0 +1,34 @@
+"""Why this c?'s words agree with its figure: the best c the plotted curve has, the chosen c's
+figure, whether the quoted cost is a measured point, and axis labels that do not overlap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.ui import why_c_view
+from tests.ui.test_source_share import _step
+
+CPU = CostCurve((1, 2, 4, 8, 16, 32, 64, 65), (40.0, 40.5, 52.0, 55.0, 56.0, 80.0, 130.0, 140.0))
+
+
+def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
+    events = [_step(100), _step(100)]
+    fig = why_c_view.why_c_figure(CPU, events, 2, max_c=64)
+    speed = np.asarray(fig.data[1].y)
+    best = int(np.argmax(speed))
+    caption = why_c_view.why_c_caption(CPU, events, 2, max_c=64)
+    assert f"highest at c = {best} ({speed[best]:.2f}× plain decoding)" in caption
+    assert f"your c = 2 expects {speed[2]:.2f}×" in caption
+    assert fig.layout.meta["best_c"] == best
+    assert "grows at once" not in caption  # the plotted curve is flat in places: no claim it contradicts
+    assert "1 + 2 tokens 40.8 ms" not in caption and "read off the line" in caption  # 3 is not a measured size
+    assert "measured)" in why_c_view.why_c_caption(CPU, events, 3, max_c=64)  # 1 + 3 = 4 is
+
+
+@pytest.mark.parametrize(
+    ("sizes", "ticks"), [((1, 2, 4, 8, 16, 32, 64, 65), [1, 2, 4, 8, 16, 32, 65]), ((1, 2, 3, 4), [1, 2, 3, 4])]
+)
+def test_axis_labels_leave_out_sizes_that_would_overlap(sizes, ticks):
+    assert why_c_view._ticks(sizes) == ticks
