@@ -51,9 +51,13 @@ def retrieve_caption(
     for m in event.matches:
         tried_txt = ""
         if not m.suffix_len:
-            floor = f" of at least {plural(retrieval.n_min, 'token')}" if retrieval else ""
+            end = (
+                f"the conversation's last {plural(retrieval.n_min, 'token')} (the shortest ending it looks up)"
+                if retrieval
+                else "the end of the conversation"
+            )
             parts.append(
-                f"The {shown_name(m.source_bit, m.source)} has no suffix{floor} of the conversation{tried_txt}: it drafts nothing."
+                f"The {shown_name(m.source_bit, m.source)} does not contain {end}{tried_txt}: it drafts nothing."
             )
             continue
         text = visible(decode_text(tokenizer, m.suffix_tokens), 60)
