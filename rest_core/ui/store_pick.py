@@ -1,0 +1,36 @@
+"""Which default datastores fit a message: a code question drafts from `code` and `chat` together
+(on code prompts both beat either alone: docs/results.md, "Two stores at once"), anything else
+from `chat` alone (there the code store's continuations only take draft slots). A visitor who
+picked stores keeps their choice; this only replaces the page's default. No Gradio here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+CODE_STORE, CHAT_STORE = "code", "chat"
+
+# Signs of code in a message: code itself (a fence, a definition, an import, a call with a
+# body, a statement ending in ';'), or a question about programming by name.
+_CODE = re.compile(
+    r"```|^\s*(def|class|import|from|for|while|if|return|#include|function|const|let|var|public|SELECT)\b"
+    r"|\b(def|lambda)\s+\w*\(|\w+\([^)]*\)\s*[:{]|;\s*$"
+    r"|\b(python|javascript|typescript|java|c\+\+|rust|golang|sql|regex|bash|script|function|method|class|"
+    r"compile|compiler|exception|traceback|stack trace|bug|debug|algorithm|code|coding|program|programming|"
+    r"api|json|numpy|pandas|variable|loop|recursion)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def looks_like_code(message: str) -> bool:
+    """Whether a message is code, or asks about code."""
+    return bool(_CODE.search(message or ""))
+
+
+def default_stores(message: str, available: Sequence[str]) -> list[str]:
+    """The stores a message drafts from by default, among `available` (the server's public
+    stores): code and chat for a code question, chat for anything else; when neither default
+    store exists, the first available one (none: [])."""
+    wanted = [CODE_STORE, CHAT_STORE] if looks_like_code(message) else [CHAT_STORE]
+    picked = [s for s in wanted if s in available]
+    return picked or list(available[:1])

@@ -1,0 +1,37 @@
+"""The page's default datastores follow the message: code and chat for code, chat for the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from rest_core.ui.store_pick import default_stores, looks_like_code
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "def fib(n):\n    return n",
+        "Write a Python function that reverses a list.",
+        "Why does my loop never end?\n```\nwhile True: pass\n```",
+        "How do I parse JSON in JavaScript?",
+        "x = compute(a, b);",
+    ],
+)
+def test_code_questions_draft_from_both_stores(message):
+    assert looks_like_code(message)
+    assert default_stores(message, ["chat", "code"]) == ["code", "chat"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What is 2+2?", "Tell me about your favourite city.", "How do I make a good cup of coffee?", "Write a haiku."],
+)
+def test_other_questions_draft_from_chat_alone(message):
+    assert not looks_like_code(message)
+    assert default_stores(message, ["chat", "code"]) == ["chat"]
+
+
+def test_only_stores_the_server_has():
+    assert default_stores("def f(): pass", ["chat"]) == ["chat"]
+    assert default_stores("hello", ["mine"]) == ["mine"]
+    assert default_stores("hello", []) == []
