@@ -96,15 +96,19 @@ def stream_completion(url: str, body: dict[str, Any], timeout: float = 600.0) ->
         if resp.status != 200:
             detail = resp.read(2000).decode("utf-8", "replace")
             raise ServerError(f"vLLM refused the request (HTTP {resp.status}): {_message(detail)}")
+        finished = False
         for event in sse_events(iter(resp.readline, b"")):
             if "error" in event:
                 raise ServerError(f"vLLM: {_message(json.dumps(event))}")
             for choice in event.get("choices", ()):
+                finished = finished or choice.get("finish_reason") is not None
                 yield Chunk(
                     str(event.get("id", "")),
                     tuple(int(t) for t in choice.get("token_ids") or ()),
                     choice.get("finish_reason"),
                 )
+        if not finished:  # the connection closed mid-answer: the server went away (or was killed)
+            raise ServerError(f"the vLLM server at {url} closed the stream before the answer's end")
     except (OSError, http.client.HTTPException) as exc:
         raise ServerError(f"the vLLM server at {url} did not answer: {exc}") from None
     finally:

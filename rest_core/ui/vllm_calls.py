@@ -28,7 +28,7 @@ import numpy as np
 
 from rest_core.decode.events import StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
-from rest_core.serve.client import ServerError, VllmServer, stop_orphan_server, stream_completion
+from rest_core.serve.client import Chunk, ServerError, VllmServer, stop_orphan_server, stream_completion
 from rest_core.serve.records import DraftLog, Step, answer_steps, request_prefix
 from rest_core.serve.settings import request_xargs
 from rest_core.ui.model_calls import Compared, ModelCalls, ModelJob, TimeLimit
@@ -205,7 +205,7 @@ def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Itera
     prefix = None
     stream = stream_completion(server.url, body, timeout=max(job.max_seconds, 60.0) + 60.0)
     try:
-        for chunk in stream:
+        for chunk in _cut_said(stream, tokens):
             if prefix is None:
                 prefix = request_prefix(chunk.stream_id)
                 backend.watch(prefix)
@@ -240,6 +240,16 @@ def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Itera
         stream.close()
         if prefix is not None:
             backend.forget(prefix)
+
+
+def _cut_said(stream: Iterator[Chunk], tokens: list[int]) -> Iterator[Chunk]:
+    """`stream`, whose failure after the first tokens says that it cut the answer, and where."""
+    try:
+        yield from stream
+    except ServerError as exc:
+        if not tokens:
+            raise
+        raise ServerError(f"the answer was cut after {len(tokens)} tokens: {exc}") from None
 
 
 class VllmCalls(ModelCalls):

@@ -75,6 +75,14 @@ def test_a_refused_request_is_a_clear_error(backend):
         list(vllm_answer(backend, job()))
 
 
+def test_an_answer_the_server_cuts_says_so(backend):
+    """A server killed mid-answer closes the stream without a finish reason: that is an error
+    saying where the answer was cut, not an answer that just ends mid-sentence."""
+    backend.fake.cut_after = 2  # 1 + 4 tokens sent
+    with pytest.raises(ServerError, match="cut after 5 tokens.*closed the stream before the answer's end"):
+        list(vllm_answer(backend, job()))
+
+
 def test_compare_runs_both_lanes_on_the_same_server_and_unserved_stores_go_native(backend, monkeypatch):
     calls = VllmCalls(backend)
     lanes = list(calls.compare(job()))
