@@ -7,7 +7,8 @@ same path on a real vLLM server is tests/serve/test_vllm.py (`make test-vllm`).
 In a thread (`serve`), or as a process of its own, shaped like a real server's process group:
 `python -m tests.fake_vllm --port P --draft-log FILE [--delay S] [--engine]` (--engine: it first
 starts a child that outlives it, as vLLM's engine core does, and writes its pid to engine.pid
-beside the draft log)."""
+beside the draft log; while a file `hold` is there too, it waits before it answers, as a
+loading model does). `FakeServer` is a VllmServer that starts it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from rest_core.serve.client import VllmServer
+from rest_core.serve.process_group import proc_info
 
 PROMPT = (1, 2, 3, 4)
 ANSWER = list(range(100, 112))
@@ -102,6 +106,37 @@ def serve(fake: Fake, port: int = 0) -> ThreadingHTTPServer:
     return server
 
 
+class FakeServer(VllmServer):
+    """A VllmServer whose command is this stand-in server, with an 'engine core' child in its group."""
+
+    delay: float = 0.0
+
+    def command(self, port: int) -> list[str]:
+        cmd = [sys.executable, "-m", "tests.fake_vllm", "--port", str(port), "--draft-log", str(self.log)]
+        return cmd + ["--engine", "--delay", str(self.delay)]
+
+    def engine_pid(self, timeout: float = 30.0) -> int:
+        """The pid of the engine child of the server started last."""
+        path = self.workdir / "engine.pid"
+        deadline = time.monotonic() + timeout
+        while not path.is_file() or not path.read_text():
+            assert time.monotonic() < deadline, "the stand-in server did not start its engine"
+            time.sleep(0.05)
+        return int(path.read_text())
+
+
+def running(pid: int) -> bool:
+    return proc_info(pid) is not None
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    """Whether `pid` ends within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
@@ -112,6 +147,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.engine:
         engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
         (args.draft_log.parent / "engine.pid").write_text(str(engine.pid))
+    hold = args.draft_log.parent / "hold"
+    deadline = time.monotonic() + 60
+    while hold.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     fake = Fake(args.draft_log)
     fake.delay = args.delay
     serve(fake, args.port)

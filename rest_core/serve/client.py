@@ -237,6 +237,11 @@ class VllmServer:
             return ""
         return f"the vLLM server {exit_text(proc.returncode)}"
 
+    def running(self) -> bool:
+        """Whether the server can be running: one given by url, or one started here whose process runs."""
+        proc = self.proc
+        return self.given or (proc is not None and proc.poll() is None)
+
     def output_tail(self, chars: int = 1500) -> str:
         path = self.workdir / "server.log" if self.workdir is not None else None
         if path is None or not path.is_file():

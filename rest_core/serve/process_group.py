@@ -108,6 +108,8 @@ def end_group(leader: Leader, wait_s: float = 20.0, kill_wait_s: float = 5.0) ->
             return []
         try:
             os.killpg(leader.pid, sig)
+            if sig == signal.SIGTERM:
+                os.killpg(leader.pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
         except (ProcessLookupError, PermissionError):
             pass
         deadline = time.monotonic() + wait

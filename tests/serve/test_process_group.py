@@ -9,44 +9,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from rest_core.serve.client import SERVER_PID, VllmServer, stop_orphan_server
-from rest_core.serve.process_group import Leader, leader_of, members, proc_info
+from rest_core.serve.client import SERVER_PID, stop_orphan_server
+from rest_core.serve.process_group import Leader, leader_of, members
+from tests.fake_vllm import FakeServer, gone, running
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="Linux /proc only")
-
-
-class FakeServer(VllmServer):
-    """The stand-in server as a process of its own, with an 'engine core' child in its group."""
-
-    delay: float = 0.0
-
-    def command(self, port: int) -> list[str]:
-        cmd = [sys.executable, "-m", "tests.fake_vllm", "--port", str(port), "--draft-log", str(self.log)]
-        return cmd + ["--engine", "--delay", str(self.delay)]
-
-    def engine_pid(self, timeout: float = 30.0) -> int:
-        path = self.workdir / "engine.pid"
-        deadline = time.monotonic() + timeout
-        while not path.is_file() or not path.read_text():
-            assert time.monotonic() < deadline, "the stand-in server did not start its engine"
-            time.sleep(0.05)
-        return int(path.read_text())
-
-
-def running(pid: int) -> bool:
-    return proc_info(pid) is not None
-
-
-def gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while running(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not running(pid)
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ them, and the folders of killed apps."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,18 +22,28 @@ from rest_core.ui.vllm_calls import VllmBackend, VllmCalls, vllm_answer
 from tests.fake_vllm import ANSWER, PROMPT, STEPS, Fake, serve
 
 
-@pytest.fixture
-def backend(tmp_path):
-    fake = Fake(tmp_path / "drafts.jsonl")
+@contextlib.contextmanager
+def fake_backend(folder: Path, before=None, start_timeout: float = 900.0) -> Iterator[VllmBackend]:
+    """A started backend on a stand-in server (in a thread, given by url) that answers with
+    ANSWER; `before` runs before the backend waits for it (a store build); stopped on exit."""
+    fake = Fake(folder / "drafts.jsonl")
     fake.log.touch()
     http = serve(fake)
-    b = VllmBackend(VllmServer(url=f"http://127.0.0.1:{http.server_port}", log=fake.log), ("code",))
-    b.start()
-    b.wait(10)
+    b = VllmBackend(VllmServer(url=f"http://127.0.0.1:{http.server_port}", log=fake.log), ("code",), start_timeout)
+    b.start(before)
     b.fake = fake
-    yield b
-    b.stop()
-    http.shutdown()
+    try:
+        yield b
+    finally:
+        b.stop()
+        http.shutdown()
+
+
+@pytest.fixture
+def backend(tmp_path):
+    with fake_backend(tmp_path) as b:
+        b.wait(10)
+        yield b
 
 
 def job(max_new_tokens=64, stores=("code",), max_seconds=0.0, **cfg) -> ModelJob:
