@@ -400,5 +400,6 @@ def backend_note(backend: VllmBackend) -> str:
         '<div class="backend-note">Chat answers and Compare are served by <b>vLLM</b>, batched with every other '
         "visitor's, with REST drafting chains from the server's datastores and the conversation. The draft "
         "knobs (c, n_max, ...) apply to <i>Step through</i>, to Why this c? and to your own uploaded corpora, "
-        "which the native engine runs.</div>"
+        "which the native engine runs. While the vLLM server starts or restarts, the status line says so "
+        "(answers wait for its first start, and run on the native engine during a restart).</div>"
     )

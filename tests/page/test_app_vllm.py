@@ -22,7 +22,7 @@ def test_the_page_batches_answers_on_vllm_and_highlights_their_drafts(scripted, 
     built = app.build_app(rt.settings, rt, StoreBuilds(rt.settings))
     limits = {fn.name: fn.concurrency_limit for fn in built.demo.fns.values()}
     assert limits["respond"] == rt.settings.vllm_max_seqs > 1  # not one at a time
-    assert "served by <b>vLLM</b>" in str(built.demo.config)
+    assert "served by <b>vLLM</b>" in str(built.demo.config) and "during a restart" in str(built.demo.config)
     h, session = built.handlers, Session()
     outs = list(h.respond("Tell me something", session, NO_STORE, *knob_args()))
     chat = [o[h.ui.answer.chat] for o in outs if h.ui.answer.chat in o][-1]
