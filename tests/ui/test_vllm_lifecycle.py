@@ -98,3 +98,30 @@ def test_a_killed_server_cuts_its_answer_then_the_native_engine_answers_until_it
     finally:
         b.stop()
     assert all(gone(pid, 5) for pid in engines)
+
+
+def test_an_answer_the_server_refuses_as_it_dies_runs_on_the_native_engine(tmp_path, native, monkeypatch):
+    """The server dies between the routing and the request, before its watch noticed: nothing
+    was streamed yet, so the native engine answers instead of an error."""
+    from rest_core.ui import vllm_calls
+
+    server = FakeServer(workdir=tmp_path / "rest-vllm-1-r")
+    b = VllmBackend(server, ("code",), start_timeout=30)
+    b.supervisor.poll_s = 60.0  # the watch does not see the death during this test
+    b.start()
+    try:
+        b.wait(30)
+        engine = server.engine_pid()
+        real = vllm_calls.vllm_answer
+
+        def dies_first(backend, j, off=False):
+            os.kill(server.proc.pid, signal.SIGKILL)
+            server.proc.wait(5)
+            yield from real(backend, j, off)
+
+        monkeypatch.setattr(vllm_calls, "vllm_answer", dies_first)
+        items = list(VllmCalls(b).answer(job()))
+        assert items[-1] == "native answer" and "runs on the native engine meanwhile" in items[-2].text
+    finally:
+        b.stop()
+    assert gone(engine, 5)
