@@ -67,7 +67,8 @@ class VllmBackend:
         self.owner_lock: Any = None  # the lock on the server's folder, held while this process runs
 
     def start(self, before: Callable[[], Any] | None = None) -> threading.Thread:
-        """Start the server in a thread of its own; `before` runs first in that thread."""
+        """Start the server in a thread of its own, which then watches it until `stop`; `before`
+        runs first in that thread."""
         self._started = True
         return self.supervisor.start(before)
 
