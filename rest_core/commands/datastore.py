@@ -74,7 +74,7 @@ def _human_bytes(n: float) -> str:
 
 def _build(args: argparse.Namespace) -> int:
     from rest_core.decode.models import resolve_model
-    from rest_core.store.build import build_datastore, check_target
+    from rest_core.store.build import BuildOptions, build_datastore, check_target
     from rest_core.store.format import DatastoreError
     from rest_core.store.named import open_source
 
@@ -94,18 +94,16 @@ def _build(args: argparse.Namespace) -> int:
     documents, total = _first_documents(corpus, args.limit_docs)
     description = corpus.description + (f", first {args.limit_docs} documents" if args.limit_docs else "")
     try:
-        ds = build_datastore(
-            documents,
-            tokenizer,
-            out,
+        options = BuildOptions(
             source=description,
             shard_tokens=args.shard_tokens,
             force=args.force,
             tokenizer_name=model_name,
             extra_meta_fn=lambda: _extra_meta(corpus, args),
-            progress=not args.quiet,
+            verbose=not args.quiet,
             total_documents=total,
         )
+        ds = build_datastore(documents, tokenizer, out, options)
     except DatastoreError as exc:
         if corpus.stats.documents == 0 and corpus.stats.n_skipped:
             raise DatastoreError(f"{exc}: skipped {_skipped_text(corpus.stats.skipped)}") from None

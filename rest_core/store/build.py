@@ -14,8 +14,8 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,7 @@ import numpy as np
 from rest_core.store.datastore import Datastore
 from rest_core.store.format import DOC_FILES, META_FILE, DatastoreError, check_documents_meta, check_meta, read_meta
 from rest_core.store.shard_writer import ShardWriter, make_meta, resolve_shard_tokens
-from rest_core.store.tokenizer_id import (
-    encode_batch,
-    tokenizer_display_name,
-    tokenizer_fingerprint,
-    tokenizer_vocab_size,
-)
+from rest_core.store.tokenizer_id import TokenizerId, encode_batch
 
 
 class BuildCancelled(DatastoreError):
@@ -65,81 +60,67 @@ def _batched(
         yield batch
 
 
+@dataclass(frozen=True)
+class BuildOptions:
+    """How a datastore is built, as opposed to what from: one object that goes from the caller
+    (the datastore command, an upload, a test) down to meta.json, as transformers passes one
+    GenerationConfig. Checked once, here."""
+
+    source: str = ""  # what the store was built from, for meta.json
+    shard_tokens: int | None = None  # tokens per shard; None: the default (resolve_shard_tokens)
+    force: bool = False  # out_dir may be an existing datastore or an empty folder (check_target)
+    tokenizer_name: str | None = None  # the tokenizer's name in meta.json; None: its own
+    extra_meta: Mapping[str, Any] | None = None  # more meta.json fields
+    extra_meta_fn: Callable[[], dict[str, Any]] | None = None  # ... known once the documents are read
+    batch_docs: int = 512  # documents per tokenizer call,
+    batch_chars: int = 4_000_000  # or fewer, up to this many characters
+    total_documents: int | None = None  # the progress bar's total
+    verbose: bool = True  # a progress bar and a line per shard on stderr
+    progress: Callable[[BuildProgress], None] | None = None  # after every batch, before every suffix array
+    cancel: Any = None  # anything with is_set(): stops the build between batches or shards
+
+    def __post_init__(self) -> None:
+        if self.progress is not None and not callable(self.progress):
+            raise TypeError("BuildOptions.progress is a callback (BuildProgress -> None); verbose=False hides the bar")
+        if self.batch_docs < 1 or self.batch_chars < 1:
+            raise ValueError("BuildOptions: batch_docs and batch_chars must be at least 1")
+
+
 def build_datastore(
     documents: Iterable[str | tuple[str, str]],
     tokenizer: Any,
     out_dir: str | os.PathLike,
-    *,
-    source: str = "",
-    shard_tokens: int | None = None,
-    force: bool = False,
-    tokenizer_name: str | None = None,
-    extra_meta: dict[str, Any] | None = None,
-    extra_meta_fn: Callable[[], dict[str, Any]] | None = None,
-    batch_docs: int = 512,
-    batch_chars: int = 4_000_000,
-    progress: bool = True,
-    total_documents: int | None = None,
-    on_progress: Callable[[BuildProgress], None] | None = None,
-    cancel: Any = None,
+    options: BuildOptions | None = None,
+    **changes: Any,
 ) -> Datastore:
     """Tokenize `documents` (no special tokens), write the shards and suffix arrays into
-    `out_dir` atomically, and return the opened store.
+    `out_dir` atomically, and return the opened store. `options` (default BuildOptions()) with
+    `changes` (BuildOptions fields by name) says how.
 
     documents: texts, or (name, text) pairs; the names go into the document index.
     out_dir must not exist unless `force` is set; it is replaced only once the new store is
     complete. `extra_meta_fn` is called after the documents are consumed (for reader statistics
-    such as skipped records) and its result is merged into meta.json. `on_progress` gets a
+    such as skipped records) and its result is merged into meta.json. `progress` gets a
     BuildProgress after every batch of documents and before every shard's suffix array;
     `cancel` (a threading.Event, or anything with is_set()) stops the build between documents
     or shards with BuildCancelled, leaving nothing behind.
     """
-    out = check_target(out_dir, force)
-    token_docs = _tokenized(
-        documents,
-        tokenizer,
-        batch_docs=batch_docs,
-        batch_chars=batch_chars,
-        progress=progress,
-        total_documents=total_documents,
-        on_progress=on_progress,
-        cancel=cancel,
-    )
-    return _write_store(
-        token_docs,
-        out,
-        vocab_size=tokenizer_vocab_size(tokenizer),
-        tokenizer_name=tokenizer_name or tokenizer_display_name(tokenizer),
-        fingerprint=tokenizer_fingerprint(tokenizer),
-        source=source,
-        shard_tokens=shard_tokens,
-        extra_meta=extra_meta,
-        extra_meta_fn=extra_meta_fn,
-        progress=progress,
-        tokenizer=tokenizer,
-        on_progress=on_progress,
-        cancel=cancel,
-    )
+    options = replace(options or BuildOptions(), **changes)
+    out = check_target(out_dir, options.force)
+    ident = TokenizerId.of(tokenizer, options.tokenizer_name)
+    return _write_store(_tokenized(documents, tokenizer, options), out, ident, options, tokenizer)
 
 
 def _tokenized(
-    documents: Iterable[str | tuple[str, str]],
-    tokenizer: Any,
-    *,
-    batch_docs: int,
-    batch_chars: int,
-    progress: bool,
-    total_documents: int | None,
-    on_progress: Callable[[BuildProgress], None] | None,
-    cancel: Any,
+    documents: Iterable[str | tuple[str, str]], tokenizer: Any, options: BuildOptions
 ) -> Iterator[tuple[str | None, np.ndarray]]:
     """(name, token ids) of every document, tokenized in batches; checks `cancel` before each
-    batch and reports progress (bar, `on_progress`) after it."""
-    bar = _tokenizing_bar(total_documents) if progress else None
+    batch and reports progress (bar, `progress`) after it."""
+    bar = _tokenizing_bar(options.total_documents) if options.verbose else None
     n_tokens = n_docs = 0
     try:
-        for batch in _batched(documents, batch_docs, batch_chars):
-            _check_cancel(cancel)  # between batches of documents (uploads use small batches)
+        for batch in _batched(documents, options.batch_docs, options.batch_chars):
+            _check_cancel(options.cancel)  # between batches of documents (uploads use small batches)
             for (name, _), ids in zip(batch, encode_batch(tokenizer, [text for _, text in batch])):
                 arr = np.asarray(ids, dtype=np.int64)
                 n_tokens += len(arr)
@@ -148,8 +129,8 @@ def _tokenized(
             if bar is not None:
                 bar.update(len(batch))
                 bar.set_postfix_str(f"{n_tokens / 1e6:.1f}M tokens", refresh=False)
-            if on_progress is not None:
-                on_progress(BuildProgress("tokenizing", documents=n_docs, tokens=n_tokens))
+            if options.progress is not None:
+                options.progress(BuildProgress("tokenizing", documents=n_docs, tokens=n_tokens))
     finally:
         if bar is not None:
             _close_bar(bar)
@@ -177,99 +158,66 @@ def build_from_token_ids(
     documents: Iterable[Sequence[int]],
     vocab_size: int,
     out_dir: str | os.PathLike,
+    options: BuildOptions | None = None,
     *,
-    source: str = "token ids",
-    shard_tokens: int | None = None,
-    force: bool = False,
-    tokenizer_name: str = "(token ids)",
     fingerprint: str = "",
+    **changes: Any,
 ) -> Datastore:
-    """Write a datastore from already tokenized documents (no tokenizer involved)."""
-    out = check_target(out_dir, force)
-    return _write_store(
-        ((None, np.asarray(d, dtype=np.int64)) for d in documents),
-        out,
-        vocab_size=vocab_size,
-        tokenizer_name=tokenizer_name,
-        fingerprint=fingerprint,
-        source=source,
-        shard_tokens=shard_tokens,
-        progress=False,
-    )
+    """Write a datastore from already tokenized documents (no tokenizer involved): `options`
+    (default: source "token ids", quiet) with `changes`, as build_datastore takes them."""
+    options = replace(options or BuildOptions(source="token ids", verbose=False), **changes)
+    out = check_target(out_dir, options.force)
+    ident = TokenizerId(options.tokenizer_name or "(token ids)", fingerprint, vocab_size)
+    return _write_store(((None, np.asarray(d, dtype=np.int64)) for d in documents), out, ident, options)
 
 
 def _write_store(
     token_docs: Iterable[tuple[str | None, np.ndarray]],
     out: Path,
-    *,
-    vocab_size: int,
-    tokenizer_name: str,
-    fingerprint: str,
-    source: str,
-    shard_tokens: int | None,
-    extra_meta: dict[str, Any] | None = None,
-    extra_meta_fn: Callable[[], dict[str, Any]] | None = None,
-    progress: bool = False,
+    ident: TokenizerId,
+    options: BuildOptions,
     tokenizer: Any = None,
-    on_progress: Callable[[BuildProgress], None] | None = None,
-    cancel: Any = None,
 ) -> Datastore:
     started = time.time()
-    limit = resolve_shard_tokens(shard_tokens)
     tmp = _new_temp_folder(out)
     try:
-        writer, shards_meta = _write_shards(token_docs, tmp, vocab_size, limit, progress, on_progress, cancel)
+        writer, shards_meta = _write_shards(token_docs, tmp, ident.vocab_size, options)
         documents_meta = writer.write_document_index()
-        _check_cancel(cancel)
-        extra = dict(extra_meta or {})
-        if extra_meta_fn is not None:
-            extra.update(extra_meta_fn())
-        meta = make_meta(
-            vocab_size=vocab_size,
-            tokenizer_name=tokenizer_name,
-            fingerprint=fingerprint,
-            writer=writer,
-            shards_meta=shards_meta,
-            source=source,
-            extra=extra,
-            started=started,
-        )
+        _check_cancel(options.cancel)
+        extra = dict(options.extra_meta or {})
+        if options.extra_meta_fn is not None:
+            extra.update(options.extra_meta_fn())
+        meta = make_meta(ident, writer, shards_meta, options.source, extra, started)
         meta["documents"] = documents_meta
         _move_into_place(tmp, out, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     ds = Datastore.open(out, tokenizer)
-    if on_progress is not None:
-        on_progress(BuildProgress("done", ds.n_documents, ds.n_tokens, len(ds.shards), len(ds.shards)))
+    if options.progress is not None:
+        options.progress(BuildProgress("done", ds.n_documents, ds.n_tokens, len(ds.shards), len(ds.shards)))
     return ds
 
 
 def _write_shards(
-    token_docs: Iterable[tuple[str | None, np.ndarray]],
-    tmp: Path,
-    vocab_size: int,
-    limit: int,
-    progress: bool,
-    on_progress: Callable[[BuildProgress], None] | None,
-    cancel: Any,
+    token_docs: Iterable[tuple[str | None, np.ndarray]], tmp: Path, vocab_size: int, options: BuildOptions
 ) -> tuple[ShardWriter, list[dict[str, Any]]]:
     """Every document into shard files in `tmp`, then each shard's suffix array (checking
     `cancel` and reporting progress before each); returns the writer and the shards' meta."""
-    writer = ShardWriter(tmp, vocab_size, limit)
+    writer = ShardWriter(tmp, vocab_size, resolve_shard_tokens(options.shard_tokens))
     for name, ids in token_docs:
         writer.add(ids, name)
     if writer.n_documents == 0:
         raise DatastoreError("no documents to build a datastore from")
-    if progress:
+    if options.verbose:
         print(f"building suffix arrays for {writer.n_shards} shard(s)", file=sys.stderr, flush=True)
 
     def on_shard(i: int) -> None:
-        _check_cancel(cancel)
-        if on_progress is not None:
-            on_progress(BuildProgress("suffix array", writer.n_documents, writer.n_tokens, i, writer.n_shards))
+        _check_cancel(options.cancel)
+        if options.progress is not None:
+            options.progress(BuildProgress("suffix array", writer.n_documents, writer.n_tokens, i, writer.n_shards))
 
-    shards_meta, _ = writer.finish(progress=progress, on_shard=on_shard)
+    shards_meta, _ = writer.finish(verbose=options.verbose, on_shard=on_shard)
     return writer, shards_meta
 
 

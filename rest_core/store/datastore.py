@@ -32,7 +32,7 @@ from rest_core.store.format import (
     read_meta,
 )
 from rest_core.store.shard_writer import ShardWriter, make_meta, resolve_shard_tokens
-from rest_core.store.tokenizer_id import check_tokenizer
+from rest_core.store.tokenizer_id import TokenizerId, check_tokenizer
 
 # --- opening: what Datastore.open calls ---------------------------------------------------
 
@@ -183,16 +183,7 @@ class Datastore:
         for i, doc in enumerate(documents):
             writer.add(np.asarray(doc, dtype=np.int64), names[i] if names is not None else None)
         shards_meta, shards = writer.finish()
-        meta = make_meta(
-            vocab_size=vocab_size,
-            tokenizer_name="(token ids)",
-            fingerprint="",
-            writer=writer,
-            shards_meta=shards_meta,
-            source=source,
-            extra={},
-            started=time.time(),
-        )
+        meta = make_meta(TokenizerId("(token ids)", "", vocab_size), writer, shards_meta, source, {}, time.time())
         return cls(path=None, meta=meta, shards=shards, documents=writer.document_index())
 
     @property

@@ -26,6 +26,7 @@ from rest_core.store.format import (
     clean_name,
     token_dtype,
 )
+from rest_core.store.tokenizer_id import TokenizerId
 
 SA_INT32_LIMIT = INT32_MAX  # longest shard whose suffix array is stored as int32 (tests lower it)
 
@@ -163,10 +164,11 @@ class ShardWriter:
         return {**DOC_FILES, "names_bytes": len(self._names)}
 
     def finish(
-        self, progress: bool = False, on_shard: Callable[[int], None] | None = None
+        self, verbose: bool = False, on_shard: Callable[[int], None] | None = None
     ) -> tuple[list[dict[str, Any]], list[Shard]]:
         """Close the token files, build every shard's suffix array; return (shards meta, shards).
-        `on_shard(i)` is called before shard i is sorted (progress, cancellation)."""
+        `on_shard(i)` is called before shard i is sorted (progress, cancellation); `verbose`: a
+        line per shard on stderr."""
         self._close_file()
         shards_meta: list[dict[str, Any]] = []
         shards: list[Shard] = []
@@ -181,7 +183,7 @@ class ShardWriter:
             t0 = time.perf_counter()
             sa = suffix_array(tokens)
             sa_seconds = time.perf_counter() - t0
-            if progress:
+            if verbose:
                 print(
                     f"  shard {i}: suffix array over {size:,} tokens in {sa_seconds:.1f} s", file=sys.stderr, flush=True
                 )
@@ -215,20 +217,18 @@ def _sa_name(i: int) -> str:
 
 
 def make_meta(
-    *,
-    vocab_size: int,
-    tokenizer_name: str,
-    fingerprint: str,
+    tokenizer: TokenizerId,
     writer: ShardWriter,
     shards_meta: list[dict[str, Any]],
     source: str,
     extra: dict[str, Any],
     started: float,
 ) -> dict[str, Any]:
+    """meta.json's contents for the shards `writer` wrote (started at time.time() `started`)."""
     meta: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
-        "tokenizer": {"name": tokenizer_name, "fingerprint": fingerprint},
-        "vocab_size": int(vocab_size),
+        "tokenizer": {"name": tokenizer.name, "fingerprint": tokenizer.fingerprint},
+        "vocab_size": int(tokenizer.vocab_size),
         "separator": writer.separator,
         "dtype": writer.dtype.str,
         "n_documents": writer.n_documents,

@@ -5,6 +5,7 @@ batch encoding a build uses (no special tokens)."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from rest_core.store.format import DatastoreError
@@ -33,6 +34,22 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 def tokenizer_display_name(tokenizer: Any) -> str:
     name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
     return str(name)
+
+
+@dataclass(frozen=True)
+class TokenizerId:
+    """What meta.json records of the tokenizer a store was built with."""
+
+    name: str
+    fingerprint: str
+    vocab_size: int
+
+    @classmethod
+    def of(cls, tokenizer: Any, name: str | None = None) -> TokenizerId:
+        """`tokenizer`'s identity, under `name` if given (else its own)."""
+        return cls(
+            name or tokenizer_display_name(tokenizer), tokenizer_fingerprint(tokenizer), tokenizer_vocab_size(tokenizer)
+        )
 
 
 def encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:

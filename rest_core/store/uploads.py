@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rest_core.store.build import BuildProgress, build_datastore
+from rest_core.store.build import BuildOptions, BuildProgress, build_datastore
 from rest_core.store.corpora import CorpusError, Document
 from rest_core.store.files import UPLOAD_LIMITS, ReadLimits, read_files
 from rest_core.store.format import DatastoreError
@@ -57,6 +57,10 @@ class UploadProgress:
         return f"reading: {self.documents:,} documents, {self.tokens:,} tokens"
 
 
+# An upload's build: quiet, in small batches (progress and cancellation every ~0.1 s).
+UPLOAD_BUILD = BuildOptions(verbose=False, batch_chars=256_000)
+
+
 @dataclass(frozen=True)
 class BuildSummary:
     """What an upload build read and skipped (skipped: count per reason)."""
@@ -85,8 +89,8 @@ def build_from_files(
     pasted: str = "",
     limits: ReadLimits = UPLOAD_LIMITS,
     progress: Callable[[UploadProgress], None] | None = None,
-    cancel: Any = None,
-    tokenizer_name: str | None = None,
+    options: BuildOptions = UPLOAD_BUILD,
+    **changes: Any,
 ) -> BuildSummary:
     """Build a datastore at `out_dir` (which must not exist) from uploaded files and/or pasted
     text, with `tokenizer`.
@@ -94,8 +98,9 @@ def build_from_files(
     paths: the uploaded files (.txt, .md, .py and other text, .jsonl, ShareGPT .json, .zip), or
     folders; names: their display names (an upload's original file names; default the file
     names); pasted: text typed into the page, one document. progress gets an UploadProgress
-    after every few documents and at each phase; cancel (a threading.Event) stops the build
-    between documents. Raises CorpusError / DatastoreError (ValueErrors, one line) for an empty
+    after every few documents and at each phase. `options` with `changes` (BuildOptions fields
+    by name, e.g. cancel: a threading.Event that stops the build between documents) say how; the
+    upload sets the source, its reader's meta and the progress callback. Raises CorpusError / DatastoreError (ValueErrors, one line) for an empty
     or oversized upload, a zip bomb, or nothing usable in it; BuildCancelled when cancelled.
     """
     started = time.perf_counter()
@@ -103,18 +108,14 @@ def build_from_files(
     if progress is not None:
         progress(UploadProgress("reading", bytes_total=upload.bytes_total))
     try:
-        ds = build_datastore(
-            upload.documents(),
-            tokenizer,
-            out_dir,
+        how = replace(
+            options,
             source=f"upload: {upload.description}",
-            tokenizer_name=tokenizer_name,
             extra_meta_fn=upload.meta,
-            progress=False,
-            batch_chars=256_000,  # small batches: progress and cancellation every ~0.1 s
-            on_progress=upload.reporter(progress),
-            cancel=cancel,
+            progress=upload.reporter(progress),
+            **changes,
         )
+        ds = build_datastore(upload.documents(), tokenizer, out_dir, how)
     except DatastoreError as exc:
         if "no documents" in str(exc):
             detail = ", ".join(f"{n} {why}" for why, n in sorted(upload.skipped.items()))

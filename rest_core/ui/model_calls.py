@@ -70,6 +70,15 @@ class TimeLimit:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """Yielded by a stream for the page's status line while it waits or after a change of engine
+    (e.g. vLLM's server starting): `text` from now on, "" to clear it; `kind` as status_html's."""
+
+    text: str
+    kind: str = "info"
+
+
+@dataclass(frozen=True)
 class Steps:
     """Some steps of an answer: their events and whether the time limit stopped them early."""
 

@@ -33,7 +33,7 @@ from rest_core.ui.compare_view import (
     timeline_figure,
 )
 from rest_core.ui.inspector import inspector_html
-from rest_core.ui.model_calls import ModelJob
+from rest_core.ui.model_calls import ModelJob, Notice
 from rest_core.ui.run import Run
 from rest_core.ui.runtime import Runtime, selected_names, trim_memory
 from rest_core.ui.stats import stats_html
@@ -327,7 +327,7 @@ class Session:
     ) -> Iterator[Update]:
         view = self.view
         assert view is not None
-        status = status_html(esc(note), "warn") if note else ""
+        status = base = status_html(esc(note), "warn") if note else ""
         yield Update(chat=self.chat_html(), stats=stats_html([]), steps=self.slider_steps(True), status=status, box="")
         last_text = last_fig = 0.0
         try:
@@ -337,7 +337,9 @@ class Session:
                     break
                 error = next((e for e in events if isinstance(e, Exception)), None)
                 for ev in events:
-                    if not isinstance(ev, Exception):
+                    if isinstance(ev, Notice):  # the engine's word while it waits (vLLM starting)
+                        status = status_html(esc(ev.text), ev.kind) if ev.text else base
+                    elif not isinstance(ev, Exception):
                         view.add(ev)
                 if error is not None:
                     self.finish_turn(f"generation failed: {error}")

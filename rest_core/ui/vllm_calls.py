@@ -12,6 +12,12 @@ which source, is read from the proposer's draft log (`rest_core.serve.records`),
 proposer before vLLM sends the tokens it explains. Each engine step becomes a `StepEvent` whose
 draft is the chain vLLM verified (vLLM verifies chains, not trees), so the chat highlights
 accepted drafts per step exactly as it does for the native engine.
+
+The server this app starts may take minutes to come up and may die (the out-of-memory killer):
+an answer sent while it starts waits for it, with a status line saying what it waits for
+(`Notice`); one it cuts ends with an error saying so; while it restarts (rest_core.serve.
+supervisor: its whole process group ended, at most a few restarts), and after the app gave up
+on it, answers run on the native engine with a line saying why.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ import numpy as np
 
 from rest_core.decode.events import StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
-from rest_core.serve.client import ServerError, VllmServer, stop_orphan_server, stream_completion
+from rest_core.serve.client import Chunk, ServerError, VllmServer, stop_orphan_server, stream_completion
 from rest_core.serve.records import DraftLog, Step, answer_steps, request_prefix
 from rest_core.serve.settings import request_xargs
-from rest_core.ui.model_calls import Compared, ModelCalls, ModelJob, TimeLimit
+from rest_core.serve.supervisor import GAVE_UP, RESTARTING, STARTING, State, Supervisor
+from rest_core.ui.model_calls import Compared, ModelCalls, ModelJob, Notice, TimeLimit
 from rest_core.ui.upload_jobs import LOCK_NAME, hold_lock, remove_stale_roots
 
 log = logging.getLogger("rest.app")
@@ -41,55 +48,58 @@ FINISH = {"stop": "eos", "length": "length"}  # vLLM's finish reasons, as StepEv
 
 
 class VllmBackend:
-    """The app's vLLM server and its draft log, shared by every session. `start` runs in the
-    background (after `before`, e.g. the default stores' first build); every answer waits for it."""
+    """The app's vLLM server and its draft log, shared by every session. The server runs under a
+    Supervisor (rest_core.serve.supervisor): started in the background (after `before`, e.g. the
+    default stores' first build), restarted up to `restarts` times if it dies, then given up on;
+    `state` says where it stands, and VllmCalls sends answers elsewhere while it is not ready."""
 
-    def __init__(self, server: VllmServer, stores: Sequence[str] | None, start_timeout: float = 900.0) -> None:
+    def __init__(
+        self, server: VllmServer, stores: Sequence[str] | None, start_timeout: float = 900.0, restarts: int = 2
+    ) -> None:
         self.server = server
         # the store names the server drafts from; None: not known (a server given by url)
         self.stores = tuple(stores) if stores is not None else None
         self.start_timeout = start_timeout
-        self._ready = threading.Event()
+        self.supervisor = Supervisor(server, start_timeout, restarts, on_ready=self._new_log)
         self._started = False
         self._lock = threading.Lock()
         self._log: DraftLog | None = None
         self.owner_lock: Any = None  # the lock on the server's folder, held while this process runs
 
     def start(self, before: Callable[[], Any] | None = None) -> threading.Thread:
-        """Start the server in a thread of its own; `before` runs first in that thread."""
-
-        def work() -> None:
-            try:
-                if before is not None:
-                    before()
-                self.server.start()
-                self.server.wait_ready(self.start_timeout)
-                if self.server.log is not None:
-                    self._log = DraftLog(self.server.log)
-                print(f"vLLM server ready at {self.server.url} ({self.server.model_name})", flush=True)
-            except Exception as exc:  # noqa: BLE001 - every answer reports it
-                self.server.error = self.server.error or str(exc)
-                log.error("the vLLM server did not start: %s", self.server.error)
-            finally:
-                self._ready.set()
-
+        """Start the server in a thread of its own, which then watches it until `stop`; `before`
+        runs first in that thread."""
         self._started = True
-        thread = threading.Thread(target=work, name="vllm-server", daemon=True)
-        thread.start()
-        return thread
+        return self.supervisor.start(before)
+
+    def _new_log(self) -> None:
+        """Each server (a restarted one too) writes a draft log of its own."""
+        with self._lock:
+            self._log = DraftLog(self.server.log) if self.server.log is not None else None
+
+    @property
+    def state(self) -> State:
+        return self.supervisor.state
 
     def wait(self, timeout: float | None = None) -> None:
-        """Until the server is up; ServerError if it failed or was never started."""
+        """Until the server is up; ServerError if it was given up on, is still starting after
+        `timeout` (default: start_timeout) or was never started."""
         if not self._started:
             raise ServerError("the vLLM backend was not started")
-        if not self._ready.wait(self.start_timeout if timeout is None else timeout):
+        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
+        state = self.state
+        while state.name in (STARTING, RESTARTING) and time.monotonic() < deadline:
+            state = self.supervisor.wait_change(max(0.0, min(1.0, deadline - time.monotonic())))
+        if state.name == GAVE_UP:
+            raise ServerError(state.reason)
+        if state.name == STARTING:
             raise ServerError("the vLLM server is still starting: try again in a minute")
-        if self.server.error:
-            raise ServerError(self.server.error)
+        if not self.ready:
+            raise ServerError(f"the vLLM server is restarting ({state.reason or 'it stopped'})")
 
     @property
     def ready(self) -> bool:
-        return self._ready.is_set() and not self.server.error
+        return self.supervisor.serving()
 
     def serves(self, stores: Any) -> bool:
         """Whether an answer drafting from `stores` (a StoreSet) goes to the server: never for a
@@ -122,7 +132,7 @@ class VllmBackend:
                 self._log.trim()  # only when no answer is reading it
 
     def stop(self) -> None:
-        self.server.stop()
+        self.supervisor.stop()
 
 
 def request_body(model: str, job: ModelJob, off: bool) -> dict[str, Any]:
@@ -191,8 +201,9 @@ def step_event(
 
 def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Iterator[StepEvent | TimeLimit]:
     """The answer to `job` from the vLLM server, one StepEvent per engine step as its tokens
-    arrive, then a TimeLimit if job.max_seconds (counted from the request) stopped it."""
-    backend.wait()
+    arrive, then a TimeLimit if job.max_seconds (counted from the request) stopped it. The server
+    must be up (VllmBackend.wait); a server that cuts the answer raises a ServerError saying so."""
+    backend.wait(0)
     server = backend.server
     body = request_body(server.model_name, job, off)
     method = "ar" if (off or job.config.method == "ar") else "rest"
@@ -205,7 +216,7 @@ def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Itera
     prefix = None
     stream = stream_completion(server.url, body, timeout=max(job.max_seconds, 60.0) + 60.0)
     try:
-        for chunk in stream:
+        for chunk in _cut_said(stream, tokens):
             if prefix is None:
                 prefix = request_prefix(chunk.stream_id)
                 backend.watch(prefix)
@@ -242,6 +253,16 @@ def vllm_answer(backend: VllmBackend, job: ModelJob, off: bool = False) -> Itera
             backend.forget(prefix)
 
 
+def _cut_said(stream: Iterator[Chunk], tokens: list[int]) -> Iterator[Chunk]:
+    """`stream`, whose failure after the first tokens says that it cut the answer, and where."""
+    try:
+        yield from stream
+    except ServerError as exc:
+        if not tokens:
+            raise
+        raise ServerError(f"the answer was cut after {len(tokens)} tokens: {exc}") from None
+
+
 class VllmCalls(ModelCalls):
     """ModelCalls whose chat answers and Compare run on the vLLM server (see the module's text)."""
 
@@ -249,14 +270,40 @@ class VllmCalls(ModelCalls):
         super().__init__(gpu)
         self.backend = backend
 
-    def answer(self, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
+    def answer(self, job: ModelJob) -> Iterator[StepEvent | TimeLimit | Notice]:
         if not self.backend.serves(job.stores):
             return super().answer(job)  # a store the server does not have: the native engine drafts from it
-        return vllm_answer(self.backend, job)
+        return self._routed(job)
+
+    def _routed(self, job: ModelJob) -> Iterator[StepEvent | TimeLimit | Notice]:
+        """The answer from vLLM once its server is up (saying what it waits for meanwhile, for
+        at most start_timeout), or from the native engine while the server restarts or after the
+        app gave up on it (saying so). A server that dies mid-answer cuts it: the error says so."""
+        deadline = time.monotonic() + self.backend.start_timeout
+        state = self.backend.state
+        while state.name == STARTING and time.monotonic() < deadline:
+            yield Notice(starting_line(state))
+            state = self.backend.supervisor.wait_change(max(0.0, min(1.0, deadline - time.monotonic())))
+        if not self.backend.ready:
+            yield Notice(native_line(state, self.backend.supervisor.restarts), "warn")
+            yield from super().answer(job)
+            return
+        yield Notice("")
+        sent = False
+        try:
+            for item in vllm_answer(self.backend, job):
+                sent = True
+                yield item
+        except ServerError as exc:
+            if sent or self.backend.ready or self.backend.server.given:
+                raise ServerError(f"{exc}. {after_cut(self.backend)}") from None
+            # refused before its first token by a server that has just died: the native engine
+            yield Notice(native_line(self.backend.state, self.backend.supervisor.restarts), "warn")
+            yield from super().answer(job)
 
     def compare(self, job: ModelJob) -> Iterator[Compared]:
-        if not self.backend.serves(job.stores):
-            return super().compare(job)
+        if not self.backend.serves(job.stores) or not self.backend.ready:
+            return super().compare(job)  # on the native engine while vLLM's server is not up
         return self._compare_on_vllm(job)
 
     def _compare_on_vllm(self, job: ModelJob) -> Iterator[Compared]:
@@ -267,6 +314,36 @@ class VllmCalls(ModelCalls):
             events = tuple(e for e in items if isinstance(e, StepEvent))
             yield Compared(method, events, cut=len(events) < len(items))
         yield Compared("lookup", lookup=None)
+
+
+def starting_line(state: State) -> str:
+    """The status line of an answer waiting for the server's first start."""
+    waited = time.monotonic() - state.since
+    return (
+        f"Starting the serving engine (vLLM): waiting for {state.waiting} ({waited:.0f} s so far). "
+        "Your answer starts as soon as it is up."
+    )
+
+
+def native_line(state: State, most: int) -> str:
+    """The status line of an answer the native engine runs because vLLM's server is not up
+    (`most`: the restarts the app tries)."""
+    if state.name == GAVE_UP:
+        return f"The serving engine (vLLM) is off ({state.reason}): answers run on the native engine, one at a time."
+    if state.name == STARTING:
+        return "The serving engine (vLLM) is still starting: this answer runs on the native engine, one at a time."
+    why = f" ({state.reason})" if state.reason else ""
+    return (
+        f"The serving engine (vLLM) stopped{why} and is restarting (restart {max(state.restarts, 1)} of at most "
+        f"{most}): this answer runs on the native engine meanwhile, one at a time."
+    )
+
+
+def after_cut(backend: VllmBackend) -> str:
+    """What a visitor whose answer the server cut can do."""
+    if backend.server.given:
+        return f"The vLLM server at {backend.server.url} did not finish it: send again when it is back"
+    return "The app restarts the serving engine (or answers on the native engine meanwhile): send again"
 
 
 def make_backend(settings: Any, before: Callable[[], Any] | None = None) -> VllmBackend:
@@ -324,5 +401,6 @@ def backend_note(backend: VllmBackend) -> str:
         '<div class="backend-note">Chat answers and Compare are served by <b>vLLM</b>, batched with every other '
         "visitor's, with REST drafting chains from the server's datastores and the conversation. The draft "
         "knobs (c, n_max, ...) apply to <i>Step through</i>, to Why this c? and to your own uploaded corpora, "
-        "which the native engine runs.</div>"
+        "which the native engine runs. While the vLLM server starts or restarts, the status line says so "
+        "(answers wait for its first start, and run on the native engine during a restart).</div>"
     )

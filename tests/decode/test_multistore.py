@@ -207,8 +207,8 @@ def test_generate_command_with_two_datastores(tmp_path, capsys):
     prompt = "hello there"
     ids = lm.tokenizer(prompt).input_ids
     own = lm.tokenizer.decode(_reference(lm.model, ids, 16))
-    build_datastore([prompt + own], lm.tokenizer, stores / "code", progress=False)
-    build_datastore(["some other text " * 20], lm.tokenizer, stores / "chat", progress=False)
+    build_datastore([prompt + own], lm.tokenizer, stores / "code", verbose=False)
+    build_datastore(["some other text " * 20], lm.tokenizer, stores / "chat", verbose=False)
 
     base = [
         "generate",

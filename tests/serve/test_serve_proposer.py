@@ -47,7 +47,7 @@ def model_dir(tmp_path_factory, tok) -> Path:
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory, tok) -> Path:
     out = tmp_path_factory.mktemp("stores") / "code"
-    build_datastore(CORPUS, tok, out, progress=False)
+    build_datastore(CORPUS, tok, out, verbose=False)
     return out
 
 

@@ -47,7 +47,7 @@ def plan(tmp_path_factory):
     if not (STORE / "meta.json").is_file():  # a small store of this repository's own code
         store = work / "code"
         docs = [p.read_text() for p in sorted((ROOT / "rest_core").rglob("*.py"))]
-        build_datastore(docs, tokenizer, store, progress=False)
+        build_datastore(docs, tokenizer, store, verbose=False)
     return (
         python,
         VllmPlan(

@@ -13,7 +13,7 @@ import pytest
 
 from rest_core.store import format as fmt
 from rest_core.store import shard_writer, tokenizer_id
-from rest_core.store.build import build_datastore, build_from_token_ids
+from rest_core.store.build import BuildOptions, build_datastore, build_from_token_ids
 from rest_core.store.datastore import Datastore, find_datastores
 from rest_core.store.format import DatastoreError, token_dtype
 from rest_core.store.shard_writer import suffix_array
@@ -194,7 +194,7 @@ def test_round_trip_on_disk(tmp_path):
 def test_build_with_tokenizer(tmp_path):
     tok = CharTokenizer(300)
     texts = ["hello world", "abc", "zzz\u00e9"]
-    ds = build_datastore(texts, tok, tmp_path / "s", source="three strings", progress=False, batch_docs=2)
+    ds = build_datastore(texts, tok, tmp_path / "s", source="three strings", verbose=False, batch_docs=2)
     assert ds.separator == 300
     assert split_documents(ds.shards[0].tokens, 300) == [tok.encode_one(t) for t in texts]
     assert ds.meta["tokenizer"] == {"name": "char-tokenizer", "fingerprint": tokenizer_fingerprint(tok)}
@@ -210,15 +210,30 @@ def test_build_progress_bar_and_extra_meta(tmp_path, capsys):
         calls.append(1)
         return {"skipped_records": 3}
 
-    ds = build_datastore(["ab", "cd"], tok, tmp_path / "s", progress=True, extra_meta_fn=extra, total_documents=2)
+    ds = build_datastore(["ab", "cd"], tok, tmp_path / "s", verbose=True, extra_meta_fn=extra, total_documents=2)
     assert calls == [1] and ds.meta["skipped_records"] == 3
     assert "tokenizing" in capsys.readouterr().err
+
+
+def test_one_options_object_says_how_and_progress_is_always_a_callback(tmp_path):
+    """BuildOptions goes whole from the caller to meta.json; `progress` is the callback (the
+    bar is `verbose`), and a flag passed as progress is refused at once, not mid-build."""
+    seen = []
+    options = BuildOptions(source="two strings", shard_tokens=4, verbose=False, progress=seen.append)
+    ds = build_datastore(["ab", "cd"], CharTokenizer(300), tmp_path / "s", options, tokenizer_name="chars")
+    assert ds.meta["source"] == "two strings" and ds.meta["tokenizer"]["name"] == "chars" and len(ds.shards) == 2
+    assert [p.phase for p in seen] == ["tokenizing", "suffix array", "suffix array", "done"]
+    with pytest.raises(TypeError, match="progress is a callback.*verbose=False"):
+        build_datastore(["ab"], CharTokenizer(300), tmp_path / "t", progress=False)
+    with pytest.raises(TypeError, match="shards"):  # a misspelt option is an error, never ignored
+        build_datastore(["ab"], CharTokenizer(300), tmp_path / "u", options, shards=2)
+    assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()
 
 
 def test_vocab_over_65535_uses_uint32(tmp_path):
     tok = CharTokenizer(70_000)
     texts = ["\U00010000\U00010001 a", "\uffff\U00011170 b"]  # ids 65536, 65537, 65535, 69999 (clipped)
-    ds = build_datastore(texts, tok, tmp_path / "big", progress=False)
+    ds = build_datastore(texts, tok, tmp_path / "big", verbose=False)
     shard = ds.shards[0]
     assert ds.separator == 70_000 and ds.dtype == np.dtype("<u4") and shard.tokens.dtype == np.dtype("<u4")
     assert split_documents(shard.tokens, 70_000) == [tok.encode_one(t) for t in texts]
@@ -235,7 +250,7 @@ def test_real_wordlevel_tokenizer_with_big_vocab(tmp_path):
     raw.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]")
     assert len(tok) == 70_000
-    ds = build_datastore(["w1 w69999 w65536", "w65535 nope"], tok, tmp_path / "wl", progress=False)
+    ds = build_datastore(["w1 w69999 w65536", "w65535 nope"], tok, tmp_path / "wl", verbose=False)
     assert ds.dtype == np.dtype("<u4") and ds.separator == 70_000
     assert ds.shards[0].tokens.tolist() == [1, 69_999, 65_536, 70_000, 65_535, 0, 70_000]
     Datastore.open(tmp_path / "wl", tokenizer=tok)
@@ -465,7 +480,7 @@ def test_open_dtype_mismatch(store):
 
 def test_open_tokenizer_mismatch(tmp_path):
     tok = CharTokenizer(300, name="tok-a")
-    build_datastore(["abc"], tok, tmp_path / "s", progress=False)
+    build_datastore(["abc"], tok, tmp_path / "s", verbose=False)
     Datastore.open(tmp_path / "s", tokenizer=CharTokenizer(300, name="another name, same vocab"))
     with pytest.raises(DatastoreError, match="built for tokenizer 'tok-a'.*fingerprint.*differs.*'tok-b'"):
         Datastore.open(tmp_path / "s", tokenizer=CharTokenizer(300, name="tok-b", salt="x"))
@@ -514,7 +529,7 @@ def smollm2_tokenizer():
 def test_smollm2_round_trip(tmp_path, smollm2_tokenizer):
     tok = smollm2_tokenizer
     texts = ["def add(a, b):\n    return a + b\n", "Hello! How can I help you today?"]
-    ds = build_datastore(texts, tok, tmp_path / "s", progress=False, tokenizer_name="SmolLM2-135M-Instruct")
+    ds = build_datastore(texts, tok, tmp_path / "s", verbose=False, tokenizer_name="SmolLM2-135M-Instruct")
     assert ds.separator == len(tok) == 49_152 and ds.dtype == np.dtype("<u2")
     docs = split_documents(ds.shards[0].tokens, ds.separator)
     assert [tok.decode(d) for d in docs] == texts

@@ -21,7 +21,7 @@ DOCS = [("guide/intro.md", "hello world"), ("src/app.py", "x = 1"), ("conv-7 tur
 def named_store(tmp_path) -> Path:
     out = tmp_path / "store"
     # shard_tokens=16: each document lands in its own shard.
-    build_datastore(DOCS, CharTokenizer(300), out, progress=False, shard_tokens=16, source="docs")
+    build_datastore(DOCS, CharTokenizer(300), out, verbose=False, shard_tokens=16, source="docs")
     return out
 
 
@@ -72,7 +72,7 @@ def test_in_memory_store_has_the_index():
 def test_names_are_labels_never_paths(tmp_path):
     out = tmp_path / "s"
     build_datastore(
-        [("../../etc/passwd\nline two\x1b[31m", "abc"), ("n" * 2000, "d")], CharTokenizer(300), out, progress=False
+        [("../../etc/passwd\nline two\x1b[31m", "abc"), ("n" * 2000, "d")], CharTokenizer(300), out, verbose=False
     )
     ds = Datastore.open(out)
     assert ds.document_at(0).name == "../../etc/passwd?line two?[31m"  # control characters replaced

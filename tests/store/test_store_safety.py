@@ -23,7 +23,7 @@ def lm():
 
 def test_engine_refuses_a_store_with_ids_past_the_vocabulary(lm, tmp_path):
     out = tmp_path / "s"
-    build_datastore(["hello world", "hello there"], lm.tokenizer, out, progress=False)
+    build_datastore(["hello world", "hello there"], lm.tokenizer, out, verbose=False)
     Engine(lm.model, lm.tokenizer, out)  # the intact store opens
     tokens = np.memmap(out / "tokens-00000.bin", dtype="<u2", mode="r+")
     tokens[3] = VOCAB_SIZE + 5  # past the separator (== the vocabulary size)
@@ -57,7 +57,7 @@ def test_generate_command_refuses_a_damaged_store(lm, tmp_path, capsys):
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)
     store = tmp_path / "store"
-    build_datastore(["hello world, hello there"] * 3, lm.tokenizer, store, progress=False)
+    build_datastore(["hello world, hello there"] * 3, lm.tokenizer, store, verbose=False)
     sa = np.memmap(store / "sa-00000.bin", dtype="<i4", mode="r+")
     sa[:] = -(2**31)
     sa.flush()

@@ -1,17 +1,13 @@
-"""The app's vLLM backend (rest_core.ui.vllm_calls, rest_core.serve.client) against a stand-in
-vLLM server. A mock, said plainly: vLLM does not install in the app's environment (it pins
-another torch and transformers), so these tests serve vLLM 0.32's streaming completion format
-(`return_token_ids` chunks, "data: [DONE]") from a small HTTP server and append the proposer's
-draft log lines before each chunk, as the proposer does. The same path on a real vLLM server
-is tests/serve/test_vllm.py (`make test-vllm`)."""
+"""The app's vLLM backend (rest_core.ui.vllm_calls, rest_core.serve.client) against the stand-in
+vLLM server of tests/fake_vllm.py (a mock; the real server is tests/serve/test_vllm.py): answers
+as step events, limits, errors, Compare, the server's start, death and restarts as answers see
+them, and the folders of killed apps."""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,94 +19,31 @@ from rest_core.ui.model_calls import ModelCalls, ModelJob, TimeLimit
 from rest_core.ui.runtime import StoreSet
 from rest_core.ui.settings import parse_args
 from rest_core.ui.vllm_calls import VllmBackend, VllmCalls, vllm_answer
-
-PROMPT = (1, 2, 3, 4)
-ANSWER = list(range(100, 112))
-# The script: per engine step, (drafted chain, accepted); then the model's own token.
-STEPS = [((), 0), ((101, 102, 103), 3), ((105, 9), 0), ((106, 107), 2), ((), 0), ((110, 111, 5), 2)]
+from tests.fake_vllm import ANSWER, PROMPT, STEPS, Fake, serve
 
 
-class Fake:
-    """One stand-in server: the requests it got, the chunks it sends, a delay per chunk."""
-
-    def __init__(self, log: Path) -> None:
-        self.log, self.bodies, self.delay, self.fail = log, [], 0.0, None
-
-    def chunks(self, n: int, prompt_len: int = len(PROMPT)) -> list[tuple[list[int], str | None]]:
-        """(token ids, finish reason) per step for an answer of at most n tokens; the draft log
-        gains each step's resolved chain before its chunk is sent."""
-        out, pos = [], 0
-        for drafted, accepted in STEPS:
-            if pos >= n:
-                break
-            toks = ANSWER[pos : min(pos + accepted + 1, n)]
-            if drafted:
-                line = {"kind": "draft", "req": f"cmpl-{self.rid}-0-1a2b3c4d", "context_len": prompt_len + pos}
-                line |= {"drafted": list(drafted), "bits": [1, 2, 3][: len(drafted)], "accepted": accepted}
-                out.append((toks, None, json.dumps(line)))
-            else:
-                out.append((toks, None, None))
-            pos += len(toks)
-        last = out[-1]
-        out[-1] = (last[0], "length" if pos >= n and n < len(ANSWER) else "stop", last[2])
-        return out
-
-
-def serve(fake: Fake) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):  # quiet
-            pass
-
-        def do_GET(self):
-            body = json.dumps({"data": [{"id": "fake-model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            fake.bodies.append(body)
-            if fake.fail:
-                msg = json.dumps({"error": {"message": fake.fail}}).encode()
-                self.send_response(400)
-                self.send_header("Content-Length", str(len(msg)))
-                self.end_headers()
-                self.wfile.write(msg)
-                return
-            fake.rid = f"r{len(fake.bodies)}"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            chunks = fake.chunks(body["max_tokens"], len(body["prompt"]))
-            if body["vllm_xargs"].get("rest_off"):  # the proposer drafts nothing: one token a step
-                toks = [t for c in chunks for t in c[0]]
-                chunks = [([t], chunks[-1][1] if i == len(toks) - 1 else None, None) for i, t in enumerate(toks)]
-            for toks, finish, line in chunks:
-                if line is not None:
-                    with open(fake.log, "a") as f:
-                        f.write(line + "\n")
-                time.sleep(fake.delay)
-                event = {"id": f"cmpl-{fake.rid}", "choices": [{"token_ids": toks, "finish_reason": finish}]}
-                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+@contextlib.contextmanager
+def fake_backend(folder: Path, before=None, start_timeout: float = 900.0) -> Iterator[VllmBackend]:
+    """A started backend on a stand-in server (in a thread, given by url) that answers with
+    ANSWER; `before` runs before the backend waits for it (a store build); stopped on exit."""
+    fake = Fake(folder / "drafts.jsonl")
+    fake.log.touch()
+    http = serve(fake)
+    b = VllmBackend(VllmServer(url=f"http://127.0.0.1:{http.server_port}", log=fake.log), ("code",), start_timeout)
+    b.start(before)
+    b.fake = fake
+    try:
+        yield b
+    finally:
+        b.stop()
+        http.shutdown()
 
 
 @pytest.fixture
 def backend(tmp_path):
-    fake = Fake(tmp_path / "drafts.jsonl")
-    fake.log.touch()
-    http = serve(fake)
-    b = VllmBackend(VllmServer(url=f"http://127.0.0.1:{http.server_port}", log=fake.log), ("code",))
-    b.start().join(10)
-    b.fake = fake
-    yield b
-    http.shutdown()
+    with fake_backend(tmp_path) as b:
+        b.wait(10)
+        yield b
 
 
 def job(max_new_tokens=64, stores=("code",), max_seconds=0.0, **cfg) -> ModelJob:
@@ -154,6 +87,14 @@ def test_a_refused_request_is_a_clear_error(backend):
         list(vllm_answer(backend, job()))
 
 
+def test_an_answer_the_server_cuts_says_so(backend):
+    """A server killed mid-answer closes the stream without a finish reason: that is an error
+    saying where the answer was cut, not an answer that just ends mid-sentence."""
+    backend.fake.cut_after = 2  # 1 + 4 tokens sent
+    with pytest.raises(ServerError, match="cut after 5 tokens.*closed the stream before the answer's end"):
+        list(vllm_answer(backend, job()))
+
+
 def test_compare_runs_both_lanes_on_the_same_server_and_unserved_stores_go_native(backend, monkeypatch):
     calls = VllmCalls(backend)
     lanes = list(calls.compare(job()))
@@ -179,9 +120,9 @@ def test_a_server_that_exits_at_start_says_why(tmp_path):
             return [sys.executable, "-c", "print('no vLLM here: run make serve-env'); raise SystemExit(3)"]
 
     b = VllmBackend(Broken(workdir=tmp_path / "w"), ())
-    b.start().join(30)
+    b.start()
     with pytest.raises(ServerError, match="exited \\(code 3\\).*make serve-env"):
-        b.wait(1)
+        b.wait(60)  # its restarts end the same way: the app gives up on it
     with pytest.raises(ServerError, match="not started"):
         VllmBackend(VllmServer(url="http://127.0.0.1:9"), ()).wait(0)
 
