@@ -16,7 +16,7 @@ def folders(tmp_path):
     tok = CharTokenizer(300)
     uploads = tmp_path / "uploads" / "session-1"
     for folder in (tmp_path / "code", uploads / "mine"):
-        build_datastore(["def add(a, b):\n    return a + b\n"], tok, folder, progress=False)
+        build_datastore(["def add(a, b):\n    return a + b\n"], tok, folder, verbose=False)
     return tmp_path / "code", uploads
 
 
