@@ -32,7 +32,6 @@ from rest_core.store.datastore import Datastore
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
-from rest_core.ui.stepper import Stepper
 from tests.app_fixtures import knob_args
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
@@ -154,26 +153,25 @@ def drive(runtime: Runtime) -> dict:
     for turn in ("first", "second"):
         before = made()
         updates = list(chat.respond(MESSAGE if turn == "first" else "and again", session, STORE, *knobs))
-        out[turn] = [t for e in session.view.events for t in e.tokens]
+        out[turn] = [t for e in session.chat.view.events for t in e.tokens]
         out["calls"][turn] = made() - before
         assert "err" not in (updates[-1].get(chat.ui.banner) or "")
-    st, t = Stepper(), teach.ui
+    st, t = session.steps, teach.ui
     heads = []
     for move in ("next", "next", "next", "back", "end"):
         before = made()
         if move == "back":
-            view = teach.back(st)
+            view = teach.back(session)
         else:
             handler = teach.next if move == "next" else teach.run_to_end
-            view = handler(MESSAGE, st, session, STORE, 16, *knobs)
-        st = view[t.stepper]
+            view = handler(MESSAGE, session, STORE, 16, *knobs)
         heads.append(re.search(r"Step \d+ of \d+", view[t.header]).group(0))
         out["calls"][move] = out["calls"].get(move, 0) + made() - before
     out["heads"], out["steps"] = heads, st.token_ids()
     out["rows"] = [e.row_tokens for e in st.events]
     out["status"] = view[t.status]
     before = made()
-    caption = teach.why_c(st, session, 16)[t.why_cap]
+    caption = teach.why_c(session, 16)[t.why_cap]
     out["why_c"] = ("ms here" in caption and "On a GPU" in caption, made() - before)
     before = made()
     shown = [u for u in chat.compare("", session, STORE, *knobs) if isinstance(u, dict)]

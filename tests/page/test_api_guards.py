@@ -191,7 +191,7 @@ def test_uploads_of_an_api_only_session_expire_after_the_session_ttl(scripted, t
         status = client.predict(None, "notes " * 200, "notes", [], api_name="/build_corpus")[0]
         assert "Built <b>notes</b>" in status, status
         session = built.handlers._held_session(client.session_hash)
-        folder = session.uploads["notes"]
+        folder = session.corpora.uploads["notes"]
         step = [MESSAGE, ["notes"], C, *knob_args()]
         for k in range(4):  # in use (endpoints that never update the session's state): kept past the TTL
             time.sleep(0.7)
@@ -199,7 +199,7 @@ def test_uploads_of_an_api_only_session_expire_after_the_session_ttl(scripted, t
             assert "err" not in status, status
         assert folder.is_dir()
         time.sleep(3.5)  # idle past the TTL: gone without any request
-        assert not folder.exists() and not folder.parent.exists() and session.uploads == {}
+        assert not folder.exists() and not folder.parent.exists() and session.corpora.uploads == {}
         status = client.predict("again", *step[1:], api_name="/next")[STATUS]
         assert "is not built" in status, status
 

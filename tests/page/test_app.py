@@ -13,6 +13,7 @@ import gradio
 import pytest
 
 import app
+import chat_tab
 from rest_core.config import PRESETS
 from rest_core.knobs import APP_KNOBS
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
@@ -26,7 +27,7 @@ def knobs(store: str = NO_STORE, **over) -> list:
     return [store, *knob_args(**over)]
 
 
-def handlers(runtime: Runtime) -> app.Handlers:
+def handlers(runtime: Runtime) -> chat_tab.Handlers:
     """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
     return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
@@ -48,13 +49,13 @@ def final(outputs: list[dict]) -> dict:
     return outputs[-1]
 
 
-def answer(h: app.Handlers, out: dict) -> tuple:
+def answer(h: chat_tab.Handlers, out: dict) -> tuple:
     """A generation's outputs: (chat, stats, trie, inspector, step slider, banner, session, box)."""
     a = h.ui.answer
     return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box))
 
 
-def banner(h: app.Handlers, out: dict) -> str:
+def banner(h: chat_tab.Handlers, out: dict) -> str:
     return out[h.ui.banner]
 
 
@@ -90,12 +91,12 @@ def test_respond_streams_highlighted_answer_and_keeps_history(h):
     # escaped model output (the byte-level tokenizer makes one span per byte / character)
     assert ">&lt;</span>" in chat and ">&amp;</span>" in chat and ">&quot;</span>" in chat
     assert ">世</span>" in chat and ">界</span>" in chat
-    assert session.messages == [
+    assert session.chat.messages == [
         {"role": "user", "content": "add two numbers"},
         {"role": "assistant", "content": ANSWER},
     ]
-    assert not session.active and session.view.text == ANSWER
-    assert slider["visible"] is True and slider["maximum"] == len(session.view.events)
+    assert not session.chat.active and session.chat.view.text == ANSWER
+    assert slider["visible"] is True and slider["maximum"] == len(session.chat.view.events)
     assert "tokens/s" in stats and "generating" not in stats
     assert "Step" in inspector
     assert fig.data  # a plotly figure of the last step
@@ -106,7 +107,7 @@ def test_bad_settings_give_a_message_not_a_traceback(h):
     outs = run_all(h.respond("hi", session, *knobs(n_min=10, n_max=2)))
     status = banner(h, final(outs))
     assert "Settings:" in status and "n_max" in status
-    assert session.turns == []
+    assert session.chat.turns == []
     outs = run_all(h.respond("   ", session, *knobs()))
     assert "Type a message" in banner(h, final(outs))
 
@@ -127,7 +128,7 @@ def test_settings_outside_the_knobs_ranges_are_refused(h, bad, message):
     session = Session()
     status = banner(h, final(run_all(h.respond("hi", session, *knobs(**bad)))))
     assert message in status and "err" in status
-    assert h.engine.calls == [] and session.turns == []
+    assert h.engine.calls == [] and session.chat.turns == []
     assert message in banner(h, final(run_all(h.compare("hi", session, *knobs(**bad)))))
 
 
@@ -142,18 +143,18 @@ def test_stop_keeps_the_partial_answer_and_cancels_the_run(h):
     session = Session()
     gen = h.respond("go", session, *knobs())
     for _ in gen:
-        if session.view is not None and session.view.events:
+        if session.chat.view is not None and session.chat.view.events:
             break
-    run = session.run
+    run = session.chat.run
     out = h.stop(session)
     chat = out[h.ui.answer.chat]
     assert h.ui.answer.box not in out  # Stop leaves the message box as it is
     gen.close()
-    assert not session.active and run is not None
+    assert not session.chat.active and run is not None
     assert run.done.wait(5)
     assert "stopped after" in chat
-    assert session.messages[-1]["role"] == "assistant"
-    assert len(session.view.text) < len(ANSWER)
+    assert session.chat.messages[-1]["role"] == "assistant"
+    assert len(session.chat.view.text) < len(ANSWER)
 
 
 def test_context_overflow_is_a_clear_message(h, monkeypatch):
@@ -162,7 +163,7 @@ def test_context_overflow_is_a_clear_message(h, monkeypatch):
     outs = run_all(h.respond("x" * 60, session, *knobs()))
     status = banner(h, final(outs))
     assert "too long" in status and "Clear" in status
-    assert session.turns[-1].error and not session.active
+    assert session.chat.turns[-1].error and not session.chat.active
 
 
 def test_answer_is_shortened_to_fit_the_context(h, monkeypatch):
@@ -180,8 +181,8 @@ def test_replay_shows_any_step(h):
     a = h.ui.answer
     out = h.replay(1, session)
     assert set(out) == {a.trie, a.inspector} and "Step 1 of" in out[a.inspector]
-    out = h.replay(len(session.view.events), session)
-    assert f"Step {len(session.view.events)} of" in out[a.inspector]
+    out = h.replay(len(session.chat.view.events), session)
+    assert f"Step {len(session.chat.view.events)} of" in out[a.inspector]
 
 
 def test_clear_resets_everything(h):
@@ -206,7 +207,12 @@ def test_clear_resets_everything(h):
         h.ui.corpus.files,  # its raw uploads are deleted
     ]
     assert set(out) == set(cleared)  # every part of the page that shows the conversation is reset
-    assert out[h.ui.session] is session and session.turns == [] and session.messages == [] and session.view is None
+    assert (
+        out[h.ui.session] is session
+        and session.chat.turns == []
+        and session.chat.messages == []
+        and session.chat.view is None
+    )
     assert "placeholder" in out[a.chat] and out[a.box] == "" and out[a.speed]["visible"] is False
 
 
@@ -223,11 +229,11 @@ def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, t
         run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=12)))
         run_all(h.compare("", session, *knobs(max_new_tokens=12)))
         assert engine._saved is not None
-        refs = [weakref.ref(x) for x in (session.view, session.view.events[-1], engine._saved)]
+        refs = [weakref.ref(x) for x in (session.chat.view, session.chat.view.events[-1], engine._saved)]
         free(session)
         gc.collect()
         assert [r() for r in refs] == [None, None, None], free.__name__
-        assert session.view is None and session.turns == [] and session.prompt_ids is None
+        assert session.chat.view is None and session.chat.turns == [] and session.chat.prompt_ids is None
 
     # The page's state expires: Gradio calls the delete callback with the state's value.
     settings = Settings(datastores=tmp_path, session_ttl=90)
@@ -237,7 +243,7 @@ def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, t
     session = Session()
     run_all(h.respond("abc", session, *knobs(max_new_tokens=4)))
     state.delete_callback(session)
-    assert session.view is None and session.messages == []
+    assert session.chat.view is None and session.chat.messages == []
 
 
 def test_compare_reports_speedup_and_identity(h):
@@ -313,9 +319,9 @@ def test_real_engine_tiny_model_respond_and_compare(tiny_runtime):
     outs = run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=24)))
     chat, stats, fig, inspector, slider, status, session, box = answer(h, final(outs))
     assert 'class="tok' in chat and not status.startswith('<div class="status err')
-    assert session.view.totals.new_tokens > 0
-    assert session.view.text == tiny_runtime.loaded().tokenizer.decode(
-        [t for e in session.view.events for t in e.tokens], skip_special_tokens=True
+    assert session.chat.view.totals.new_tokens > 0
+    assert session.chat.view.text == tiny_runtime.loaded().tokenizer.decode(
+        [t for e in session.chat.view.events for t in e.tokens], skip_special_tokens=True
     )
     html = final(run_all(h.compare("", session, *knobs(max_new_tokens=24))))[h.ui.answer.compare_out]
     assert "identical output" in html  # greedy REST == greedy plain decoding
@@ -329,7 +335,7 @@ def test_model_load_failure_is_a_message(monkeypatch):
     session = Session()
     status = banner(h, final(run_all(h.respond("hi", session, *knobs()))))
     assert "no model at" in status and 'class="status err"' in status
-    assert session.messages == [] and not session.active
+    assert session.chat.messages == [] and not session.chat.active
     assert "no model at" in banner(h, final(run_all(h.compare("hi", session, *knobs()))))
 
 
@@ -342,6 +348,6 @@ def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
             run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
         ),
     )
-    assert 'class="status err' not in status and session.view.totals.new_tokens > 0
+    assert 'class="status err' not in status and session.chat.view.totals.new_tokens > 0
     html = final(run_all(h.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[h.ui.answer.compare_out]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling

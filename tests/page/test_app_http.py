@@ -123,6 +123,6 @@ def test_closing_a_page_frees_the_session_gradio_holds(served):
     client, handlers, _ = served
     client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")
     held = handlers._held_session(client.session_hash)
-    assert isinstance(held, Session) and held.turns  # the answer is in the page's state
+    assert isinstance(held, Session) and held.chat.turns  # the answer is in the page's state
     handlers.closed(SimpleNamespace(session_hash=client.session_hash))
-    assert held.turns == [] and held.view is None
+    assert held.chat.turns == [] and held.chat.view is None

@@ -24,4 +24,4 @@ def test_the_page_batches_answers_on_vllm_and_highlights_their_drafts(scripted, 
     outs = list(h.respond("Tell me something", session, NO_STORE, *knob_args()))
     chat = [o[h.ui.answer.chat] for o in outs if h.ui.answer.chat in o][-1]
     assert chat.count('class="tok d ') == sum(a for _, a in STEPS) == 7  # each accepted draft token
-    assert backend.fake.bodies[0]["prompt"][-1] != ANSWER[0] and session.view.totals.steps == 6
+    assert backend.fake.bodies[0]["prompt"][-1] != ANSWER[0] and session.chat.view.totals.steps == 6

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import app
+import chat_tab
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings, parse_args, settings_from_env
@@ -36,7 +37,7 @@ class CountingTokenizer:
         return attr
 
 
-def handlers(runtime: Runtime) -> app.Handlers:
+def handlers(runtime: Runtime) -> chat_tab.Handlers:
     """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
     return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
@@ -54,12 +55,12 @@ def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(
     assert out[h.ui.answer.box] == ""  # the box is emptied
     assert h.ui.answer.chat not in out  # the chat never holds it
     assert counting.uses == 0 and engine.calls == []  # never tokenized, never generated
-    assert session.turns == [] and session.messages == [] and "yyyy" not in session.chat_html()
+    assert session.chat.turns == [] and session.chat.messages == [] and "yyyy" not in session.chat.chat_html()
     status = list(h.compare(long, session, NO_STORE, *knob_args()))[-1][h.ui.banner]
     assert "at most 100" in status and counting.uses == 0
     # at the limit it is an ordinary message
     list(h.respond("y" * 100, session, NO_STORE, *knob_args()))
-    assert counting.uses > 0 and len(engine.calls) == 1 and session.messages[0]["content"] == "y" * 100
+    assert counting.uses > 0 and len(engine.calls) == 1 and session.chat.messages[0]["content"] == "y" * 100
 
 
 def test_the_message_box_carries_the_limit(tmp_path):
@@ -95,10 +96,13 @@ def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
     session = Session()
     out = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
     chat, status = out[h.ui.answer.chat], out[h.ui.banner]
-    n = session.view.totals.new_tokens
+    n = session.chat.view.totals.new_tokens
     assert 0 < n < 1024
     assert "stopped after 0.3 s (server limit)" in chat and "server limit" in status
-    assert session.messages[-1] == {"role": "assistant", "content": session.view.text}  # the partial answer is kept
+    assert session.chat.messages[-1] == {
+        "role": "assistant",
+        "content": session.chat.view.text,
+    }  # the partial answer is kept
     status = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1][h.ui.banner]
     # Three methods share the limit: a third each, prompt lookup (transformers' generate) included.
     assert "stopped after 0.1 s (server limit)" in status and "prompt lookup" in status
