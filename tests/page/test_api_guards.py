@@ -179,6 +179,25 @@ def test_a_checkbox_knob_takes_true_or_false_only(scripted, tmp_path):
         assert not engine.calls[-1][1].draft.use_datastore
 
 
+# ------------------------------------------------------------------ the step-through: lifetime
+
+
+def test_the_step_through_of_an_api_only_session_goes_when_it_expires(scripted, tmp_path):
+    """Issue 30: the step-through's state had no time to live and no delete callback, so an API
+    client's steps stayed held after its session expired (and after Clear). They are the
+    visitor's Session's now, released with it after session_ttl without any request."""
+    rt, engine = scripted
+    with serve(rt, tmp_path, Settings(session_ttl=2)) as (client, built):
+        status = client.predict(*step_args(), api_name="/run_to_end")[STATUS]
+        assert "err" not in status, status
+        session = built.handlers._held_session(client.session_hash)
+        steps = session.steps
+        assert steps.events and steps.started
+        time.sleep(4)  # idle past the TTL: Gradio's expiry calls the state's delete callback
+        assert steps.events == [] and not steps.started and steps.job is None
+        assert built.handlers._held_session(client.session_hash) is None
+
+
 # ------------------------------------------------------------------ uploads: lifetime
 
 

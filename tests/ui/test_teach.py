@@ -284,6 +284,44 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     assert set(out) == shown and out[t.header] == "" and st.events == []
 
 
+def test_clear_and_new_answer_release_the_step_through(runtime):
+    """Issue 30: the step-through's state lived beside the visitor's Session, and Clear (as
+    expiry and page close) released the Session only: after Clear, Back still showed "Step 1
+    of 2". It is the Session's now, so whatever releases the visitor releases its steps."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    chat, h = built.handlers, built.teaching
+    knobs = knob_args(**KNOBS)
+    for release in (lambda s: chat.clear(s), lambda s: h.restart(s), lambda s: built.handlers.pages.expired(s)):
+        session = Session()
+        h.next(MESSAGE, session, STORE, 16, *knobs)
+        assert "Step 2 of 2" in h.next(MESSAGE, session, STORE, 16, *knobs)[h.ui.header]
+        release(session)
+        assert session.steps.events == [] and not session.steps.started
+        assert h.back(session)[h.ui.header] == ""  # nothing left to go back to
+
+
+def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
+    """Issue 30: the step-through kept every full event (a K = 5000 step's whole trie) without a
+    bound. It keeps compact events, as Send does, and at most `max_steps` per answer, then says
+    so instead of taking more."""
+    h = teach_handlers(runtime)
+    t, session = h.ui, Session(steps=Stepper(max_steps=3))
+    knobs = knob_args(**KNOBS)
+    out = h.run_to_end(MESSAGE, session, STORE, 16, *knobs)
+    st = session.steps
+    assert len(st.events) == 3 and not st.finished and "Step 3 of 3" in out[t.header]
+    assert "keeps 3 steps of one answer" in out[t.status] and "New answer" in out[t.status]
+    with_trie = [e for e in st.events if e.trie is not None and len(e.trie)]
+    assert with_trie and all(e.trie_nodes is not None for e in with_trie)  # compact: the part the panels draw
+    out = h.next(MESSAGE, session, STORE, 16, *knobs)  # at the bound: no step is taken
+    assert len(st.events) == 3 and "keeps 3 steps" in out[t.status]
+    assert "Step 2 of 3" in h.back(session)[t.header]  # the steps kept still show
+    h.restart(session)
+    assert "Step 1 of 1" in h.next(MESSAGE, session, STORE, 16, *knobs)[t.header]  # a new answer starts afresh
+
+
 def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:
     return sorted((b, w) for tr in fig.data for b, w, y in zip(tr.base, tr.x, tr.y) if y == lane)
 
