@@ -253,7 +253,7 @@ class Chat:
         job = ModelJob(
             stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=runtime.settings.max_seconds
         )
-        self.run = Run(lambda: runtime.calls.answer(job))
+        self.run = Run(runtime.calls.answer, job)
         yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds, runtime.clock)
 
     def _stream(
