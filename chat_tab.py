@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 
 import teach_tab
-from rest_core.knobs import APP_KNOBS, Knob, values_in_order
+from rest_core.knobs import APP_KNOBS, Knob
 from rest_core.sources import MAX_STORES
 from rest_core.ui import answer_view, lifecycle, trie_view, words
 from rest_core.ui.chat import Chat, Update, blank_view
@@ -280,19 +280,25 @@ class Handlers:
         choices, value = choose_stores(session.corpora.store_choices(self.runtime), current, default_first)
         return gr.update(choices=choices, value=value)
 
-    def admit(self, message: str, session: Session, store: str, *knobs: Any) -> list[dict]:
+    def model_inputs(self) -> tuple[list[Any], dict[str, Any]]:
+        """Send's and Compare's inputs: (the message, the visitor's state, the stores) and the
+        knobs by name (the HTTP API's parameters take their names)."""
+        return [self.ui.answer.box, self.ui.session, self.ui.store], dict(self.ui.knobs)
+
+    def admit(self, message: str, session: Session, store: str, **knobs: Any) -> list[dict]:
         """Validator of the generating events, run when a request is queued (before it waits):
         a session may have `max_jobs` generations queued or running, a second one is refused
-        with a message instead of taking a place in the queue every user shares. One verdict per input."""
+        with a message (on the message box) instead of taking a place in the queue every user
+        shares. One verdict per input."""
         admitted = lifecycle.admit_job(self.runtime, as_session(session))
-        return teach_tab.verdicts(admitted, 3 + len(knobs))  # shown on the message box
+        positional, named = self.model_inputs()
+        return teach_tab.verdicts(admitted, [*positional, *named.values()], shown_on=self.ui.answer.box)
 
-    def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:
+    def respond(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[dict]:
         """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
         session = as_session(session)
-        chat, knob_values = session.chat, values_in_order(knobs)
         try:
-            answer = chat.respond(self.runtime, message, store, knob_values, session.corpora.uploads, session.key)
+            answer = session.chat.respond(self.runtime, message, store, knobs, session.corpora.uploads, session.key)
             with contextlib.closing(answer) as updates:
                 for u in updates:
                     yield self._answer(u, session)
@@ -339,13 +345,11 @@ class Handlers:
         u = as_session(session).chat.replay(self.runtime, int(step))
         return _given(((self.ui.answer.trie, u.trie), (self.ui.answer.inspector, u.inspector))) or gr.skip()
 
-    def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[Any]:
+    def compare(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[Any]:
         """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
         session = as_session(session)
         a = self.ui.answer
-        runs = compare(
-            self.runtime, session.chat, message, store, values_in_order(knobs), session.corpora.uploads, session.key
-        )
+        runs = compare(self.runtime, session.chat, message, store, knobs, session.corpora.uploads, session.key)
         try:
             with contextlib.closing(runs) as updates:
                 for u in updates:
@@ -412,15 +416,16 @@ class Handlers:
 def wire(h: Handlers, ui: ChatPage) -> None:
     """Send, Stop, Clear, Compare and the step slider onto their handlers."""
     a = ui.answer
-    inputs = [a.box, ui.session, ui.store, *ui.knobs.values()]
+    inputs, named = h.model_inputs()
     shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
     # One model: generations queue behind each other, one queued or running per session. A vLLM
     # backend batches them: as many run at once as it batches.
     vllm = isinstance(h.runtime.calls, VllmCalls)
     limit = h.runtime.settings.vllm_max_seqs if vllm else 1
-    model = dict(concurrency_limit=limit, concurrency_id="model", validator=h.admit)
+    model = dict(inputs_kwargs=named, concurrency_limit=limit, concurrency_id="model", validator=h.admit)
     send_ev = a.send.click(h.respond, inputs, [*shown, a.box], **model)
-    submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], **model)
+    # Enter in the box sends as Send does: the page's, not a second API endpoint.
+    submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], api_visibility="private", **model)
     compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **model)
     generating = [send_ev, submit_ev, compare_ev]
     a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)

@@ -8,6 +8,7 @@ view in rest_core/ui/ (phases, trie_view, tree_mask, why_c_view). It never impor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,10 +204,13 @@ def deep_links(views: gr.Tabs) -> dict[str, str]:
     return links
 
 
-def verdicts(admitted: bool, n: int, shown_on: int = 0, refusal: str = BUSY) -> list[dict]:
-    """A job validator's answer for its `n` inputs (app.py's too): all valid, or `refusal`
-    shown on input `shown_on`."""
-    return [gr.validate(admitted or i != shown_on, "" if admitted or i != shown_on else refusal) for i in range(n)]
+def verdicts(admitted: bool, inputs: Sequence[Any], shown_on: Any, refusal: str = BUSY) -> list[dict]:
+    """A job validator's answer, one verdict per component of its event's `inputs` (positional,
+    then keyword: the list the event is wired with): all valid, or `refusal` shown on the
+    component `shown_on`."""
+    return [
+        gr.validate(admitted or c is not shown_on, "" if admitted or c is not shown_on else refusal) for c in inputs
+    ]
 
 
 class TeachHandlers:
@@ -243,29 +247,40 @@ class TeachHandlers:
         """A click of Run to end, at once: as ask_next."""
         return {self.ui.status: step_through.ask_step(self.runtime, as_session(session).steps, "run")}
 
-    def admit(self, message: str, session: Session, store: Any, c: float, *knobs: Any) -> list[dict]:
+    def step_inputs(self) -> tuple[list[Any], dict[str, Any]]:
+        """Next step's and Run to end's inputs: (the message, the visitor's state, the stores,
+        the step-through's c) and the other knobs by name (the HTTP API's parameters take their
+        names; the step-through's own c stands in for the c knob)."""
+        named = {name: widget for name, widget in self.chat.knobs.items() if name != "c"}
+        return [self.ui.msg, self.chat.session, self.chat.store, self.ui.c], named
+
+    def admit(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> list[dict]:
         """Validator of Next step and Run to end: the page's verdict on the click (ask_next),
         or for an API call one job queued or running per session, as Send's; the refusal is
         shown on the message box (and, for a click, in the status already)."""
         session = as_session(session)
         clicked = bool(session.steps.tickets)
         ok = step_through.admit_click(self.runtime, session)
-        return verdicts(ok, 4 + len(knobs), refusal=step_through.STEPS_WAITING if clicked else BUSY)
+        positional, named = self.step_inputs()
+        refusal = step_through.STEPS_WAITING if clicked else BUSY
+        return verdicts(ok, [*positional, *named.values()], shown_on=self.ui.msg, refusal=refusal)
 
     def admit_why(self, session: Session, c: float) -> list[dict]:
         """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
-        return verdicts(admit_job(self.runtime, as_session(session)), 2, shown_on=1)
+        return verdicts(
+            admit_job(self.runtime, as_session(session)), [self.chat.session, self.ui.c], shown_on=self.ui.c
+        )
 
-    def next(self, message: str, session: Session, store: Any, c: float, *knobs: Any) -> dict:
+    def next(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
         return self._move(Stepper.next, message, session, store, c, knobs)
 
-    def run_to_end(self, message: str, session: Session, store: Any, c: float, *knobs: Any) -> dict:
+    def run_to_end(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> dict:
         """Run to end: every remaining step, within the server's time limit per request."""
         move = step_through.run_to_end(self.runtime.settings.max_seconds)
         return self._move(move, message, session, store, c, knobs)
 
-    def _move(self, move: Any, message: str, session: Session, store: Any, c: float, knobs: tuple) -> dict:
+    def _move(self, move: Any, message: str, session: Session, store: Any, c: float, knobs: dict[str, Any]) -> dict:
         session = as_session(session)
         try:
             return self._show(step_through.advance(self.runtime, move, message, session, store, c, knobs), session)
@@ -292,7 +307,7 @@ class TeachHandlers:
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
 
-    def example(self, title: str, *knobs: Any) -> Any:
+    def example(self, title: str, **knobs: Any) -> Any:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
         view of its mode opened (Step through, or Chat for Send and Compare)."""
         ex = guided.guided_example(self.runtime, title, knobs)
@@ -309,22 +324,28 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
     """The step-through's buttons and the guided examples onto their handlers."""
     knobs = list(ui.knobs.values())
     outs = [*t.view_components(), ui.session]
+    inputs, named = h.step_inputs()
+    every_knob = dict(ui.knobs)
     # A step is a forward of the one model: queued with Send's jobs (h.admit). Every click
     # counts (none is dropped while an earlier one waits); its status shows at once.
     every = dict(trigger_mode="multiple")  # the click and its queued step alike: Gradio's "once" drops repeats
     model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit, show_progress="minimal", **every)
+    model["inputs_kwargs"] = named  # the knobs by name
     now = dict(concurrency_limit=None, show_progress="hidden", api_visibility="undocumented", **every)
-    inputs = [t.msg, ui.session, ui.store, t.c, *knobs]
     t.next.click(h.ask_next, [ui.session], [t.status], **now).then(h.next, inputs, outs, **model)
     t.end.click(h.ask_end, [ui.session], [t.status], **now).then(h.run_to_end, inputs, outs, **model)
     t.back.click(h.back, [ui.session], outs, concurrency_limit=None)
     t.restart.click(h.restart, [ui.session], outs, concurrency_limit=None)
-    t.msg.submit(h.ask_next, [ui.session], [t.status], **now).then(h.next, inputs, outs, **model)
+    # Enter in the message box takes a step as Next step does: the page's, not a second API endpoint.
+    t.msg.submit(h.ask_next, [ui.session], [t.status], **now).then(
+        h.next, inputs, outs, **{**model, "api_visibility": "private"}
+    )
     why = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit_why)
     t.why_btn.click(h.why_c, [ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,
-        [t.pick, *knobs],
+        [t.pick],
         [ui.box, t.msg, t.c, ui.store, t.views, t.note, *knobs],
+        inputs_kwargs=every_knob,
         concurrency_limit=None,
     )

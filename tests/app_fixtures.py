@@ -22,8 +22,14 @@ def knob_values(**over: Any) -> dict[str, Any]:
     return {**KNOB_DEFAULTS, **over}
 
 
+def step_knobs(**over: Any) -> dict[str, Any]:
+    """Knob name -> value as the step-through's handlers take them: every knob but c (the
+    step-through has a c of its own)."""
+    return {name: value for name, value in knob_values(**over).items() if name != "c"}
+
+
 def knob_args(**over: Any) -> list[Any]:
-    """The knob values in the order the app's handlers take them."""
+    """The knob values in the order the HTTP API takes them (after the message and the store)."""
     values = knob_values(**over)
     return [values[k.name] for k in APP_KNOBS]
 

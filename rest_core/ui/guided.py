@@ -4,11 +4,11 @@ resolves one for this server (its store may not be built here). No Gradio here."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rest_core.knobs import APP_KNOBS, values_in_order
+from rest_core.knobs import APP_KNOBS
 from rest_core.ui import style
 from rest_core.ui.runtime import NO_STORE, Runtime
 
@@ -88,12 +88,12 @@ class GuidedChoice:
     knobs: dict[str, Any]
 
 
-def guided_example(runtime: Runtime, title: str, knobs: Sequence[Any]) -> GuidedChoice | None:
-    """The guided example of that title on the current knob values (in rest_core.knobs order)."""
+def guided_example(runtime: Runtime, title: str, knobs: Mapping[str, Any]) -> GuidedChoice | None:
+    """The guided example of that title on the current knob values (knob name -> value)."""
     ex = next((e for e in GUIDED_EXAMPLES if e.title == title), None)
     if ex is None:
         return None
-    values = example_settings(ex, values_in_order(knobs))
+    values = example_settings(ex, knobs)
     names = runtime.store_names()
     store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
     missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""

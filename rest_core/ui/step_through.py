@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rest_core.config import ConfigError
-from rest_core.knobs import values_in_order
 from rest_core.ui import answer_view, phases, style, trie_view
 from rest_core.ui.chat import message_too_long, time_limit_note
 from rest_core.ui.lifecycle import admit_job
@@ -115,7 +114,7 @@ def advance(
     session: Session,
     store: Any,
     c: float,
-    knobs: Sequence[Any],
+    knobs: Mapping[str, Any],
 ) -> StepView:
     """Next step / Run to end (`move`, see run_step) on the visitor's step-through: first starts
     an answer to the message, on the chosen stores (the visitor's own uploads included), when
@@ -131,7 +130,7 @@ def advance(
         budget = step_c(c)  # checked on every move: a bad c is a message, never a traceback
         if new:
             private, owner = session.corpora.uploads, session.key
-            st.start(runtime, message, store, values_in_order(knobs), budget, private=private, owner=owner)
+            st.start(runtime, message, store, dict(knobs), budget, private=private, owner=owner)
         return move(st)
 
     return run_step(st, act)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from rest_core.ui.settings import Settings
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_args, step_knobs
 from tests.page.test_limits import CountingTokenizer
 from tests.served_app import serve
 
@@ -26,8 +26,8 @@ HEADER, STATUS = 0, 8  # in the step handlers' outputs (TeachPanel.view_componen
 
 
 def step_args(message: str = MESSAGE, c=C, **knobs) -> list:
-    """/next and /run_to_end's inputs: the message, the store, c, the knobs."""
-    return [message, "chat", c, *knob_args(**knobs)]
+    """/next and /run_to_end's inputs: the message, the store, c, the other knobs (in order)."""
+    return [message, "chat", c, *step_knobs(**knobs).values()]
 
 
 def wait_for_a_call(engine, timeout: float = 30) -> None:
@@ -211,7 +211,7 @@ def test_uploads_of_an_api_only_session_expire_after_the_session_ttl(scripted, t
         assert "Built <b>notes</b>" in status, status
         session = built.handlers._held_session(client.session_hash)
         folder = session.corpora.uploads["notes"]
-        step = [MESSAGE, ["notes"], C, *knob_args()]
+        step = [MESSAGE, ["notes"], C, *step_knobs().values()]
         for k in range(4):  # in use (endpoints that never update the session's state): kept past the TTL
             time.sleep(0.7)
             status = client.predict(f"{k}: {MESSAGE}", *step[1:], api_name="/next")[STATUS]

@@ -18,7 +18,7 @@ from rest_core.ui import answer_view, trie_view
 from rest_core.ui.runtime import Runtime, StoreBuilds, StoreSet
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings, parse_args, settings_from_env
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_values
 
 NOTES = "Retrieval drafts tokens from a suffix array. " * 40
 
@@ -82,11 +82,11 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     # Another session never sees it: not among its choices, and asking for it by name is refused.
     assert "my-notes" not in h.on_load([], other)[h.ui.store]["choices"]
     assert "my-notes" not in h.refresh_stores(["my-notes"], other)[h.ui.store]["choices"]
-    out = list(h.respond("hello", other, ["my-notes"], *knob_args(max_new_tokens=4)))[-1]
+    out = list(h.respond("hello", other, ["my-notes"], **knob_values(max_new_tokens=4)))[-1]
     assert "is not built" in banner(h, out) and other.chat.turns[-1].error
 
     # This session drafts from it: an engine of its own, whose source is named as chosen.
-    out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], *knob_args(max_new_tokens=8)))[-1]
+    out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], **knob_values(max_new_tokens=8)))[-1]
     assert 'class="status err' not in banner(h, out)
     engines = {k: e for k, e in rt._engines.items() if isinstance(k, StoreSet) and k.names}
     ((key, engine),) = engines.items()
@@ -208,7 +208,7 @@ def test_published_uploads_are_everyones(tmp_path):
     status = status_of(h, build(h, author, pasted=NOTES, name="lesson"))
     assert "published" in status and author.corpora.uploads == {}
     assert "lesson" in h.on_load([], student)[h.ui.store]["choices"]
-    out = list(h.respond("hi", student, ["lesson"], *knob_args(max_new_tokens=4)))[-1]
+    out = list(h.respond("hi", student, ["lesson"], **knob_values(max_new_tokens=4)))[-1]
     assert 'class="status err' not in banner(h, out)
     h.pages.release(author)  # published stores outlive their author's session
     assert "lesson" in rt.store_names()
@@ -258,10 +258,10 @@ def test_the_multi_select_reaches_the_engine_config(scripted, tmp_path):
         (tmp_path / name / "meta.json").write_text("{}")
     rt.settings = Settings(datastores=tmp_path)
     h = handlers(rt)
-    list(h.respond("add two numbers", Session(), ["code", "chat"], *knob_args()))
+    list(h.respond("add two numbers", Session(), ["code", "chat"], **knob_values()))
     _, config = engine.calls[-1]
     assert config.draft.use_datastore and config.draft.stores == (("code", 1.0), ("chat", 1.0))
-    list(h.respond("again", Session(), [], *knob_args()))
+    list(h.respond("again", Session(), [], **knob_values()))
     assert not engine.calls[-1][1].draft.use_datastore
 
 
@@ -277,10 +277,12 @@ def test_two_real_stores_draft_as_two_named_sources(tmp_path):
     assert rt.engine(["code", "chat"]) is engine and rt.engine(["chat"]) is not engine  # one per set
     h = handlers(rt)
     session = Session()
-    out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1]
+    out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], **knob_values(max_new_tokens=12)))[
+        -1
+    ]
     assert 'class="status err' not in banner(h, out)
     assert {m.source for e in session.chat.view.events for m in e.matches} >= {"code", "chat"}
-    html = list(h.compare("", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1][h.ui.answer.compare_out]
+    html = list(h.compare("", session, ["code", "chat"], **knob_values(max_new_tokens=12)))[-1][h.ui.answer.compare_out]
     assert "identical output" in html  # greedy with two stores == plain greedy
 
 
@@ -332,7 +334,7 @@ def test_the_answer_keeps_streaming_while_a_corpus_builds(tmp_path):
     big = tmp_path / "big.txt"
     big.write_text("".join(f"row {i}: {i * 13 % 997} apples\n" for i in range(150_000)))
     job = session.corpora.start_upload(rt, session.key, [str(big)], ["big.txt"], "")
-    out = list(h.respond("abc", session, [], *knob_args(max_new_tokens=6)))[-1]
+    out = list(h.respond("abc", session, [], **knob_values(max_new_tokens=6)))[-1]
     assert 'class="status err' not in banner(h, out) and session.chat.view.totals.new_tokens > 0
     h.pages.release(session)
     assert job.done.wait(120) and job.error == "the build was cancelled"

@@ -9,7 +9,7 @@ import app
 from rest_core.ui.runtime import NO_STORE, StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.vllm_calls import VllmCalls
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_values
 from tests.ui.test_vllm_calls import ANSWER, STEPS, backend  # noqa: F401
 
 
@@ -21,7 +21,7 @@ def test_the_page_batches_answers_on_vllm_and_highlights_their_drafts(scripted, 
     assert limits["respond"] == rt.settings.vllm_max_seqs > 1  # not one at a time
     assert "served by <b>vLLM</b>" in str(built.demo.config)
     h, session = built.handlers, Session()
-    outs = list(h.respond("Tell me something", session, NO_STORE, *knob_args()))
+    outs = list(h.respond("Tell me something", session, NO_STORE, **knob_values()))
     chat = [o[h.ui.answer.chat] for o in outs if h.ui.answer.chat in o][-1]
     assert chat.count('class="tok d ') == sum(a for _, a in STEPS) == 7  # each accepted draft token
     assert backend.fake.bodies[0]["prompt"][-1] != ANSWER[0] and session.chat.view.totals.steps == 6

@@ -12,7 +12,7 @@ import app
 from rest_core.ui import step_through
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import step_knobs
 
 MESSAGE = "add two numbers"
 
@@ -27,12 +27,12 @@ def click(h, session: Session, ask=None, move=None):
     thread: it waits for the model) the step. Returns (status shown at once, admitted, thread, result)."""
     ask, move = ask or h.ask_next, move or h.next
     status = ask(session)[h.ui.status]
-    args = (MESSAGE, session, NO_STORE, 16, *knob_args())
-    admitted = all(v["is_valid"] for v in h.admit(*args))
+    args, kw = (MESSAGE, session, NO_STORE, 16), step_knobs()
+    admitted = all(v["is_valid"] for v in h.admit(*args, **kw))
     result: dict = {}
     thread = None
     if admitted:
-        thread = threading.Thread(target=lambda: result.update(move(*args)), daemon=True)
+        thread = threading.Thread(target=lambda: result.update(move(*args, **kw)), daemon=True)
         thread.start()
     return status, admitted, thread, result
 
@@ -78,7 +78,7 @@ def test_a_click_past_the_waiting_limit_is_refused_with_a_message(scripted):
         status, admitted, thread, _ = click(h, session, h.ask_end, h.run_to_end)
         assert not admitted and thread is None
         assert "this one was not queued" in status and 'class="status warn' in status
-        refusal = [v for v in h.admit(MESSAGE, session, NO_STORE, 16, *knob_args()) if not v["is_valid"]]
+        refusal = [v for v in h.admit(MESSAGE, session, NO_STORE, 16, **step_knobs()) if not v["is_valid"]]
         assert refusal == []  # no ticket left: an API call now goes by the per-session job limit
     finally:
         rt.lock.release()

@@ -27,7 +27,7 @@ from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
-from tests.app_fixtures import compare_on, knob_args, knob_values
+from tests.app_fixtures import compare_on, knob_values, step_knobs
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 MESSAGE = "count: one two three, one two three"
@@ -264,21 +264,21 @@ def teach_handlers(runtime):
 def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     h = teach_handlers(runtime)
     t, session = h.ui, Session()
-    knobs = knob_args(**KNOBS)
+    knobs = step_knobs(**KNOBS)
     shown = {*t.view_components(), h.chat.session}  # every step handler sets each of its outputs
-    out = h.next(MESSAGE, session, STORE, 16, *knobs)
+    out = h.next(MESSAGE, session, STORE, 16, **knobs)
     assert set(out) == shown and out[h.chat.session] is session
     st = session.steps
     assert "Step 1 of 1" in out[t.header] and 'data-phase="retrieve"' in out[t.retrieve] and "err" not in out[t.status]
-    out = h.next(MESSAGE, session, STORE, 16, *knobs)
+    out = h.next(MESSAGE, session, STORE, 16, **knobs)
     assert "Step 2 of 2" in out[t.header]
     out = h.back(session)
     assert set(out) == shown and "Step 1 of 2" in out[t.header]
-    out = h.run_to_end(MESSAGE, session, STORE, 16, *knobs)
+    out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
     assert st.finished and "complete" in out[t.status]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
     assert answer_view.highlight_html(st.events, lm.tokenizer) in out[t.answer] and text
-    out = h.next("", Session(), STORE, 16, *knobs)  # no message: a message, no traceback
+    out = h.next("", Session(), STORE, 16, **knobs)  # no message: a message, no traceback
     assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
     out = h.restart(session)
     assert set(out) == shown and out[t.header] == "" and st.events == []
@@ -292,11 +292,11 @@ def test_clear_and_new_answer_release_the_step_through(runtime):
 
     built = app.build_app(runtime.settings, runtime)
     chat, h = built.handlers, built.teaching
-    knobs = knob_args(**KNOBS)
+    knobs = step_knobs(**KNOBS)
     for release in (lambda s: chat.clear(s), lambda s: h.restart(s), lambda s: built.handlers.pages.expired(s)):
         session = Session()
-        h.next(MESSAGE, session, STORE, 16, *knobs)
-        assert "Step 2 of 2" in h.next(MESSAGE, session, STORE, 16, *knobs)[h.ui.header]
+        h.next(MESSAGE, session, STORE, 16, **knobs)
+        assert "Step 2 of 2" in h.next(MESSAGE, session, STORE, 16, **knobs)[h.ui.header]
         release(session)
         assert session.steps.events == [] and not session.steps.started
         assert h.back(session)[h.ui.header] == ""  # nothing left to go back to
@@ -308,18 +308,18 @@ def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
     so instead of taking more."""
     h = teach_handlers(runtime)
     t, session = h.ui, Session(steps=Stepper(max_steps=3))
-    knobs = knob_args(**KNOBS)
-    out = h.run_to_end(MESSAGE, session, STORE, 16, *knobs)
+    knobs = step_knobs(**KNOBS)
+    out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
     st = session.steps
     assert len(st.events) == 3 and not st.finished and "Step 3 of 3" in out[t.header]
     assert "keeps 3 steps of one answer" in out[t.status] and "New answer" in out[t.status]
     with_trie = [e for e in st.events if e.trie is not None and len(e.trie)]
     assert with_trie and all(e.trie_nodes is not None for e in with_trie)  # compact: the part the panels draw
-    out = h.next(MESSAGE, session, STORE, 16, *knobs)  # at the bound: no step is taken
+    out = h.next(MESSAGE, session, STORE, 16, **knobs)  # at the bound: no step is taken
     assert len(st.events) == 3 and "keeps 3 steps" in out[t.status]
     assert "Step 2 of 3" in h.back(session)[t.header]  # the steps kept still show
     h.restart(session)
-    assert "Step 1 of 1" in h.next(MESSAGE, session, STORE, 16, *knobs)[t.header]  # a new answer starts afresh
+    assert "Step 1 of 1" in h.next(MESSAGE, session, STORE, 16, **knobs)[t.header]  # a new answer starts afresh
 
 
 def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:
@@ -483,9 +483,9 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
 
     h = teach_handlers(runtime)
     t, page = h.ui, h.chat
-    knobs = knob_args(**KNOBS)
+    knobs = knob_values(**KNOBS)
     for ex in guided.GUIDED_EXAMPLES:
-        out = h.example(ex.title, *knobs)
+        out = h.example(ex.title, **knobs)
         values = {k.name: out[page.knobs[k.name]] for k in APP_KNOBS}  # every knob is set
         for name, value in ex.knobs:
             assert values[name] == value, (ex.title, name)
