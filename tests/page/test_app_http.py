@@ -15,7 +15,7 @@ from rest_core.serve.client import free_port
 from rest_core.ui.runtime import StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT, Settings
-from tests.app_fixtures import knob_args, knob_values
+from tests.app_fixtures import knob_args, knob_values, step_knobs
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import ValidationError  # noqa: E402
@@ -128,6 +128,7 @@ def test_a_page_load_never_copies_the_runtime(served):
     runtime.__dict__ = {"copy_counter": CopyCounter(), **runtime.__dict__}
     CopyCounter.copies = 0
     client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")  # after an answer
+    client.predict("add two numbers", "chat", 16, *step_knobs().values(), api_name="/next")  # and a step
     for path in ("/config", "/", "/config"):
         r = httpx.get(client.src.rstrip("/") + path, timeout=30)
         assert r.status_code == 200
