@@ -1,12 +1,14 @@
 """REST speculative decoding, live: a Gradio app over `rest_core`.
 
-Layout and event wiring only; every handler returns {component: new value} for what it changes.
-What the app shares between users (model, engines, datastore builds) is rest_core/ui/runtime.py;
-one user's chat, streaming and comparison rest_core/ui/session.py; the page's words and what its
-other controls do (corpus builds, the step-through, guided examples) rest_core/ui/page.py; the
-HTML and figures one module per view in rest_core/ui/ (answer_view, trie_view, inspector, stats, compare_view, phases, ...); the knobs rest_core/knobs.py. `demo` (for Hugging Face Spaces) is built
-from the environment at import, without importing torch or loading a model: the model loads on
-the first request.
+The page's frame: the header, the banners, the visitor's state and the three views, with the
+"Chat" view from chat_tab.py and the teaching views (guided examples, Step through, How REST
+works) from teach_tab.py; and the server's start. What the app shares between users (model,
+engines, datastore builds) is rest_core/ui/runtime.py; everything one visitor holds
+rest_core/ui/session.py (its chat, corpora and step-through), freed as rest_core/ui/lifecycle.py
+says; the page's words rest_core/ui/words.py; the HTML and figures one module per view in
+rest_core/ui/ (answer_view, trie_view, inspector, stats, compare_view, phases, ...); the knobs
+rest_core/knobs.py. `demo` (for Hugging Face Spaces) is built from the environment at import,
+without importing torch or loading a model: the model loads on the first request.
 
     python app.py [--model embedded] [--device auto] [--datastores datastores] [--host 127.0.0.1] [--port 7860] [--help]
 
@@ -17,12 +19,11 @@ per request, jobs per session, session lifetime, uploads) are flags too: rest_co
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,14 +31,12 @@ from typing import Any
 import gradio as gr
 from gradio.utils import get_upload_folder as gradio_upload_folder
 
+import chat_tab
 import teach_tab
-from rest_core.knobs import APP_KNOBS, Knob, values_in_order
-from rest_core.ui import answer_view, page, trie_view
-from rest_core.ui.inspector import inspector_html
-from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, model_spec, start_warm_up
-from rest_core.ui.session import Session, Update, blank_view
+from rest_core.ui import answer_view, lifecycle, words
+from rest_core.ui.runtime import Runtime, StoreBuilds, model_spec, start_warm_up
+from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
-from rest_core.ui.stats import stats_html
 from rest_core.ui.upload_jobs import RawFiles, remove_stale_roots
 from rest_core.ui.vllm_calls import VllmCalls, backend_note, close_backend, make_backend, remove_stale_workdirs
 
@@ -55,7 +54,7 @@ except ImportError:  # anywhere else the calls run as they are
     HAVE_SPACES = False
 
 
-QUEUE_SIZE = page.QUEUE_SIZE  # requests waiting for the model, all sessions together
+QUEUE_SIZE = lifecycle.QUEUE_SIZE  # requests waiting for the model, all sessions together
 
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
@@ -64,187 +63,6 @@ THEME = gr.themes.Soft(
     font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
 )
 
-# ----------------------------------------------------------------------------------------------
-# The components the handlers update, by panel
-
-
-@dataclass(frozen=True, kw_only=True)
-class AnswerPanel:
-    """The chat column: the chat, the message row, the stats, the step's trie and inspector, the comparison."""
-
-    chat: gr.HTML
-    box: gr.Textbox
-    send: gr.Button
-    stop: gr.Button
-    clear: gr.Button
-    stats: gr.HTML
-    trie: gr.Plot
-    step: gr.Slider  # replay any step of the last answer
-    inspector: gr.HTML
-    compare: gr.Button
-    compare_out: gr.HTML
-    timeline: gr.Plot
-    speed: gr.Plot
-
-
-@dataclass(frozen=True, kw_only=True)
-class CorpusPanel:
-    """Your corpus: files and pasted text -> a datastore of this page's."""
-
-    files: gr.File
-    pasted: gr.Textbox
-    name: gr.Textbox
-    build: gr.Button
-    status: gr.HTML
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChatPage:
-    """The chat page: the session's state, the banners, the datastore choice, the knobs (name ->
-    widget, in rest_core.knobs order) and the panels."""
-
-    session: gr.State
-    legend: gr.HTML
-    banner: gr.HTML
-    timer: gr.Timer  # polls the start-up datastore builds while they run
-    store: gr.Dropdown
-    knobs: dict[str, gr.components.Component]
-    answer: AnswerPanel
-    corpus: CorpusPanel
-
-
-# ----------------------------------------------------------------------------------------------
-# Layout
-
-
-def knob_component(knob: Knob, value: Any) -> gr.components.Component:
-    """The widget of a knob (rest_core.knobs): its label, range and the device preset's value."""
-    common: dict[str, Any] = dict(
-        label=knob.label, elem_id=knob.elem_id, info=knob.help or None
-    )  # every knob says what it does
-    if knob.widget == "checkbox":
-        return gr.Checkbox(value, **common)
-    if knob.widget == "radio":
-        return gr.Radio(list(knob.choices), value=value, **common)
-    if knob.widget == "number":
-        precision = 0 if knob.kind is int else None
-        return gr.Number(
-            value,
-            minimum=knob.minimum,
-            maximum=knob.maximum,
-            step=knob.step,
-            precision=precision,
-            min_width=100,
-            **common,
-        )
-    return gr.Slider(knob.minimum, knob.maximum, value=value, step=knob.step, **common)
-
-
-def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, CorpusPanel, dict[str, gr.components.Component]]:
-    """The side panel: the datastores (the stores built by now; the page's load event, the timer
-    and this page's uploads add later ones), the "Your corpus" panel and one widget per knob,
-    in the knobs' order."""
-    choices, value = choose_stores(runtime.store_names(), None, default_first=True)
-    store = gr.Dropdown(
-        choices,
-        value=value,
-        multiselect=True,
-        label="Datastores",
-        info="each drafts in its own colour; none: the conversation alone",
-        elem_id="store",
-    )
-    corpus = _corpus_panel(runtime.settings)
-    preset = runtime.preset
-    return store, corpus, {k.name: knob_component(k, k.default(preset)) for k in APP_KNOBS}
-
-
-def _corpus_panel(settings: Settings) -> CorpusPanel:
-    """Your corpus: files (or a zip of a folder) and pasted text -> a datastore of this page's."""
-    private = (
-        "everyone on this server sees it"
-        if settings.publish_uploads
-        else "only this page sees it; Clear or closing the page deletes it"
-    )
-    with gr.Accordion("Your corpus", open=False, elem_id="corpus"):
-        gr.Markdown(
-            f"Draft from your own text: .txt, .md, source files, .jsonl, ShareGPT .json or a .zip of a folder "
-            f"(up to {settings.max_upload_mb:g} MB), or paste it. Built with the model's tokenizer; {private}.",
-            elem_id="corpus-help",
-        )
-        files = gr.File(file_count="multiple", type="filepath", label="Upload files", elem_id="corpus-files")
-        pasted = gr.Textbox(
-            lines=3,
-            max_lines=8,
-            label="Or paste text",
-            elem_id="corpus-text",
-            max_length=int(settings.max_upload_mb * 1e6) or None,
-        )
-        name = gr.Textbox(label="Name", placeholder="my-corpus", max_length=40, elem_id="corpus-name")
-        build = gr.Button("Build", elem_id="corpus-build")
-        status = gr.HTML("", elem_id="corpus-status")
-    return CorpusPanel(files=files, pasted=pasted, name=name, build=build, status=status)
-
-
-def _answer_column(max_chars: int) -> AnswerPanel:
-    """The chat, the message row, the stats, the step's trie and inspector and the comparison."""
-    chat = gr.HTML(Session().chat_html(), elem_id="chat")
-    with gr.Row(elem_id="send-row"):
-        box = gr.Textbox(
-            placeholder="Message…",
-            show_label=False,
-            lines=1,
-            max_lines=6,
-            scale=5,
-            min_width=160,
-            elem_id="prompt",
-            autofocus=True,
-            max_length=max_chars or None,
-        )
-        send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
-        stop = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
-        clear = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
-    gr.Examples(page.EXAMPLES, inputs=[box], label="Examples: code and chat")
-    stats = gr.HTML(stats_html([]), elem_id="stats")
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=300):
-            trie = gr.Plot(trie_view.empty_figure(), label="Draft tree of the step", elem_id="trie")
-            gr.HTML(trie_view.tree_legend_html(), elem_id="tree-legend")
-            step = gr.Slider(
-                1,
-                2,
-                value=1,
-                step=1,
-                label="Step: replay any step (or click a token)",
-                visible=False,
-                elem_id="step-slider",
-            )
-        with gr.Column(scale=2, min_width=260):
-            inspector = gr.HTML(inspector_html(None, None), elem_id="inspector", label="Step inspector")
-    with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
-        gr.Markdown(
-            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
-            "with the current settings, back to back, and compares decode speed (prefill excluded)."
-        )
-        compare = gr.Button("Compare with plain decoding", elem_id="compare")
-        compare_out = gr.HTML("", elem_id="compare-out")
-        timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
-        speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
-    return AnswerPanel(
-        chat=chat,
-        box=box,
-        send=send,
-        stop=stop,
-        clear=clear,
-        stats=stats,
-        trie=trie,
-        step=step,
-        inspector=inspector,
-        compare=compare,
-        compare_out=compare_out,
-        timeline=timeline,
-        speed=speed,
-    )
-
 
 def new_session() -> Session:
     return Session()
@@ -252,34 +70,23 @@ def new_session() -> Session:
 
 def _layout(
     settings: Settings, runtime: Runtime, release: Callable[[Any], Any]
-) -> tuple[ChatPage, teach_tab.TeachPanel]:
+) -> tuple[chat_tab.ChatPage, teach_tab.TeachPanel]:
     """The whole page, top to bottom: the header, the guided examples, then three views (tabs):
     Chat, Step through and How REST works; `release` frees an expired session's state."""
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
-    gr.HTML(page.HEADER)
+    gr.HTML(words.HEADER)
     if isinstance(runtime.calls, VllmCalls):
         gr.HTML(backend_note(runtime.calls.backend), elem_id="backend-note")
     legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
     banner = gr.HTML("", elem_id="status-banner")
     guide = teach_tab.guided_panel()
     with gr.Tabs(elem_id="views") as views:
-        with (
-            gr.Tab("Chat", id=teach_tab.CHAT_VIEW, elem_id="view-chat"),
-            gr.Row(equal_height=False, elem_id="main-row"),
-        ):
-            with gr.Column(scale=3, min_width=320, elem_id="answer-col"):
-                answer = _answer_column(settings.max_message_chars)
-            # On a phone this column comes after the message box (assets/app.css) and starts folded (app.js).
-            with (
-                gr.Column(scale=1, min_width=250, elem_id="knobs"),
-                gr.Accordion("Settings", open=True, elem_id="settings-acc"),
-            ):
-                store, corpus, knobs = _settings_column(runtime)
+        answer, store, corpus, knobs = chat_tab.build(settings, runtime)
         teaching = teach_tab.build(views, guide, settings.max_message_chars)
     timer = gr.Timer(3, active=False)
-    chat = ChatPage(
+    chat = chat_tab.ChatPage(
         session=session,
         legend=legend,
         banner=banner,
@@ -292,223 +99,12 @@ def _layout(
     return chat, teaching
 
 
-# ----------------------------------------------------------------------------------------------
-# Handlers: what rest_core.ui returns -> {component: value} (a component left out stays as it is)
-
-
-def _given(pairs: Iterable[tuple[Any, Any]]) -> dict:
-    """{component: value} for the values given; None leaves a component as it is."""
-    return {component: value for component, value in pairs if value is not None}
-
-
-def _slider(steps: int | None) -> Any:
-    if steps is None:
-        return None
-    if steps == 0:
-        return gr.update(visible=False)
-    return gr.update(visible=True, interactive=True, minimum=1, maximum=steps, value=steps, step=1)
-
-
-def _shown(figure: Any) -> Any:
-    return None if figure is None else gr.update(value=figure, visible=True)
-
-
-class Handlers:
-    """The chat page's event handlers over what all sessions share (the runtime, the store builds
-    and the open pages). Generating handlers take (message, session, store, *knob values in
-    rest_core.knobs order)."""
-
-    def __init__(self, runtime: Runtime, builds: StoreBuilds, pages: page.OpenPages, ui: ChatPage) -> None:
-        self.runtime = runtime
-        self.builds = builds
-        self.pages = pages
-        self.ui = ui
-        self.demo: gr.Blocks | None = None  # set once the page is built (closed() reads its state)
-
-    def _answer(self, u: Update, session: Session) -> dict:
-        a = self.ui.answer
-        parts = (
-            (a.chat, u.chat),
-            (a.stats, u.stats),
-            (a.trie, u.trie),
-            (a.inspector, u.inspector),
-            (a.step, _slider(u.steps)),
-            (self.ui.banner, u.status),
-            (a.box, u.box),
-        )
-        return {**_given(parts), self.ui.session: session}
-
-    def _stores(self, current: Any, session: Any, default_first: bool = False) -> Any:
-        choices, value = page.store_choices(self.runtime, session, current, default_first)
-        return gr.update(choices=choices, value=value)
-
-    def admit(self, message: str, session: Session, store: str, *knobs: Any) -> list[dict]:
-        """Validator of the generating events, run when a request is queued (before it waits):
-        a session may have `max_jobs` generations queued or running, a second one is refused
-        with a message instead of taking a place in the queue every user shares. One verdict per input."""
-        return teach_tab.verdicts(page.admit_job(self.runtime, session), 3 + len(knobs))  # shown on the message box
-
-    def respond(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[dict]:
-        """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
-        session = page.as_session(session)
-        try:
-            with contextlib.closing(session.respond(self.runtime, message, store, values_in_order(knobs))) as updates:
-                for u in updates:
-                    yield self._answer(u, session)
-        finally:
-            session.job_done()
-
-    def stop(self, session: Session) -> dict:
-        """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
-        session = page.as_session(session)
-        session.jobs = []  # Stop cancels this session's queued requests too
-        return self._answer(session.stop(self.runtime), session)
-
-    def clear(self, session: Session, current: Any = None) -> dict:
-        """Clear: forget the conversation, its events, the comparison and the saved KV cache,
-        and this session's uploaded corpora (their build stops, their folder goes)."""
-        session = self.pages.release(session)
-        a, hidden = self.ui.answer, gr.update(value=None, visible=False)
-        return {
-            **self._answer(blank_view(self.runtime), session),
-            a.compare_out: "",
-            a.speed: hidden,
-            a.timeline: hidden,
-            self.ui.store: self._stores(current, session),
-            self.ui.corpus.status: "",
-            self.ui.corpus.files: gr.update(value=None),  # its raw files were deleted
-        }
-
-    def closed(self, request: gr.Request) -> None:
-        """Page closed: Gradio keeps a closed page's state for an hour; its data goes now. Both
-        the Session the load event saw and the one Gradio holds are freed: two events at page
-        load can each create the page's state, and the last one written is the one kept."""
-        page_id = request.session_hash if request is not None else None
-        self.pages.closed(page_id, held=self._held_session(page_id))
-
-    def _held_session(self, page_id: str | None) -> Any:
-        holder = getattr(self.demo, "state_holder", None) if self.demo is not None else None
-        if not page_id or holder is None or page_id not in holder:
-            return None
-        return holder.session_data[page_id].state_data.get(self.ui.session._id)
-
-    def replay(self, step: float, session: Session) -> Any:
-        """Step slider (after generation): that step's tree and inspector."""
-        if not isinstance(session, Session):
-            return gr.skip()
-        u = session.replay(self.runtime, int(step))
-        return _given(((self.ui.answer.trie, u.trie), (self.ui.answer.inspector, u.inspector))) or gr.skip()
-
-    def compare(self, message: str, session: Session, store: str, *knobs: Any) -> Iterator[Any]:
-        """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
-        session = page.as_session(session)
-        a = self.ui.answer
-        try:
-            with contextlib.closing(session.compare(self.runtime, message, store, values_in_order(knobs))) as updates:
-                for u in updates:
-                    parts = (
-                        (a.compare_out, u.comparison),
-                        (a.speed, _shown(u.speed)),
-                        (self.ui.banner, u.status),
-                        (a.timeline, _shown(u.timeline)),
-                    )
-                    yield _given(parts) or gr.skip()
-        finally:
-            session.job_done()
-
-    def refresh_stores(self, current: Any, session: Any = None, default_first: bool = False) -> dict:
-        """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
-        return {
-            self.ui.store: self._stores(current, session, default_first),
-            self.ui.banner: page.builds_banner(self.builds),
-            self.ui.timer: gr.update(active=self.builds.active),
-        }
-
-    def on_load(self, current: Any, session: Any = None, request: gr.Request = None) -> dict:
-        """Page load: remember which Session the page holds (so closing it frees it); the stores
-        built since the app started, the first built store by default."""
-        self.pages.opened(request.session_hash if request is not None else None, session)
-        return self.refresh_stores(current, session, default_first=True)
-
-    def legend(self, current: Any) -> str:
-        """The colour key of the chosen stores."""
-        return page.legend_html(current)
-
-    def files_added(self, files: Any, session: Session) -> None:
-        """Files put in the file input: this session's raw uploads until a build reads them."""
-        self.pages.uploading(session)  # deleted when the session expires, if nothing reads them
-        page.files_added(session, files)
-
-    def build_corpus(self, files: Any, pasted: str, name: str, session: Session, current: Any) -> Iterator[dict]:
-        """Build: a datastore from the uploaded files and pasted text, in the background; the
-        status line follows it, then the new store is selected and the file input emptied."""
-        c = self.ui.corpus
-        self.pages.sweep()  # idle sessions' uploads go first: their disk is free for this one
-        self.pages.uploading(session)
-        for step in page.build_corpus(self.runtime, session, files, pasted, name, current):
-            if step.selected is None:
-                yield {c.status: step.status, **({c.files: gr.update(value=None)} if step.used else {})}
-            else:
-                yield {
-                    c.status: step.status,
-                    self.ui.store: self._stores(step.selected, session),
-                    c.files: gr.update(value=None),
-                }
-
-
-# ----------------------------------------------------------------------------------------------
-# Wiring
-
-
-def _wire_chat(h: Handlers, ui: ChatPage) -> None:
-    a = ui.answer
-    inputs = [a.box, ui.session, ui.store, *ui.knobs.values()]
-    shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
-    # One model: generations queue behind each other, one queued or running per session. A vLLM
-    # backend batches them: as many run at once as it batches.
-    vllm = isinstance(h.runtime.calls, VllmCalls)
-    limit = h.runtime.settings.vllm_max_seqs if vllm else 1
-    model = dict(concurrency_limit=limit, concurrency_id="model", validator=h.admit)
-    send_ev = a.send.click(h.respond, inputs, [*shown, a.box], **model)
-    submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], **model)
-    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **model)
-    generating = [send_ev, submit_ev, compare_ev]
-    a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)
-    a.clear.click(
-        h.clear,
-        [ui.session, ui.store],
-        [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status, ui.corpus.files],
-        cancels=generating,
-        concurrency_limit=None,
-    )
-    a.step.change(h.replay, [a.step, ui.session], [a.trie, a.inspector], concurrency_limit=None)
-
-
-def _wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
-    """Page load and close, the start-up builds' timer, the legend and the corpus build."""
-    h.demo = demo
-    demo.load(h.on_load, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
-    demo.unload(h.closed)
-    ui.timer.tick(h.refresh_stores, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
-    ui.store.change(h.legend, [ui.store], [ui.legend], concurrency_limit=None, show_progress="hidden")
-    # Builds run beside generation (their own thread, lower priority): not in the model's queue.
-    c = ui.corpus
-    c.files.upload(h.files_added, [c.files, ui.session], None, concurrency_limit=None, show_progress="hidden")
-    c.build.click(
-        h.build_corpus,
-        [c.files, c.pasted, c.name, ui.session, ui.store],
-        [c.status, ui.store, c.files],
-        concurrency_limit=None,
-        concurrency_id="corpus",
-    )
-
-
 @dataclass(frozen=True)
 class App:
     """The page and its handlers (tests drive the handlers directly)."""
 
     demo: gr.Blocks
-    handlers: Handlers
+    handlers: chat_tab.Handlers
     teaching: teach_tab.TeachHandlers
 
     @property
@@ -520,16 +116,17 @@ class App:
 def build_app(settings: Settings, runtime: Runtime | None = None, builds: StoreBuilds | None = None) -> App:
     """The page for these settings, wired. Nothing loads here: the model loads on the first request."""
     runtime = runtime or Runtime(settings, gpu=gpu)
-    pages = page.OpenPages(runtime)
+    pages = lifecycle.OpenPages(runtime)
     ttl = settings.session_ttl  # raw uploads nobody built go after it (Gradio deletes them)
     expiry = (max(1, int(min(ttl / 4, 600))), max(1, int(ttl))) if ttl else None
     with gr.Blocks(title="REST speculative decoding", delete_cache=expiry) as demo:
-        ui, panel = _layout(settings, runtime, page.NotCopied(pages.release))
-        teaching = teach_tab.TeachHandlers(runtime, panel, ui)
-        teach_tab.wire(teaching, panel, ui)
-        handlers = Handlers(runtime, builds or StoreBuilds(settings), pages, ui)
-        _wire_chat(handlers, ui)
-        _wire_page(handlers, ui, demo)
+        ui, panel = _layout(settings, runtime, lifecycle.NotCopied(pages.expired))
+        shared = teach_tab.ChatControls(session=ui.session, store=ui.store, knobs=ui.knobs, box=ui.answer.box)
+        teaching = teach_tab.TeachHandlers(runtime, panel, shared)
+        teach_tab.wire(teaching, panel, shared)
+        handlers = chat_tab.Handlers(runtime, builds or StoreBuilds(settings), pages, ui)
+        chat_tab.wire(handlers, ui)
+        chat_tab.wire_page(handlers, ui, demo)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     # What the upload endpoint stored: counted against the uploads cap, deleted once built.
     runtime.uploads.raw = RawFiles(Path(gradio_upload_folder()), demo.upload_file_set)

@@ -1,29 +1,43 @@
 """The teaching part of the page (Gradio): the guided examples (above the views: the way in),
 the "Step through" view (one REST step per click, its four phase panels and "Why this c?") and
 the "How REST works" view (the diagram, why one forward over many tokens pays, the glossary).
-app.py lays out the page and its "Chat" view and wires this; what its handlers decide without
-Gradio is rest_core/ui/page.py, the captions and figures one module per view in rest_core/ui/
-(phases, trie_view, tree_mask, why_c_view)."""
+app.py lays out the page and its "Chat" view and wires this, handing it the chat's controls the
+teaching views share (`ChatControls`); what its handlers decide without Gradio is
+rest_core/ui/step_through.py, why_c.py and guided.py, the captions and figures one module per
+view in rest_core/ui/ (phases, trie_view, tree_mask, why_c_view). It never imports app.py."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gradio as gr
 
-from rest_core.ui import guided, page, trie_view
+from rest_core.ui import guided, step_through, trie_view, words
+from rest_core.ui.lifecycle import BUSY, admit_job, as_session
 from rest_core.ui.runtime import Runtime
+from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
-
-if TYPE_CHECKING:
-    from app import ChatPage
+from rest_core.ui.why_c import why_c
 
 ASSETS = ROOT / "assets"
 
 # The page's views (gr.Tab ids): the address's #chat, #step-through or #how-rest opens one.
 CHAT_VIEW, STEP_VIEW, HOW_VIEW = "chat", "step-through", "how-rest"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatControls:
+    """What the teaching views share with the Chat view: the visitor's state (a Session, whose
+    `steps` is the step-through), the datastore choice, the knobs (name -> widget) and the
+    chat's message box (a guided example of Send or Compare fills it)."""
+
+    session: gr.State
+    store: gr.Dropdown
+    knobs: dict[str, gr.components.Component]
+    box: gr.Textbox
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,10 +66,10 @@ class TeachPanel:
     why_btn: gr.Button
     why_fig: gr.Plot
     why_cap: gr.HTML
-    stepper: gr.State
 
     def view_components(self) -> list:
-        """What every step-through handler updates: the step's panels and the stepper."""
+        """What every step-through handler updates: the step's panels (and the visitor's
+        state, `ChatControls.session`, so that its time to live starts again)."""
         return [
             self.header,
             self.answer,
@@ -66,7 +80,6 @@ class TeachPanel:
             self.mask,
             self.accept,
             self.status,
-            self.stepper,
         ]
 
 
@@ -76,8 +89,8 @@ def how_rest_works() -> None:
     svg = ASSETS / "how_rest_works.svg"
     with gr.Tab("How REST works", id=HOW_VIEW, elem_id="view-how-rest"), gr.Column(elem_id="how-rest"):
         gr.HTML(f'<div class="how-svg">{svg.read_text(encoding="utf-8") if svg.exists() else ""}</div>')
-        gr.Markdown(page.ONE_FORWARD, elem_id="one-forward")
-        gr.Markdown(page.GLOSSARY, elem_id="glossary")
+        gr.Markdown(words.ONE_FORWARD, elem_id="one-forward")
+        gr.Markdown(words.GLOSSARY, elem_id="glossary")
         gr.HTML(trie_view.tree_legend_html())
 
 
@@ -155,7 +168,7 @@ def _phase_panels() -> dict[str, Any]:
 
 def _why_c() -> dict[str, Any]:
     with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
-        gr.Markdown(page.WHY_C_NOTE)
+        gr.Markdown(words.WHY_C_NOTE)
         why_btn = gr.Button("Measure and explain", elem_id="why-c-btn")
         why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
         why_cap = gr.HTML("", elem_id="why-c-cap")
@@ -167,14 +180,13 @@ def build(views: gr.Tabs, guide: tuple[gr.Radio, gr.HTML], max_chars: int = 0) -
     message of at most `max_chars`, the server's limit), one panel per phase and "Why this c?";
     `guide`: the guided examples (guided_panel), which open the view they run in."""
     with gr.Tab("Step through", id=STEP_VIEW, elem_id="view-step-through"), gr.Column(elem_id="teach"):
-        gr.Markdown(page.STEP_NOTE)
+        gr.Markdown(words.STEP_NOTE)
         controls = _step_controls(max_chars)
         panels = _phase_panels()
         why = _why_c()
-        stepper = gr.State(Stepper())
     how_rest_works()
     pick, note = guide
-    return TeachPanel(pick=pick, note=note, views=views, stepper=stepper, **controls, **panels, **why)
+    return TeachPanel(pick=pick, note=note, views=views, **controls, **panels, **why)
 
 
 def deep_links(views: gr.Tabs) -> dict[str, str]:
@@ -192,22 +204,26 @@ def deep_links(views: gr.Tabs) -> dict[str, str]:
     return links
 
 
-def verdicts(admitted: bool, n: int, shown_on: int = 0, refusal: str = page.BUSY) -> list[dict]:
-    """A job validator's answer for its `n` inputs (app.py's too): all valid, or `refusal`
-    shown on input `shown_on`."""
-    return [gr.validate(admitted or i != shown_on, "" if admitted or i != shown_on else refusal) for i in range(n)]
+def verdicts(admitted: bool, inputs: Sequence[Any], shown_on: Any, refusal: str = BUSY) -> list[dict]:
+    """A job validator's answer, one verdict per component of its event's `inputs` (positional,
+    then keyword: the list the event is wired with): all valid, or `refusal` shown on the
+    component `shown_on`."""
+    return [
+        gr.validate(admitted or c is not shown_on, "" if admitted or c is not shown_on else refusal) for c in inputs
+    ]
 
 
 class TeachHandlers:
     """The guided examples' and the step-through's handlers; each step handler updates
-    `TeachPanel.view_components()`."""
+    `TeachPanel.view_components()` and the visitor's state. The step-through is the visitor's
+    `Session.steps`: Clear, expiry and page close free it with the rest."""
 
-    def __init__(self, runtime: Runtime, ui: TeachPanel, chat: ChatPage) -> None:
+    def __init__(self, runtime: Runtime, ui: TeachPanel, chat: ChatControls) -> None:
         self.runtime = runtime
         self.ui = ui
         self.chat = chat
 
-    def _show(self, v: page.StepView) -> dict:
+    def _show(self, v: step_through.StepView, session: Session) -> dict:
         t = self.ui
         return {
             t.header: v.header,
@@ -219,100 +235,117 @@ class TeachHandlers:
             t.mask: v.mask,
             t.accept: v.accept,
             t.status: v.status,
-            t.stepper: v.stepper,
+            self.chat.session: session,
         }
 
-    def ask_next(self, st: Any) -> dict:
+    def ask_next(self, session: Session) -> dict:
         """A click of Next step, at once (before the model's queue): the step-through's status
-        says whether it waits for the model, is being taken, or was refused (page.ask_step)."""
-        return {self.ui.status: page.ask_step(self.runtime, page.as_stepper(st), "step")}
+        says whether it waits for the model, is being taken, or was refused (step_through.ask_step)."""
+        return {self.ui.status: step_through.ask_step(self.runtime, as_session(session).steps, "step")}
 
-    def ask_end(self, st: Any) -> dict:
+    def ask_end(self, session: Session) -> dict:
         """A click of Run to end, at once: as ask_next."""
-        return {self.ui.status: page.ask_step(self.runtime, page.as_stepper(st), "run")}
+        return {self.ui.status: step_through.ask_step(self.runtime, as_session(session).steps, "run")}
 
-    def admit(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> list[dict]:
+    def step_inputs(self) -> tuple[list[Any], dict[str, Any]]:
+        """Next step's and Run to end's inputs: (the message, the visitor's state, the stores,
+        the step-through's c) and the other knobs by name (the HTTP API's parameters take their
+        names; the step-through's own c stands in for the c knob)."""
+        named = {name: widget for name, widget in self.chat.knobs.items() if name != "c"}
+        return [self.ui.msg, self.chat.session, self.chat.store, self.ui.c], named
+
+    def admit(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> list[dict]:
         """Validator of Next step and Run to end: the page's verdict on the click (ask_next),
         or for an API call one job queued or running per session, as Send's; the refusal is
         shown on the message box (and, for a click, in the status already)."""
-        st = page.as_stepper(st)
-        clicked = bool(st.tickets)
-        ok = page.admit_click(self.runtime, st, session)
-        return verdicts(ok, 5 + len(knobs), refusal=page.STEPS_WAITING if clicked else page.BUSY)
+        session = as_session(session)
+        clicked = bool(session.steps.tickets)
+        ok = step_through.admit_click(self.runtime, session)
+        positional, named = self.step_inputs()
+        refusal = step_through.STEPS_WAITING if clicked else BUSY
+        return verdicts(ok, [*positional, *named.values()], shown_on=self.ui.msg, refusal=refusal)
 
-    def admit_why(self, st: Any, session: Any, c: float) -> list[dict]:
+    def admit_why(self, session: Session, c: float) -> list[dict]:
         """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
-        return verdicts(page.admit_job(self.runtime, session), 3, shown_on=2)
+        return verdicts(
+            admit_job(self.runtime, as_session(session)), [self.chat.session, self.ui.c], shown_on=self.ui.c
+        )
 
-    def next(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
+    def next(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
-        st = page.as_stepper(st)
-        try:
-            return self._show(page.advance(self.runtime, Stepper.next, message, st, session, store, c, knobs))
-        finally:
-            page.click_done(st, session)
+        return self._move(Stepper.next, message, session, store, c, knobs)
 
-    def run_to_end(self, message: str, st: Any, session: Any, store: Any, c: float, *knobs: Any) -> dict:
+    def run_to_end(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> dict:
         """Run to end: every remaining step, within the server's time limit per request."""
-        move = page.run_to_end(self.runtime.settings.max_seconds)
-        st = page.as_stepper(st)
+        move = step_through.run_to_end(self.runtime.settings.max_seconds)
+        return self._move(move, message, session, store, c, knobs)
+
+    def _move(self, move: Any, message: str, session: Session, store: Any, c: float, knobs: dict[str, Any]) -> dict:
+        session = as_session(session)
         try:
-            return self._show(page.advance(self.runtime, move, message, st, session, store, c, knobs))
+            return self._show(step_through.advance(self.runtime, move, message, session, store, c, knobs), session)
         finally:
-            page.click_done(st, session)
+            step_through.click_done(session)
 
-    def back(self, st: Any) -> dict:
-        st = page.as_stepper(st)
-        return self._show(page.run_step(st, st.back))
+    def back(self, session: Session) -> dict:
+        session = as_session(session)
+        return self._show(step_through.run_step(session.steps, session.steps.back), session)
 
-    def restart(self, st: Any) -> dict:
-        """Back to start / new prompt: the held generation is closed."""
-        st = page.as_stepper(st)
-        st.close()
-        return self._show(page.step_view(st))
+    def restart(self, session: Session) -> dict:
+        """New answer: the step-through's answer and its steps are forgotten."""
+        session = as_session(session)
+        session.steps.close()
+        return self._show(step_through.step_view(session.steps), session)
 
-    def why_c(self, st: Any, session: Any, c: float) -> dict:
+    def why_c(self, session: Session, c: float) -> dict:
         """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
+        session = as_session(session)
         try:
-            fig, caption = page.why_c(self.runtime, page.as_stepper(st), session, c)
+            fig, caption = why_c(self.runtime, session, c)
         finally:
-            page.job_done(session)
+            session.job_done()
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
 
-    def example(self, title: str, *knobs: Any) -> Any:
+    def example(self, title: str, **knobs: Any) -> Any:
         """A guided example: its prompt into the box of its mode, its store and knobs set, the
         view of its mode opened (Step through, or Chat for Send and Compare)."""
-        ex = page.guided_example(self.runtime, title, knobs)
+        ex = guided.guided_example(self.runtime, title, knobs)
         if ex is None:
             return gr.skip()
         t, p = self.ui, self.chat
         out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
         if ex.mode == "step":
             return {**out, t.msg: ex.prompt, t.c: ex.c, t.views: gr.update(selected=STEP_VIEW)}
-        return {**out, p.answer.box: ex.prompt, t.views: gr.update(selected=CHAT_VIEW)}
+        return {**out, p.box: ex.prompt, t.views: gr.update(selected=CHAT_VIEW)}
 
 
-def wire(h: TeachHandlers, t: TeachPanel, ui: ChatPage) -> None:
+def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
     """The step-through's buttons and the guided examples onto their handlers."""
     knobs = list(ui.knobs.values())
-    outs = t.view_components()
+    outs = [*t.view_components(), ui.session]
+    inputs, named = h.step_inputs()
+    every_knob = dict(ui.knobs)
     # A step is a forward of the one model: queued with Send's jobs (h.admit). Every click
     # counts (none is dropped while an earlier one waits); its status shows at once.
     every = dict(trigger_mode="multiple")  # the click and its queued step alike: Gradio's "once" drops repeats
     model = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit, show_progress="minimal", **every)
+    model["inputs_kwargs"] = named  # the knobs by name
     now = dict(concurrency_limit=None, show_progress="hidden", api_visibility="undocumented", **every)
-    inputs = [t.msg, t.stepper, ui.session, ui.store, t.c, *knobs]
-    t.next.click(h.ask_next, [t.stepper], [t.status], **now).then(h.next, inputs, outs, **model)
-    t.end.click(h.ask_end, [t.stepper], [t.status], **now).then(h.run_to_end, inputs, outs, **model)
-    t.back.click(h.back, [t.stepper], outs, concurrency_limit=None)
-    t.restart.click(h.restart, [t.stepper], outs, concurrency_limit=None)
-    t.msg.submit(h.ask_next, [t.stepper], [t.status], **now).then(h.next, inputs, outs, **model)
+    t.next.click(h.ask_next, [ui.session], [t.status], **now).then(h.next, inputs, outs, **model)
+    t.end.click(h.ask_end, [ui.session], [t.status], **now).then(h.run_to_end, inputs, outs, **model)
+    t.back.click(h.back, [ui.session], outs, concurrency_limit=None)
+    t.restart.click(h.restart, [ui.session], outs, concurrency_limit=None)
+    # Enter in the message box takes a step as Next step does: the page's, not a second API endpoint.
+    t.msg.submit(h.ask_next, [ui.session], [t.status], **now).then(
+        h.next, inputs, outs, **{**model, "api_visibility": "private"}
+    )
     why = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit_why)
-    t.why_btn.click(h.why_c, [t.stepper, ui.session, t.c], [t.why_fig, t.why_cap], **why)
+    t.why_btn.click(h.why_c, [ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,
-        [t.pick, *knobs],
-        [ui.answer.box, t.msg, t.c, ui.store, t.views, t.note, *knobs],
+        [t.pick],
+        [ui.box, t.msg, t.c, ui.store, t.views, t.note, *knobs],
+        inputs_kwargs=every_knob,
         concurrency_limit=None,
     )

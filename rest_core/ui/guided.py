@@ -1,11 +1,16 @@
 """Guided examples for the teaching part: each sets the prompt, the datastore, the mode (step
-through, send or compare) and the knobs together, and says what to watch."""
+through, send or compare) and the knobs together, and says what to watch; `guided_example`
+resolves one for this server (its store may not be built here). No Gradio here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rest_core.knobs import APP_KNOBS
+from rest_core.ui import style
+from rest_core.ui.runtime import NO_STORE, Runtime
 
 
 @dataclass(frozen=True)
@@ -67,3 +72,35 @@ def example_settings(example: GuidedExample, knob_values: Mapping[str, Any]) -> 
     if unknown:
         raise ValueError(f"example {example.title!r} sets unknown knobs: {', '.join(unknown)}")
     return {**knob_values, **dict(example.knobs)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuidedChoice:
+    """A guided example resolved for this server: its prompt and mode ("step", "send" or
+    "compare"), the step-through's c, the datastore selection (its store, or the first built one
+    when it is missing), the note to show and every knob's value (knob name -> value)."""
+
+    prompt: str
+    mode: str
+    c: int
+    stores: list[str]
+    note: str
+    knobs: dict[str, Any]
+
+
+def guided_example(runtime: Runtime, title: str, knobs: Mapping[str, Any]) -> GuidedChoice | None:
+    """The guided example of that title on the current knob values (knob name -> value)."""
+    ex = next((e for e in GUIDED_EXAMPLES if e.title == title), None)
+    if ex is None:
+        return None
+    values = example_settings(ex, knobs)
+    names = runtime.store_names()
+    store = ex.store if ex.store in names or ex.store == NO_STORE else (names[0] if names else NO_STORE)
+    missing = f" (the {ex.store} store is not built here: using {store})" if store != ex.store else ""
+    where = {"step": "In Step through", "send": "In Chat: Send", "compare": "In Chat: Compare with plain decoding"}[
+        ex.mode
+    ]
+    note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
+    stores = [] if store == NO_STORE else [store]
+    knobs_set = {k.name: values[k.name] for k in APP_KNOBS}
+    return GuidedChoice(prompt=ex.prompt, mode=ex.mode, c=int(values["c"]), stores=stores, note=note, knobs=knobs_set)

@@ -4,27 +4,29 @@ On a Hugging Face ZeroGPU Space a function decorated with `spaces.GPU` runs in a
 for the call: its arguments and its results (each yield of a generator) are pickled, the GPU is
 released when it returns, and nothing it leaves behind is there for the next call. So every use
 of the model goes through the functions below, anywhere the app runs: each takes plain data (a
-`ModelJob`: which runtime, the datastores, the prompt's token ids, the settings) and returns or
-yields plain data (step events, whose tries are numpy arrays; a cost curve; a prompt lookup
-run), never a tensor on the device, a generator or a KV cache. A caller that wants to go on
-from where a call stopped (the step-through's next step) sends the tokens so far in the next
-job's prompt. `ModelCalls` holds them decorated once (with spaces.GPU on a Space, else as they are).
+`ModelJob`: the datastores, the prompt's token ids, the settings, the time limit) and returns or
+yields plain data (compact step events, whose tries are numpy arrays; a cost curve; a prompt
+lookup run), never a tensor on the device, a generator or a KV cache. A caller that wants to go
+on from where a call stopped (the step-through's next step) sends the tokens so far in the next
+job's prompt.
 
-A call finds its runtime (the model, its engines, the lock) by key among the live ones: in a
-forked process that is the parent's copy, model included; elsewhere the same object.
+`ModelCalls` holds them decorated once (with spaces.GPU on a Space, else as they are), each bound
+to the `Models` it runs on (the app's Runtime: the model, its engines, the lock). The binding is
+a closure, which the forked process inherits with the parent's memory (model included): only the
+job crosses as data.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import threading
 import time
 import traceback
-import uuid
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
 from rest_core.budget.cost_curve import CostCurve
@@ -34,34 +36,28 @@ from rest_core.ui.trie_view import compact_event
 
 log = logging.getLogger("rest.app")
 
-_HOSTS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()  # key -> a live Runtime
+
+class Models(Protocol):
+    """What a model call runs on: the engine over a set of stores, and the model's lock."""
+
+    lock: threading.Lock
+
+    def engine(self, stores: Any) -> Any: ...
 
 
-def register(host: Any) -> str:
-    """A key that finds `host` (a rest_core.ui.runtime.Runtime) from inside a call."""
-    key = uuid.uuid4().hex
-    _HOSTS[key] = host
-    return key
-
-
-def _host(key: str) -> Any:
-    host = _HOSTS.get(key)
-    if host is None:
-        raise RuntimeError("the app's runtime is gone (the server restarted?): reload the page")
-    return host
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelJob:
-    """One call's work, as plain data: the runtime's key (`host`), the datastores (a StoreSet:
-    names and folders), the prompt's token ids, the settings and the seconds it may take on the
-    model (0: no limit)."""
+    """One call's work, as plain data: the datastores (a StoreSet: names and folders), the
+    prompt's token ids, the settings, the seconds it may take on the model (0: no limit), at
+    most how many steps (0: to the end) and whether each step scores every verified row
+    (`row_tokens`: the step-through's verify table)."""
 
-    host: str
     stores: Any
     prompt_ids: tuple[int, ...]
     config: GenerationConfig
     max_seconds: float = 0.0
+    max_steps: int = 0
+    row_tokens: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,18 +82,18 @@ class Steps:
     cut: bool = False
 
 
-def _timed_steps(job: ModelJob, n: int, rows: bool, keep: Callable[[StepEvent], Any]) -> Iterator[Any]:
-    """Up to `n` steps of `job` (0: to the end), holding the model's lock; after max_seconds on
-    the model (counted from when the lock was taken) a TimeLimit ends them."""
-    host = _host(job.host)
-    engine = host.engine(job.stores)
-    with host.lock:
+def answer_stream(models: Models, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
+    """An answer's steps as they come, holding the model's lock: compact events (the trie the
+    page draws, rest_core.ui.trie_view.compact_event), at most job.max_steps of them; after
+    job.max_seconds on the model (counted from when the lock was taken) a TimeLimit ends them."""
+    engine = models.engine(job.stores)
+    with models.lock:
         deadline = time.monotonic() + job.max_seconds if job.max_seconds > 0 else None
-        steps = engine.generate(list(job.prompt_ids), job.config, row_tokens=rows)
+        steps = engine.generate(list(job.prompt_ids), job.config, row_tokens=job.row_tokens)
         try:
             for taken, ev in enumerate(steps, start=1):
-                yield keep(ev)
-                if ev.finished or taken == n:
+                yield compact_event(ev)
+                if ev.finished or taken == job.max_steps:
                     return
                 if deadline is not None and time.monotonic() > deadline:
                     yield TimeLimit()
@@ -106,22 +102,12 @@ def _timed_steps(job: ModelJob, n: int, rows: bool, keep: Callable[[StepEvent], 
             steps.close()  # the engine keeps the KV for a call that goes on from here (same process only)
 
 
-def answer_stream(job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
-    """Send: the answer's steps as they come (compact events: the trie the page draws), then a
-    TimeLimit if max_seconds stopped it."""
-    yield from _timed_steps(job, 0, rows=False, keep=compact_event)
-
-
-def take_steps(job: ModelJob, n: int) -> Steps:
-    """The step-through: the next `n` steps (0: to the end) of an answer whose prompt (and the
-    tokens so far) is job.prompt_ids, with the model's token at every verified row."""
-    events, cut = [], False
-    for item in _timed_steps(job, n, rows=True, keep=lambda ev: ev):
-        if isinstance(item, TimeLimit):
-            cut = True
-        else:
-            events.append(item)
-    return Steps(tuple(events), cut)
+def take_steps(models: Models, job: ModelJob) -> Steps:
+    """The step-through: the next job.max_steps steps (0: to the end) of an answer whose prompt
+    (and the tokens so far) is job.prompt_ids, in one call."""
+    items = list(answer_stream(models, job))
+    events = tuple(e for e in items if not isinstance(e, TimeLimit))
+    return Steps(events, cut=len(events) < len(items))
 
 
 @dataclass(frozen=True)
@@ -135,27 +121,24 @@ class Compared:
     lookup: LookupRun | None = None
 
 
-def compare_runs(job: ModelJob) -> Iterator[Compared]:
+def compare_runs(models: Models, job: ModelJob) -> Iterator[Compared]:
     """Compare: REST, plain decoding and prompt lookup on job's prompt, one after the other,
     each for at most job.max_seconds; one Compared per method as it ends."""
     for method in ("rest", "ar"):
-        lane = replace(job, config=job.config.with_method(method))
-        items = list(_timed_steps(lane, 0, rows=False, keep=compact_event))
-        events = tuple(e for e in items if not isinstance(e, TimeLimit))
-        yield Compared(method, events, cut=len(events) < len(items))
-    yield Compared("lookup", lookup=_prompt_lookup(job))
+        lane = take_steps(models, replace(job, config=job.config.with_method(method)))
+        yield Compared(method, lane.events, cut=lane.cut)
+    yield Compared("lookup", lookup=_prompt_lookup(models, job))
 
 
-def _prompt_lookup(job: ModelJob) -> LookupRun | None:
+def _prompt_lookup(models: Models, job: ModelJob) -> LookupRun | None:
     """transformers' prompt lookup decoding on the same prompt and settings, holding the model;
     None when the engine's model cannot run it (the comparison then shows the other two)."""
-    host = _host(job.host)
-    engine = host.engine(job.stores)
+    engine = models.engine(job.stores)
     model = getattr(engine, "model", None)
     if not callable(getattr(model, "generate", None)):
         return None
     try:
-        with host.lock:
+        with models.lock:
             return run_prompt_lookup(
                 model,
                 list(job.prompt_ids),
@@ -170,26 +153,46 @@ def _prompt_lookup(job: ModelJob) -> LookupRun | None:
         return None
 
 
-def forward_cost(host: str, stores: Any, max_q: int, max_seconds: float) -> CostCurve:
+def forward_cost(models: Models, stores: Any, max_q: int, max_seconds: float) -> CostCurve:
     """Why this c?: the measured forward-cost curve for 1..max_q tokens, within max_seconds."""
-    runtime = _host(host)
-    engine = runtime.engine(stores)
-    with runtime.lock:
+    engine = models.engine(stores)
+    with models.lock:
         return engine.forward_cost(max_q, max_seconds=max_seconds)
 
 
 class ModelCalls:
-    """The calls above as the app makes them: each wrapped once by `gpu` (spaces.GPU on a
-    ZeroGPU Space; None: called as they are), and counted while they run (`busy`)."""
+    """The calls above as the app makes them: each bound to the `Models` it runs on (`use`),
+    wrapped once by `gpu` (spaces.GPU on a ZeroGPU Space; None: called as they are), and
+    counted while they run (`busy`)."""
 
     def __init__(self, gpu: Callable[[Callable], Callable] | None = None) -> None:
-        wrap = gpu or (lambda fn: fn)
-        self._answer = wrap(answer_stream)
-        self._steps = wrap(take_steps)
-        self._compare = wrap(compare_runs)
-        self._cost = wrap(forward_cost)
+        self._wrap = gpu or (lambda fn: fn)
+        self._models: Models | None = None
+        self._answer = self._bound(answer_stream)
+        self._steps = self._bound(take_steps)
+        self._compare = self._bound(compare_runs)
+        self._cost = self._bound(forward_cost)
         self._running = 0
         self._count = threading.Lock()
+
+    def use(self, models: Models) -> None:
+        """Run every call on `models` (the app's Runtime, which makes its calls with it)."""
+        self._models = models
+
+    def _bound(self, fn: Callable) -> Callable:
+        """`fn` with its first argument, the Models, filled in at call time; named as `fn` is
+        (spaces.GPU knows a call by its function's name), a generator function where it is one."""
+        if inspect.isgeneratorfunction(fn):
+
+            def call(*args: Any) -> Any:
+                yield from fn(self._models, *args)
+
+        else:
+
+            def call(*args: Any) -> Any:
+                return fn(self._models, *args)
+
+        return self._wrap(functools.update_wrapper(call, fn))
 
     @property
     def busy(self) -> bool:
@@ -200,28 +203,34 @@ class ModelCalls:
         with self._count:
             self._running += delta
 
-    def _call(self, fn: Callable, *args: Any) -> Any:
-        self._enter(1)
-        try:
-            return fn(*args)
-        finally:
-            self._enter(-1)
-
-    def _stream(self, fn: Callable, *args: Any) -> Iterator[Any]:
-        self._enter(1)
-        try:
-            yield from fn(*args)
-        finally:
-            self._enter(-1)
-
     def answer(self, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
-        return self._stream(self._answer, job)
+        """Send: the answer's steps as they come, then a TimeLimit if the time limit stopped it."""
+        self._enter(1)
+        try:
+            yield from self._answer(job)
+        finally:
+            self._enter(-1)
 
-    def steps(self, job: ModelJob, n: int) -> Steps:
-        return self._call(self._steps, job, n)
+    def steps(self, job: ModelJob) -> Steps:
+        """The step-through's next steps, in one call."""
+        self._enter(1)
+        try:
+            return self._steps(job)
+        finally:
+            self._enter(-1)
 
     def compare(self, job: ModelJob) -> Iterator[Compared]:
-        return self._stream(self._compare, job)
+        """Compare's three runs, one lane as each ends."""
+        self._enter(1)
+        try:
+            yield from self._compare(job)
+        finally:
+            self._enter(-1)
 
-    def cost(self, host: str, stores: Any, max_q: int, max_seconds: float) -> CostCurve:
-        return self._call(self._cost, host, stores, max_q, max_seconds)
+    def cost(self, stores: Any, max_q: int, max_seconds: float) -> CostCurve:
+        """Why this c?'s measured forward cost."""
+        self._enter(1)
+        try:
+            return self._cost(stores, max_q, max_seconds)
+        finally:
+            self._enter(-1)

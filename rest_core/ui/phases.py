@@ -120,7 +120,7 @@ def trie_caption(event: StepEvent) -> str:
     drafted = len(draft) if draft is not None else 0
     depth = int(draft.depths.max()) if draft is not None and len(draft) else 0
     return (
-        f"What followed the matches merges into one trie of {plural(len(trie), 'node')}: shared "
+        f"What followed the matches merges into one trie of {plural(event.trie_nodes or len(trie), 'node')}: shared "
         f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
         f"weight spread over its own). The {plural(drafted, 'heaviest node')} (c = {event.c}), a subtree up to "
         f"depth {depth}, are drafted."

@@ -21,11 +21,11 @@ class Run:
     """Consumes a generation's step events in a worker thread, so decoding never waits for the
     page to render; the handler drains `events` and can cancel between two steps.
 
-    `steps` starts the generation and returns its events (rest_core.ui.model_calls: the model
-    call holds the lock and keeps to its time limit, then yields a TimeLimit: `timed_out`
+    `steps(job)` starts the generation and returns its events (rest_core.ui.model_calls: the
+    model call holds the lock and keeps to its time limit, then yields a TimeLimit: `timed_out`
     then says so). Cancelling closes it at the next event."""
 
-    def __init__(self, steps: Callable[[], Iterable[Any]]) -> None:
+    def __init__(self, steps: Callable[[Any], Iterable[Any]], job: Any) -> None:
         self.events: queue.Queue[Any] = queue.Queue()
         self._cancel = threading.Event()
         self.done = threading.Event()
@@ -33,12 +33,12 @@ class Run:
         # The handler's context variables go along: spaces.GPU reads the request (whose quota
         # the call uses) from one, and the call starts in this thread.
         context = contextvars.copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._work, steps), daemon=True, name="rest-run")
+        self._thread = threading.Thread(target=context.run, args=(self._work, steps, job), daemon=True, name="rest-run")
         self._thread.start()
 
-    def _work(self, start: Callable[[], Iterable[Any]]) -> None:
+    def _work(self, start: Callable[[Any], Iterable[Any]], job: Any) -> None:
         try:
-            steps = start()
+            steps = start(job)
             try:
                 for ev in steps:
                     if isinstance(ev, TimeLimit):

@@ -28,7 +28,7 @@ from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.devices import device_type
 from rest_core.store.opened import OpenStores
 from rest_core.ui.busy import FastestSteps
-from rest_core.ui.model_calls import ModelCalls, register
+from rest_core.ui.model_calls import ModelCalls
 from rest_core.ui.settings import ROOT, Settings
 from rest_core.ui.style import clean_text, esc
 from rest_core.ui.upload_jobs import Uploads, build_tokenizer
@@ -106,14 +106,6 @@ class StoreSet:
     owner: str = ""
 
 
-def choose_store(names: list[str], current: str | None, keep_none: bool = True) -> tuple[list[str], str]:
-    """Datastore choices (the built stores, then NO_STORE) and the one to select: the user's
-    choice while it still exists, else the first built store."""
-    choices = names + [NO_STORE]
-    keep = current in names or (keep_none and current == NO_STORE)
-    return choices, (current if keep else (names[0] if names else NO_STORE))
-
-
 class Runtime:
     """The model, its tokenizer and one engine per datastore, loaded on first use and shared by
     every session. One generation runs at a time (`lock`): the queue's concurrency limit already
@@ -131,7 +123,7 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.calls = calls or ModelCalls(gpu)  # rest_core.ui.vllm_calls.VllmCalls: answers from vLLM
-        self.key = register(self)  # how a call finds this runtime (in a forked process: its copy)
+        self.calls.use(self)  # the calls run on this runtime's model and engines (in a forked process: its copy)
         self._loader = loader
         self._loaded: Any = None
         self._engines: dict[StoreSet | str, Any] = {}

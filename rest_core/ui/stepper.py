@@ -4,8 +4,10 @@ Nothing is held on the model between clicks (a ZeroGPU Space keeps nothing betwe
 calls): each "Next step" past the steps already taken is one model call
 (rest_core.ui.model_calls.take_steps) that prefills the prompt and the tokens so far, takes one
 step and returns its event as plain data; "Run to end" is one call for every remaining step,
-within the server's time limit. The stepper keeps only those events and moves through them on
-the CPU ("Back", and "Next" over steps already taken, never touch the model). Where the model
+within the server's time limit. The stepper keeps only those events, compact as Send's (the
+part of each trie the panels draw: a K = 5000 step's whole trie is megabytes), and at most
+`max_steps` of them per answer, so one visitor's step-through holds a bounded amount of memory;
+it moves through them on the CPU ("Back", and "Next" over steps already taken, never touch the model). Where the model
 stays in this process the engine keeps the KV cache of the last call, so the next click's
 prefill costs nothing; on ZeroGPU it re-reads the answer so far, a few milliseconds on a GPU
 for a small model. Greedy decoding gives the same tokens either way; a seeded sampled answer
@@ -13,7 +15,7 @@ draws its next call's numbers from the seed plus the tokens so far, so it is a f
 not the one Send writes on that seed.
 
 Clicks while the model is busy: each click of Next step or Run to end is queued (the model's
-queue, behind the answer that holds it) and the page says it waits (rest_core.ui.page.ask_step);
+queue, behind the answer that holds it) and the page says it waits (rest_core.ui.step_through.ask_step);
 at most MAX_WAITING clicks of one page wait at once, and a click past that, or while the same
 page's chat answer or comparison still runs, is refused with a message in the step-through.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
+from copy import deepcopy
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,12 +33,13 @@ from typing import Any
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
 from rest_core.knobs import BY_NAME
+from rest_core.ui.chat import request_config
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
-from rest_core.ui.session import request_config
 from rest_core.ui.style import clean_text
 
 STEP_C_MAX = 64  # step mode lets the tree grow: speed is not the point here
+MAX_STEPS = 512  # steps one step-through answer keeps (about 15 kB each, compact): then New answer
 # The step-through's c: the c knob's checks (a finite whole number), its range 1..STEP_C_MAX.
 STEP_C = replace(BY_NAME["c"], maximum=STEP_C_MAX)
 
@@ -47,11 +51,12 @@ def step_c(value: Any) -> int:
 
 
 class Stepper:
-    """The step-through state of one browser tab (the app keeps it in gr.State; a plain class,
-    not a dataclass, since Gradio serializes dataclass state values field by field). Holds
-    plain data only: the events taken, the prompt, the settings and how to go on (`job`)."""
+    """The step-through state of one visitor (held by its Session, rest_core/ui/session.py,
+    which closes it on Clear, expiry and page close). Holds plain data only: the compact events
+    taken (at most `max_steps`), the prompt, the settings and how to go on (`job`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_steps: int = MAX_STEPS) -> None:
+        self.max_steps = max_steps
         self.events: list[StepEvent] = []
         self.prompt_ids: list[int] = []
         self.config: GenerationConfig | None = None
@@ -60,15 +65,25 @@ class Stepper:
         self.tokenizer: Any = None
         self.stores: dict[str, Any] = {}  # the engine's datastores by name ("where it came from")
         self.job: ModelJob | None = None  # the answer's first call; the next ones add the tokens so far
-        self.waiting = 0  # this page's clicks queued or running (page.ask_step)
+        self.waiting = 0  # this page's clicks queued or running (step_through.ask_step)
         self.tickets: deque[bool] = deque()  # the page's verdicts on its clicks, for the queue's validator
-        self.admitted: deque[bool] = deque()  # per queued click: whether the page admitted it (else admit_job)
+        self.admitted: deque[bool] = deque()  # per queued click: whether the page admitted it (else a job's admission)
         self._calls: Any = None  # the runtime's ModelCalls
         self._lock = threading.Lock()  # one move at a time
         self.clicks_lock = threading.Lock()  # guards waiting, tickets and admitted (never held over a move)
 
-    def __deepcopy__(self, memo: dict) -> Stepper:  # gr.State copies its initial value per tab
-        return Stepper()
+    def __deepcopy__(self, memo: dict) -> Stepper:
+        """A copy with locks of its own (gr.State deep-copies each page's new state); the model
+        calls, the tokenizer and the open stores are shared, not the stepper's own."""
+        shared = {"_calls", "tokenizer", "stores"}
+        copy = Stepper.__new__(Stepper)
+        for name, value in vars(self).items():
+            if name in ("_lock", "clicks_lock"):
+                value = threading.Lock()
+            elif name not in shared:
+                value = deepcopy(value, memo)
+            setattr(copy, name, value)
+        return copy
 
     # -- lifecycle --
 
@@ -106,7 +121,7 @@ class Stepper:
         self._calls = runtime.calls
         if owner:
             runtime.claim_cache(stores, owner)  # the engine's kept KV holds this answer: Clear drops it
-        self.job = ModelJob(runtime.key, stores, tuple(self.prompt_ids), config, runtime.settings.max_seconds)
+        self.job = ModelJob(stores=stores, prompt_ids=tuple(self.prompt_ids), config=config, row_tokens=True)
 
     def close(self) -> None:
         """Forget the answer (nothing on the model to release: it holds nothing between clicks)."""
@@ -121,20 +136,26 @@ class Stepper:
         return bool(self.events) and self.events[-1].finished
 
     @property
+    def full(self) -> bool:
+        """Whether the answer, unfinished, holds as many steps as the stepper keeps."""
+        return len(self.events) >= self.max_steps and not self.finished
+
+    @property
     def started(self) -> bool:
         return self.job is not None or bool(self.events)
 
     def _take(self, n: int, max_seconds: float = 0.0) -> bool:
-        """One model call for the next `n` steps (0: to the end, or until `max_seconds`);
-        True when the time limit cut it short."""
+        """One model call for the next `n` steps (0: to the end, or until `max_seconds`), never
+        past `max_steps` kept; True when the time limit cut it short."""
         job = self.job
-        if job is None or self.finished:
+        room = self.max_steps - len(self.events)
+        if job is None or self.finished or room <= 0:
             return False
         done = self.token_ids()
         if done:
             job = _going_on(job, done)
-        job = replace(job, max_seconds=max_seconds)
-        batch = self._calls.steps(job, n)
+        job = replace(job, max_seconds=max_seconds, max_steps=min(n, room) if n else room)
+        batch = self._calls.steps(job)
         self.events.extend(_renumbered(batch.events, self.events))
         return batch.cut and not self.finished
 

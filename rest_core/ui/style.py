@@ -89,3 +89,12 @@ def token_label(tokenizer: Tokenizer, token: int, limit: int = 10) -> str:
 
 def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def status_html(message: str, kind: str = "info", elem_id: str = "") -> str:
+    """A status line (kind: info, warn, err; `elem_id`: the page element's id, if it has one);
+    `message` is HTML. "" for no message."""
+    if not message:
+        return ""
+    where = f' id="{elem_id}"' if elem_id else ""
+    return f'<div class="status {kind}"{where}>{message}</div>'

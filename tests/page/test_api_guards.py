@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from rest_core.ui.settings import Settings
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_args, step_knobs
 from tests.page.test_limits import CountingTokenizer
 from tests.served_app import serve
 
@@ -26,8 +26,8 @@ HEADER, STATUS = 0, 8  # in the step handlers' outputs (TeachPanel.view_componen
 
 
 def step_args(message: str = MESSAGE, c=C, **knobs) -> list:
-    """/next and /run_to_end's inputs: the message, the store, c, the knobs."""
-    return [message, "chat", c, *knob_args(**knobs)]
+    """/next and /run_to_end's inputs: the message, the store, c, the other knobs (in order)."""
+    return [message, "chat", c, *step_knobs(**knobs).values()]
 
 
 def wait_for_a_call(engine, timeout: float = 30) -> None:
@@ -179,6 +179,27 @@ def test_a_checkbox_knob_takes_true_or_false_only(scripted, tmp_path):
         assert not engine.calls[-1][1].draft.use_datastore
 
 
+# ------------------------------------------------------------------ the step-through: lifetime
+
+
+def test_the_step_through_of_an_api_only_session_goes_when_it_expires(scripted, tmp_path):
+    """Issue 30: the step-through's state had no time to live and no delete callback, so an API
+    client's steps stayed held after its session expired (and after Clear). They are the
+    visitor's Session's now, released with it after session_ttl without any request."""
+    rt, engine = scripted
+    with serve(rt, tmp_path, Settings(session_ttl=2)) as (client, built):
+        status = client.predict(*step_args(), api_name="/run_to_end")[STATUS]
+        assert "err" not in status, status
+        session = built.handlers._held_session(client.session_hash)
+        steps = session.steps
+        assert steps.events and steps.started
+        time.sleep(2)  # idle past the TTL: Gradio's expiry (checked every second) calls the delete callback
+        end = time.monotonic() + 15
+        while steps.events and time.monotonic() < end:
+            time.sleep(0.2)
+        assert steps.events == [] and not steps.started and steps.job is None
+
+
 # ------------------------------------------------------------------ uploads: lifetime
 
 
@@ -191,15 +212,15 @@ def test_uploads_of_an_api_only_session_expire_after_the_session_ttl(scripted, t
         status = client.predict(None, "notes " * 200, "notes", [], api_name="/build_corpus")[0]
         assert "Built <b>notes</b>" in status, status
         session = built.handlers._held_session(client.session_hash)
-        folder = session.uploads["notes"]
-        step = [MESSAGE, ["notes"], C, *knob_args()]
+        folder = session.corpora.uploads["notes"]
+        step = [MESSAGE, ["notes"], C, *step_knobs().values()]
         for k in range(4):  # in use (endpoints that never update the session's state): kept past the TTL
             time.sleep(0.7)
             status = client.predict(f"{k}: {MESSAGE}", *step[1:], api_name="/next")[STATUS]
             assert "err" not in status, status
         assert folder.is_dir()
         time.sleep(3.5)  # idle past the TTL: gone without any request
-        assert not folder.exists() and not folder.parent.exists() and session.uploads == {}
+        assert not folder.exists() and not folder.parent.exists() and session.corpora.uploads == {}
         status = client.predict("again", *step[1:], api_name="/next")[STATUS]
         assert "is not built" in status, status
 

@@ -13,20 +13,21 @@ import gradio
 import pytest
 
 import app
+import chat_tab
 from rest_core.config import PRESETS
 from rest_core.knobs import APP_KNOBS
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT, Settings, parse_args
-from tests.app_fixtures import ANSWER, knob_args
+from tests.app_fixtures import ANSWER, knob_values
 
 
-def knobs(store: str = NO_STORE, **over) -> list:
-    """The handlers' arguments after (message, session): the store, then the knobs in order."""
-    return [store, *knob_args(**over)]
+def knobs(**over) -> dict:
+    """The knobs' values by name, as the handlers take them after (message, session, store)."""
+    return knob_values(**over)
 
 
-def handlers(runtime: Runtime) -> app.Handlers:
+def handlers(runtime: Runtime) -> chat_tab.Handlers:
     """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
     return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
@@ -48,13 +49,13 @@ def final(outputs: list[dict]) -> dict:
     return outputs[-1]
 
 
-def answer(h: app.Handlers, out: dict) -> tuple:
+def answer(h: chat_tab.Handlers, out: dict) -> tuple:
     """A generation's outputs: (chat, stats, trie, inspector, step slider, banner, session, box)."""
     a = h.ui.answer
     return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box))
 
 
-def banner(h: app.Handlers, out: dict) -> str:
+def banner(h: chat_tab.Handlers, out: dict) -> str:
     return out[h.ui.banner]
 
 
@@ -83,19 +84,19 @@ def test_page_components_follow_the_knobs_and_the_device_preset(tmp_path):
 
 def test_respond_streams_highlighted_answer_and_keeps_history(h):
     session = Session()
-    outs = run_all(h.respond("add two numbers", session, *knobs()))
+    outs = run_all(h.respond("add two numbers", session, NO_STORE, **knobs()))
     assert all(out[h.ui.session] is session for out in outs)
     chat, stats, fig, inspector, slider, status, session, box = answer(h, final(outs))
     assert 'class="tok d' in chat and 'class="tok m' in chat
     # escaped model output (the byte-level tokenizer makes one span per byte / character)
     assert ">&lt;</span>" in chat and ">&amp;</span>" in chat and ">&quot;</span>" in chat
     assert ">世</span>" in chat and ">界</span>" in chat
-    assert session.messages == [
+    assert session.chat.messages == [
         {"role": "user", "content": "add two numbers"},
         {"role": "assistant", "content": ANSWER},
     ]
-    assert not session.active and session.view.text == ANSWER
-    assert slider["visible"] is True and slider["maximum"] == len(session.view.events)
+    assert not session.chat.active and session.chat.view.text == ANSWER
+    assert slider["visible"] is True and slider["maximum"] == len(session.chat.view.events)
     assert "tokens/s" in stats and "generating" not in stats
     assert "Step" in inspector
     assert fig.data  # a plotly figure of the last step
@@ -103,11 +104,11 @@ def test_respond_streams_highlighted_answer_and_keeps_history(h):
 
 def test_bad_settings_give_a_message_not_a_traceback(h):
     session = Session()
-    outs = run_all(h.respond("hi", session, *knobs(n_min=10, n_max=2)))
+    outs = run_all(h.respond("hi", session, NO_STORE, **knobs(n_min=10, n_max=2)))
     status = banner(h, final(outs))
     assert "Settings:" in status and "n_max" in status
-    assert session.turns == []
-    outs = run_all(h.respond("   ", session, *knobs()))
+    assert session.chat.turns == []
+    outs = run_all(h.respond("   ", session, NO_STORE, **knobs()))
     assert "Type a message" in banner(h, final(outs))
 
 
@@ -125,14 +126,14 @@ def test_bad_settings_give_a_message_not_a_traceback(h):
 def test_settings_outside_the_knobs_ranges_are_refused(h, bad, message):
     """Whatever sends them (an API client need not respect the widgets' ranges)."""
     session = Session()
-    status = banner(h, final(run_all(h.respond("hi", session, *knobs(**bad)))))
+    status = banner(h, final(run_all(h.respond("hi", session, NO_STORE, **knobs(**bad)))))
     assert message in status and "err" in status
-    assert h.engine.calls == [] and session.turns == []
-    assert message in banner(h, final(run_all(h.compare("hi", session, *knobs(**bad)))))
+    assert h.engine.calls == [] and session.chat.turns == []
+    assert message in banner(h, final(run_all(h.compare("hi", session, NO_STORE, **knobs(**bad)))))
 
 
 def test_top_k_reaches_the_engine(h):
-    run_all(h.respond("hi", Session(), *knobs(temperature=0.7, top_k=7)))
+    run_all(h.respond("hi", Session(), NO_STORE, **knobs(temperature=0.7, top_k=7)))
     _, config = h.engine.calls[-1]
     assert config.sampling.top_k == 7 and config.sampling.temperature == 0.7
 
@@ -140,35 +141,35 @@ def test_top_k_reaches_the_engine(h):
 def test_stop_keeps_the_partial_answer_and_cancels_the_run(h):
     h.engine.step_s = 0.05
     session = Session()
-    gen = h.respond("go", session, *knobs())
+    gen = h.respond("go", session, NO_STORE, **knobs())
     for _ in gen:
-        if session.view is not None and session.view.events:
+        if session.chat.view is not None and session.chat.view.events:
             break
-    run = session.run
+    run = session.chat.run
     out = h.stop(session)
     chat = out[h.ui.answer.chat]
     assert h.ui.answer.box not in out  # Stop leaves the message box as it is
     gen.close()
-    assert not session.active and run is not None
+    assert not session.chat.active and run is not None
     assert run.done.wait(5)
     assert "stopped after" in chat
-    assert session.messages[-1]["role"] == "assistant"
-    assert len(session.view.text) < len(ANSWER)
+    assert session.chat.messages[-1]["role"] == "assistant"
+    assert len(session.chat.view.text) < len(ANSWER)
 
 
 def test_context_overflow_is_a_clear_message(h, monkeypatch):
     monkeypatch.setattr(h.engine, "max_positions", 40)
     session = Session()
-    outs = run_all(h.respond("x" * 60, session, *knobs()))
+    outs = run_all(h.respond("x" * 60, session, NO_STORE, **knobs()))
     status = banner(h, final(outs))
     assert "too long" in status and "Clear" in status
-    assert session.turns[-1].error and not session.active
+    assert session.chat.turns[-1].error and not session.chat.active
 
 
 def test_answer_is_shortened_to_fit_the_context(h, monkeypatch):
     monkeypatch.setattr(h.engine, "max_positions", 60)
     session = Session()
-    outs = run_all(h.respond("hi", session, *knobs(max_new_tokens=500)))
+    outs = run_all(h.respond("hi", session, NO_STORE, **knobs(max_new_tokens=500)))
     _, config = h.engine.calls[-1]
     assert config.max_new_tokens < 60
     assert "answer limited" in final(outs)[h.ui.answer.chat]
@@ -176,17 +177,17 @@ def test_answer_is_shortened_to_fit_the_context(h, monkeypatch):
 
 def test_replay_shows_any_step(h):
     session = Session()
-    run_all(h.respond("go", session, *knobs()))
+    run_all(h.respond("go", session, NO_STORE, **knobs()))
     a = h.ui.answer
     out = h.replay(1, session)
     assert set(out) == {a.trie, a.inspector} and "Step 1 of" in out[a.inspector]
-    out = h.replay(len(session.view.events), session)
-    assert f"Step {len(session.view.events)} of" in out[a.inspector]
+    out = h.replay(len(session.chat.view.events), session)
+    assert f"Step {len(session.chat.view.events)} of" in out[a.inspector]
 
 
 def test_clear_resets_everything(h):
     session = Session()
-    run_all(h.respond("go", session, *knobs()))
+    run_all(h.respond("go", session, NO_STORE, **knobs()))
     out = h.clear(session)
     a = h.ui.answer
     cleared = [
@@ -206,7 +207,12 @@ def test_clear_resets_everything(h):
         h.ui.corpus.files,  # its raw uploads are deleted
     ]
     assert set(out) == set(cleared)  # every part of the page that shows the conversation is reset
-    assert out[h.ui.session] is session and session.turns == [] and session.messages == [] and session.view is None
+    assert (
+        out[h.ui.session] is session
+        and session.chat.turns == []
+        and session.chat.messages == []
+        and session.chat.view is None
+    )
     assert "placeholder" in out[a.chat] and out[a.box] == "" and out[a.speed]["visible"] is False
 
 
@@ -220,14 +226,14 @@ def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, t
     engine = tiny_runtime.engine(NO_STORE)
     for free in (h.clear, h.pages.release):
         session = Session()
-        run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=12)))
-        run_all(h.compare("", session, *knobs(max_new_tokens=12)))
+        run_all(h.respond("abc abc abc", session, NO_STORE, **knobs(max_new_tokens=12)))
+        run_all(h.compare("", session, NO_STORE, **knobs(max_new_tokens=12)))
         assert engine._saved is not None
-        refs = [weakref.ref(x) for x in (session.view, session.view.events[-1], engine._saved)]
+        refs = [weakref.ref(x) for x in (session.chat.view, session.chat.view.events[-1], engine._saved)]
         free(session)
         gc.collect()
         assert [r() for r in refs] == [None, None, None], free.__name__
-        assert session.view is None and session.turns == [] and session.prompt_ids is None
+        assert session.chat.view is None and session.chat.turns == [] and session.chat.prompt_ids is None
 
     # The page's state expires: Gradio calls the delete callback with the state's value.
     settings = Settings(datastores=tmp_path, session_ttl=90)
@@ -235,15 +241,15 @@ def test_clear_and_expiry_free_the_events_and_the_saved_kv_cache(tiny_runtime, t
     state = next(b for b in demo.blocks.values() if isinstance(b, gradio.State))
     assert state.time_to_live == 90
     session = Session()
-    run_all(h.respond("abc", session, *knobs(max_new_tokens=4)))
+    run_all(h.respond("abc", session, NO_STORE, **knobs(max_new_tokens=4)))
     state.delete_callback(session)
-    assert session.view is None and session.messages == []
+    assert session.chat.view is None and session.chat.messages == []
 
 
 def test_compare_reports_speedup_and_identity(h):
     session = Session()
-    run_all(h.respond("go", session, *knobs()))
-    outs = run_all(h.compare("", session, *knobs()))
+    run_all(h.respond("go", session, NO_STORE, **knobs()))
+    outs = run_all(h.compare("", session, NO_STORE, **knobs()))
     a = h.ui.answer
     html, fig, timeline = (final(outs)[c] for c in (a.compare_out, a.speed, a.timeline))
     assert {y for tr in timeline["value"].data for y in tr.y} == {
@@ -259,7 +265,7 @@ def test_compare_reports_speedup_and_identity(h):
 
 
 def test_compare_without_any_prompt_asks_for_one(h):
-    outs = run_all(h.compare("", Session(), *knobs()))
+    outs = run_all(h.compare("", Session(), NO_STORE, **knobs()))
     assert "Send a message first" in banner(h, final(outs))
 
 
@@ -310,14 +316,14 @@ def test_the_page_offers_the_stores_built_when_it_is_created(tmp_path):
 def test_real_engine_tiny_model_respond_and_compare(tiny_runtime):
     h = handlers(tiny_runtime)
     session = Session()
-    outs = run_all(h.respond("abc abc abc", session, *knobs(max_new_tokens=24)))
+    outs = run_all(h.respond("abc abc abc", session, NO_STORE, **knobs(max_new_tokens=24)))
     chat, stats, fig, inspector, slider, status, session, box = answer(h, final(outs))
     assert 'class="tok' in chat and not status.startswith('<div class="status err')
-    assert session.view.totals.new_tokens > 0
-    assert session.view.text == tiny_runtime.loaded().tokenizer.decode(
-        [t for e in session.view.events for t in e.tokens], skip_special_tokens=True
+    assert session.chat.view.totals.new_tokens > 0
+    assert session.chat.view.text == tiny_runtime.loaded().tokenizer.decode(
+        [t for e in session.chat.view.events for t in e.tokens], skip_special_tokens=True
     )
-    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=24))))[h.ui.answer.compare_out]
+    html = final(run_all(h.compare("", session, NO_STORE, **knobs(max_new_tokens=24))))[h.ui.answer.compare_out]
     assert "identical output" in html  # greedy REST == greedy plain decoding
 
 
@@ -327,10 +333,10 @@ def test_model_load_failure_is_a_message(monkeypatch):
 
     h = handlers(Runtime(Settings(), loader=broken))
     session = Session()
-    status = banner(h, final(run_all(h.respond("hi", session, *knobs()))))
+    status = banner(h, final(run_all(h.respond("hi", session, NO_STORE, **knobs()))))
     assert "no model at" in status and 'class="status err"' in status
-    assert session.messages == [] and not session.active
-    assert "no model at" in banner(h, final(run_all(h.compare("hi", session, *knobs()))))
+    assert session.chat.messages == [] and not session.chat.active
+    assert "no model at" in banner(h, final(run_all(h.compare("hi", session, NO_STORE, **knobs()))))
 
 
 def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
@@ -339,9 +345,15 @@ def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
     status = banner(
         h,
         final(
-            run_all(h.respond("abc abc", session, *knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)))
+            run_all(
+                h.respond(
+                    "abc abc", session, NO_STORE, **knobs(max_new_tokens=16, budget="auto", temperature=0.8, top_p=0.9)
+                )
+            )
         ),
     )
-    assert 'class="status err' not in status and session.view.totals.new_tokens > 0
-    html = final(run_all(h.compare("", session, *knobs(max_new_tokens=16, temperature=0.8))))[h.ui.answer.compare_out]
+    assert 'class="status err' not in status and session.chat.view.totals.new_tokens > 0
+    html = final(run_all(h.compare("", session, NO_STORE, **knobs(max_new_tokens=16, temperature=0.8))))[
+        h.ui.answer.compare_out
+    ]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling

@@ -10,11 +10,12 @@ import httpx
 import pytest
 
 import app
+from rest_core.knobs import APP_KNOBS
 from rest_core.serve.client import free_port
 from rest_core.ui.runtime import StoreBuilds
 from rest_core.ui.session import Session
-from rest_core.ui.settings import Settings
-from tests.app_fixtures import knob_args
+from rest_core.ui.settings import ROOT, Settings
+from tests.app_fixtures import knob_args, knob_values, step_knobs
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import ValidationError  # noqa: E402
@@ -47,8 +48,28 @@ def test_api_client_can_choose_a_built_store_without_the_load_event(served):
     assert config.draft.use_datastore  # the store was taken, not replaced by 'none'
     assert engine.tokenizer.decode(prompt_ids).count("add two numbers") == 1
     # the same page as the handler gives in-process: the whole answer, highlighted
-    direct = list(h.respond("add two numbers", Session(), "chat", *knob_args()))
+    direct = list(h.respond("add two numbers", Session(), "chat", **knob_values()))
     assert chat == direct[-1][h.ui.answer.chat]
+
+
+def test_the_api_names_every_setting_and_has_one_endpoint_per_action(served):
+    """Issue 28: the knobs were unnamed `param_3` ... `param_18`, and Enter in a message box made
+    twin endpoints (/respond_1, /next_1). Every parameter now has the knob's name, so a client
+    passes the settings it cares about by name and the others keep their defaults; docs/api.md
+    shows a call of every endpoint."""
+    client, _, engine = served
+    named = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert not [api for api in named if api.endswith("_1")]
+    knobs = [k.name for k in APP_KNOBS]
+    params = {api: [p["parameter_name"] for p in named[api]["parameters"]] for api in named}
+    assert params["/respond"] == params["/compare"] == ["message", "store", *knobs]
+    assert params["/next"] == params["/run_to_end"] == ["message", "store", "c", *(k for k in knobs if k != "c")]
+    assert not [name for names in params.values() for name in names if name.startswith("param_")]
+    documented = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    assert not [api for api in named if f'"{api}"' not in documented and f"`{api}`" not in documented]
+    client.predict(message="add two numbers", store="chat", max_new_tokens=7, m=5, api_name="/respond")
+    ((_, config),) = engine.calls
+    assert config.max_new_tokens == 7 and config.retrieval.m == 5
 
 
 def test_api_client_cannot_pass_settings_outside_the_knobs_ranges(served):
@@ -107,6 +128,7 @@ def test_a_page_load_never_copies_the_runtime(served):
     runtime.__dict__ = {"copy_counter": CopyCounter(), **runtime.__dict__}
     CopyCounter.copies = 0
     client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")  # after an answer
+    client.predict("add two numbers", "chat", 16, *step_knobs().values(), api_name="/next")  # and a step
     for path in ("/config", "/", "/config"):
         r = httpx.get(client.src.rstrip("/") + path, timeout=30)
         assert r.status_code == 200
@@ -123,6 +145,6 @@ def test_closing_a_page_frees_the_session_gradio_holds(served):
     client, handlers, _ = served
     client.predict("add two numbers", "chat", *knob_args(), api_name="/respond")
     held = handlers._held_session(client.session_hash)
-    assert isinstance(held, Session) and held.turns  # the answer is in the page's state
+    assert isinstance(held, Session) and held.chat.turns  # the answer is in the page's state
     handlers.closed(SimpleNamespace(session_hash=client.session_hash))
-    assert held.turns == [] and held.view is None
+    assert held.chat.turns == [] and held.chat.view is None

@@ -13,16 +13,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import app
+import chat_tab
 from rest_core.ui import answer_view, trie_view
 from rest_core.ui.runtime import Runtime, StoreBuilds, StoreSet
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings, parse_args, settings_from_env
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_values
 
 NOTES = "Retrieval drafts tokens from a suffix array. " * 40
 
 
-def handlers(runtime: Runtime) -> app.Handlers:
+def handlers(runtime: Runtime) -> chat_tab.Handlers:
     """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
     return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
@@ -45,16 +46,18 @@ def markdown_folder(tmp_path: Path) -> list[str]:
     return [str(folder / n) for n in ("intro.md", "usage.md", "more.zip")]
 
 
-def build(h: app.Handlers, session: Session, files=None, pasted: str = "", name: str = "", current=None) -> list[dict]:
+def build(
+    h: chat_tab.Handlers, session: Session, files=None, pasted: str = "", name: str = "", current=None
+) -> list[dict]:
     return list(h.build_corpus(files, pasted, name, session, current if current is not None else []))
 
 
-def status_of(h: app.Handlers, outs: list[dict]) -> str:
+def status_of(h: chat_tab.Handlers, outs: list[dict]) -> str:
     """The corpus status line of the build's last update."""
     return html.unescape(outs[-1][h.ui.corpus.status])
 
 
-def banner(h: app.Handlers, out: dict) -> str:
+def banner(h: chat_tab.Handlers, out: dict) -> str:
     return out[h.ui.banner]
 
 
@@ -71,7 +74,7 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     assert "4 documents" in status and "from 3 file(s)" in status  # two .md, one zip member, the pasted text
     assert choice["choices"] == ["my-notes"] and choice["value"] == ["my-notes"]  # chat is not built here
     assert files["value"] is None
-    folder = mine.uploads["my-notes"]
+    folder = mine.corpora.uploads["my-notes"]
     # Its own folder in the server's uploads root, inside the temp dir; no name from the upload.
     assert Path(tempfile.gettempdir()) in folder.parents and folder.parent.name == mine.key
     assert folder.name.startswith("store-") and (folder / "meta.json").is_file()
@@ -79,11 +82,11 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     # Another session never sees it: not among its choices, and asking for it by name is refused.
     assert "my-notes" not in h.on_load([], other)[h.ui.store]["choices"]
     assert "my-notes" not in h.refresh_stores(["my-notes"], other)[h.ui.store]["choices"]
-    out = list(h.respond("hello", other, ["my-notes"], *knob_args(max_new_tokens=4)))[-1]
-    assert "is not built" in banner(h, out) and other.turns[-1].error
+    out = list(h.respond("hello", other, ["my-notes"], **knob_values(max_new_tokens=4)))[-1]
+    assert "is not built" in banner(h, out) and other.chat.turns[-1].error
 
     # This session drafts from it: an engine of its own, whose source is named as chosen.
-    out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], *knob_args(max_new_tokens=8)))[-1]
+    out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], **knob_values(max_new_tokens=8)))[-1]
     assert 'class="status err' not in banner(h, out)
     engines = {k: e for k, e in rt._engines.items() if isinstance(k, StoreSet) and k.names}
     ((key, engine),) = engines.items()
@@ -91,7 +94,7 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
 
     # Clear (the same release as expiry and a closed page) deletes the folder and the engine.
     assert "my-notes" not in h.clear(mine, ["my-notes"])[h.ui.store]["choices"]
-    assert not folder.exists() and not folder.parent.exists() and mine.uploads == {}
+    assert not folder.exists() and not folder.parent.exists() and mine.corpora.uploads == {}
     assert not [k for k in rt._engines if isinstance(k, StoreSet) and k.owner == mine.key]
     assert "my-notes" not in h.on_load([], mine)[h.ui.store]["choices"]
 
@@ -103,7 +106,7 @@ def test_a_closed_page_cancels_its_build_and_leaves_nothing(tmp_path):
     session = Session()
     big = tmp_path / "big.txt"
     big.write_text("".join(f"line {i} of a long corpus, with words {i * 7 % 1000}.\n" for i in range(200_000)))
-    job = session.start_upload(rt, [str(big)], ["big.txt"], "")
+    job = session.corpora.start_upload(rt, session.key, [str(big)], ["big.txt"], "")
     while job.progress is None and not job.done.is_set():
         job.done.wait(0.01)
     h.pages.release(session)  # waits a moment for the build; a busy machine may need longer
@@ -119,12 +122,12 @@ def test_idle_sessions_lose_their_uploads_busy_ones_keep_them(tmp_path):
     h = handlers(rt)
     session = Session()
     assert "Built" in status_of(h, build(h, session, pasted=NOTES, name="notes"))
-    folder, now = session.uploads["notes"], time.monotonic()
+    folder, now = session.corpora.uploads["notes"], time.monotonic()
     assert h.pages.sweep(now + 4) == [] and folder.is_dir()
-    session.active = True  # an answer streams
+    session.chat.active = True  # an answer streams
     assert h.pages.sweep(now + 60) == [] and folder.is_dir()
-    session.active = False
-    assert h.pages.sweep(now + 60) == [session] and not folder.exists() and session.uploads == {}
+    session.chat.active = False
+    assert h.pages.sweep(now + 60) == [session] and not folder.exists() and session.corpora.uploads == {}
     assert h.pages.sweep(now + 120) == []  # released once
 
 
@@ -155,7 +158,7 @@ def test_refusals_are_messages_in_the_page(tmp_path):
         status = status_of(h, build(h, session, **kwargs))
         assert message in status and 'class="status warn"' in status, (kwargs, status)
         assert "Traceback" not in status
-    assert session.uploads == {} and not (tmp_path / "escaped.md").exists()
+    assert session.corpora.uploads == {} and not (tmp_path / "escaped.md").exists()
     assert rt.uploads.building == 0
     root = rt.uploads.root
     assert not any(p.name.startswith("store-") for p in root.rglob("*")), list(
@@ -175,7 +178,7 @@ def test_per_session_count_concurrent_builds_and_disk_are_bounded(tmp_path):
     assert "building other users' corpora" in status_of(h, build(h, other, pasted="text"))
     rt.uploads._building = 0
     assert "space for uploaded corpora is full" in status_of(h, build(h, other, pasted="y" * 600_000))
-    assert other.uploads == {}
+    assert other.corpora.uploads == {}
 
 
 def test_the_disk_cap_holds_for_what_stores_really_take(tmp_path):
@@ -193,7 +196,7 @@ def test_the_disk_cap_holds_for_what_stores_really_take(tmp_path):
     assert 250_000 < first < 400_000  # ~6x its text
     status = status_of(h, build(h, session, pasted=text, name="second"))
     assert "space for uploaded corpora is full" in status and "MB" in status, status
-    assert folder_size(rt.uploads.root) == first and list(session.uploads) == ["first"]  # nothing of it stays
+    assert folder_size(rt.uploads.root) == first and list(session.corpora.uploads) == ["first"]  # nothing of it stays
     assert "Built" in status_of(h, build(h, session, pasted=text[:5_000], name="small"))  # what fits still builds
     assert folder_size(rt.uploads.root) <= 500_000
 
@@ -203,9 +206,9 @@ def test_published_uploads_are_everyones(tmp_path):
     h = handlers(rt)
     author, student = Session(), Session()
     status = status_of(h, build(h, author, pasted=NOTES, name="lesson"))
-    assert "published" in status and author.uploads == {}
+    assert "published" in status and author.corpora.uploads == {}
     assert "lesson" in h.on_load([], student)[h.ui.store]["choices"]
-    out = list(h.respond("hi", student, ["lesson"], *knob_args(max_new_tokens=4)))[-1]
+    out = list(h.respond("hi", student, ["lesson"], **knob_values(max_new_tokens=4)))[-1]
     assert 'class="status err' not in banner(h, out)
     h.pages.release(author)  # published stores outlive their author's session
     assert "lesson" in rt.store_names()
@@ -255,10 +258,10 @@ def test_the_multi_select_reaches_the_engine_config(scripted, tmp_path):
         (tmp_path / name / "meta.json").write_text("{}")
     rt.settings = Settings(datastores=tmp_path)
     h = handlers(rt)
-    list(h.respond("add two numbers", Session(), ["code", "chat"], *knob_args()))
+    list(h.respond("add two numbers", Session(), ["code", "chat"], **knob_values()))
     _, config = engine.calls[-1]
     assert config.draft.use_datastore and config.draft.stores == (("code", 1.0), ("chat", 1.0))
-    list(h.respond("again", Session(), [], *knob_args()))
+    list(h.respond("again", Session(), [], **knob_values()))
     assert not engine.calls[-1][1].draft.use_datastore
 
 
@@ -274,10 +277,12 @@ def test_two_real_stores_draft_as_two_named_sources(tmp_path):
     assert rt.engine(["code", "chat"]) is engine and rt.engine(["chat"]) is not engine  # one per set
     h = handlers(rt)
     session = Session()
-    out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1]
+    out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], **knob_values(max_new_tokens=12)))[
+        -1
+    ]
     assert 'class="status err' not in banner(h, out)
-    assert {m.source for e in session.view.events for m in e.matches} >= {"code", "chat"}
-    html = list(h.compare("", session, ["code", "chat"], *knob_args(max_new_tokens=12)))[-1][h.ui.answer.compare_out]
+    assert {m.source for e in session.chat.view.events for m in e.matches} >= {"code", "chat"}
+    html = list(h.compare("", session, ["code", "chat"], **knob_values(max_new_tokens=12)))[-1][h.ui.answer.compare_out]
     assert "identical output" in html  # greedy with two stores == plain greedy
 
 
@@ -328,9 +333,9 @@ def test_the_answer_keeps_streaming_while_a_corpus_builds(tmp_path):
     session = Session()
     big = tmp_path / "big.txt"
     big.write_text("".join(f"row {i}: {i * 13 % 997} apples\n" for i in range(150_000)))
-    job = session.start_upload(rt, [str(big)], ["big.txt"], "")
-    out = list(h.respond("abc", session, [], *knob_args(max_new_tokens=6)))[-1]
-    assert 'class="status err' not in banner(h, out) and session.view.totals.new_tokens > 0
+    job = session.corpora.start_upload(rt, session.key, [str(big)], ["big.txt"], "")
+    out = list(h.respond("abc", session, [], **knob_values(max_new_tokens=6)))[-1]
+    assert 'class="status err' not in banner(h, out) and session.chat.view.totals.new_tokens > 0
     h.pages.release(session)
     assert job.done.wait(120) and job.error == "the build was cancelled"
     assert not rt.uploads.session_dir(session.key).exists()

@@ -12,7 +12,7 @@ import app
 from rest_core.ui.runtime import NO_STORE, StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.vllm_calls import VllmCalls
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_values
 from tests.ui.test_vllm_calls import ANSWER, STEPS, backend, fake_backend  # noqa: F401
 
 
@@ -24,10 +24,10 @@ def test_the_page_batches_answers_on_vllm_and_highlights_their_drafts(scripted, 
     assert limits["respond"] == rt.settings.vllm_max_seqs > 1  # not one at a time
     assert "served by <b>vLLM</b>" in str(built.demo.config) and "during a restart" in str(built.demo.config)
     h, session = built.handlers, Session()
-    outs = list(h.respond("Tell me something", session, NO_STORE, *knob_args()))
+    outs = list(h.respond("Tell me something", session, NO_STORE, **knob_values()))
     chat = [o[h.ui.answer.chat] for o in outs if h.ui.answer.chat in o][-1]
     assert chat.count('class="tok d ') == sum(a for _, a in STEPS) == 7  # each accepted draft token
-    assert backend.fake.bodies[0]["prompt"][-1] != ANSWER[0] and session.view.totals.steps == 6
+    assert backend.fake.bodies[0]["prompt"][-1] != ANSWER[0] and session.chat.view.totals.steps == 6
 
 
 def test_the_page_says_the_engine_is_starting_and_that_the_server_cut_an_answer(scripted, tmp_path):
@@ -38,12 +38,12 @@ def test_the_page_says_the_engine_is_starting_and_that_the_server_cut_an_answer(
         h = app.build_app(rt.settings, rt, StoreBuilds(rt.settings)).handlers
         session = Session()
         threading.Timer(2.0, built.set).start()
-        outs = list(h.respond("Tell me something", session, NO_STORE, *knob_args()))
+        outs = list(h.respond("Tell me something", session, NO_STORE, **knob_values()))
         banners = [o[h.ui.banner] for o in outs if h.ui.banner in o]
         assert any("Starting the serving engine (vLLM): waiting for" in b for b in banners)
-        assert "Starting" not in banners[-1] and session.view.totals.steps == len(STEPS)
+        assert "Starting" not in banners[-1] and session.chat.view.totals.steps == len(STEPS)
         backend.fake.cut_after = 2  # the server goes away after 5 tokens
-        outs = list(h.respond("And then?", session, NO_STORE, *knob_args()))
+        outs = list(h.respond("And then?", session, NO_STORE, **knob_values()))
     chat = [o[h.ui.answer.chat] for o in outs if h.ui.answer.chat in o][-1]
     assert "generation failed: the answer was cut after 5 tokens" in chat
     assert "closed the stream before the answer" in [o[h.ui.banner] for o in outs if h.ui.banner in o][-1]

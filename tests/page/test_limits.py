@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 import app
+import chat_tab
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings, parse_args, settings_from_env
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import knob_values
 
 
 class CountingTokenizer:
@@ -36,7 +37,7 @@ class CountingTokenizer:
         return attr
 
 
-def handlers(runtime: Runtime) -> app.Handlers:
+def handlers(runtime: Runtime) -> chat_tab.Handlers:
     """The handlers of a page built on `runtime` (`h.ui`: the components their returns are keyed by)."""
     return app.build_app(runtime.settings, runtime, StoreBuilds(runtime.settings)).handlers
 
@@ -48,18 +49,18 @@ def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(
     h = handlers(rt)
     session = Session()
     long = "y" * 101
-    out = list(h.respond(long, session, NO_STORE, *knob_args()))[-1]
+    out = list(h.respond(long, session, NO_STORE, **knob_values()))[-1]
     status = out[h.ui.banner]
     assert "101 characters" in status and "at most 100" in status
     assert out[h.ui.answer.box] == ""  # the box is emptied
     assert h.ui.answer.chat not in out  # the chat never holds it
     assert counting.uses == 0 and engine.calls == []  # never tokenized, never generated
-    assert session.turns == [] and session.messages == [] and "yyyy" not in session.chat_html()
-    status = list(h.compare(long, session, NO_STORE, *knob_args()))[-1][h.ui.banner]
+    assert session.chat.turns == [] and session.chat.messages == [] and "yyyy" not in session.chat.chat_html()
+    status = list(h.compare(long, session, NO_STORE, **knob_values()))[-1][h.ui.banner]
     assert "at most 100" in status and counting.uses == 0
     # at the limit it is an ordinary message
-    list(h.respond("y" * 100, session, NO_STORE, *knob_args()))
-    assert counting.uses > 0 and len(engine.calls) == 1 and session.messages[0]["content"] == "y" * 100
+    list(h.respond("y" * 100, session, NO_STORE, **knob_values()))
+    assert counting.uses > 0 and len(engine.calls) == 1 and session.chat.messages[0]["content"] == "y" * 100
 
 
 def test_the_message_box_carries_the_limit(tmp_path):
@@ -74,17 +75,17 @@ def test_one_job_queued_or_running_per_session(scripted):
     session until that job ends (or Stop); other sessions are not affected."""
     rt, engine = scripted
     h = handlers(rt)
-    args = ("hi", NO_STORE, *knob_args())
+    kw = knob_values()
     a, b = Session(), Session()
     ok = lambda verdicts: all(v["is_valid"] for v in verdicts)  # noqa: E731
-    assert ok(h.admit(args[0], a, *args[1:]))
-    refused = h.admit(args[0], a, *args[1:])
+    assert ok(h.admit("hi", a, NO_STORE, **kw))
+    refused = h.admit("hi", a, NO_STORE, **kw)
     assert not ok(refused) and "still queued or running" in refused[0]["message"]
-    assert ok(h.admit(args[0], b, *args[1:]))  # another session
-    list(h.respond(args[0], a, *args[1:]))  # the admitted job runs and ends
-    assert ok(h.admit(args[0], a, *args[1:]))
+    assert ok(h.admit("hi", b, NO_STORE, **kw))  # another session
+    list(h.respond("hi", a, NO_STORE, **kw))  # the admitted job runs and ends
+    assert ok(h.admit("hi", a, NO_STORE, **kw))
     h.stop(a)  # Stop cancels the session's queued jobs
-    assert ok(h.admit(args[0], a, *args[1:]))
+    assert ok(h.admit("hi", a, NO_STORE, **kw))
 
 
 def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
@@ -93,13 +94,16 @@ def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
     rt = Runtime(Settings(max_seconds=0.3), loader=lambda: tiny_loaded("llama", max_positions=4096))
     h = handlers(rt)
     session = Session()
-    out = list(h.respond("abc abc abc", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+    out = list(h.respond("abc abc abc", session, NO_STORE, **knob_values(max_new_tokens=1024)))[-1]
     chat, status = out[h.ui.answer.chat], out[h.ui.banner]
-    n = session.view.totals.new_tokens
+    n = session.chat.view.totals.new_tokens
     assert 0 < n < 1024
     assert "stopped after 0.3 s (server limit)" in chat and "server limit" in status
-    assert session.messages[-1] == {"role": "assistant", "content": session.view.text}  # the partial answer is kept
-    status = list(h.compare("", session, NO_STORE, *knob_args(max_new_tokens=1024)))[-1][h.ui.banner]
+    assert session.chat.messages[-1] == {
+        "role": "assistant",
+        "content": session.chat.view.text,
+    }  # the partial answer is kept
+    status = list(h.compare("", session, NO_STORE, **knob_values(max_new_tokens=1024)))[-1][h.ui.banner]
     # Three methods share the limit: a third each, prompt lookup (transformers' generate) included.
     assert "stopped after 0.1 s (server limit)" in status and "prompt lookup" in status
 
@@ -129,12 +133,12 @@ def test_an_answer_cut_by_the_limit_on_a_busy_machine_says_so():
 
     rt = Runtime(Settings(max_seconds=1.0), loader=lambda: tiny_loaded("llama", max_positions=4096))
     h = handlers(rt)
-    fast = list(h.respond("abc abc abc", Session(), NO_STORE, *knob_args(max_new_tokens=24)))[-1][h.ui.banner]
+    fast = list(h.respond("abc abc abc", Session(), NO_STORE, **knob_values(max_new_tokens=24)))[-1][h.ui.banner]
     assert "busy" not in fast
     model = rt.loaded().model
     hook = model.register_forward_pre_hook(lambda *_: time.sleep(0.05))
     try:
-        out = list(h.respond("abc abc abc", Session(), NO_STORE, *knob_args(max_new_tokens=1024)))[-1]
+        out = list(h.respond("abc abc abc", Session(), NO_STORE, **knob_values(max_new_tokens=1024)))[-1]
     finally:
         hook.remove()
     status = out[h.ui.banner]

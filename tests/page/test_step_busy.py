@@ -9,11 +9,10 @@ from __future__ import annotations
 import threading
 
 import app
-from rest_core.ui import page
+from rest_core.ui import step_through
 from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds
 from rest_core.ui.session import Session
-from rest_core.ui.stepper import Stepper
-from tests.app_fixtures import knob_args
+from tests.app_fixtures import step_knobs
 
 MESSAGE = "add two numbers"
 
@@ -23,17 +22,17 @@ def teach(runtime: Runtime):
     return built, built.teaching
 
 
-def click(h, st: Stepper, session: Session, ask=None, move=None):
+def click(h, session: Session, ask=None, move=None):
     """One click as the page makes it: the status at once, the queue's validator, then (in a
     thread: it waits for the model) the step. Returns (status shown at once, admitted, thread, result)."""
     ask, move = ask or h.ask_next, move or h.next
-    status = ask(st)[h.ui.status]
-    args = (MESSAGE, st, session, NO_STORE, 16, *knob_args())
-    admitted = all(v["is_valid"] for v in h.admit(*args))
+    status = ask(session)[h.ui.status]
+    args, kw = (MESSAGE, session, NO_STORE, 16), step_knobs()
+    admitted = all(v["is_valid"] for v in h.admit(*args, **kw))
     result: dict = {}
     thread = None
     if admitted:
-        thread = threading.Thread(target=lambda: result.update(move(*args)), daemon=True)
+        thread = threading.Thread(target=lambda: result.update(move(*args, **kw)), daemon=True)
         thread.start()
     return status, admitted, thread, result
 
@@ -41,10 +40,11 @@ def click(h, st: Stepper, session: Session, ask=None, move=None):
 def test_step_clicks_while_another_answer_runs_wait_visibly_then_each_takes_its_step(scripted):
     rt, _ = scripted
     _, h = teach(rt)
-    st, session = Stepper(), Session()
+    session = Session()
+    st = session.steps
     rt.lock.acquire()  # another user's answer holds the model
     try:
-        clicks = [click(h, st, session) for _ in range(3)]
+        clicks = [click(h, session) for _ in range(3)]
         for k, (status, admitted, thread, _) in enumerate(clicks):
             assert admitted and "Waiting for the model: another answer is running" in status
             assert (f"{k} earlier click" in status) == (k > 0)
@@ -60,7 +60,7 @@ def test_step_clicks_while_another_answer_runs_wait_visibly_then_each_takes_its_
     assert len(st.events) == 3 and st.pos == 2  # three clicks, three steps
     assert any("Step 3 of 3" in head for head in heads)
     assert st.waiting == 0 and not st.tickets and not st.admitted
-    status, admitted, thread, result = click(h, st, session)  # the model is free: taken at once
+    status, admitted, thread, result = click(h, session)  # the model is free: taken at once
     assert admitted and "Taking step 4" in status and "Waiting" not in status
     thread.join(timeout=60)
     assert "Step 4 of 4" in result[h.ui.header]
@@ -69,21 +69,22 @@ def test_step_clicks_while_another_answer_runs_wait_visibly_then_each_takes_its_
 def test_a_click_past_the_waiting_limit_is_refused_with_a_message(scripted):
     rt, _ = scripted
     _, h = teach(rt)
-    st, session = Stepper(), Session()
+    session = Session()
+    st = session.steps
     rt.lock.acquire()
     try:
-        waiting = [click(h, st, session) for _ in range(page.MAX_WAITING)]
+        waiting = [click(h, session) for _ in range(step_through.MAX_WAITING)]
         assert all(admitted for _, admitted, _, _ in waiting)
-        status, admitted, thread, _ = click(h, st, session, h.ask_end, h.run_to_end)
+        status, admitted, thread, _ = click(h, session, h.ask_end, h.run_to_end)
         assert not admitted and thread is None
         assert "this one was not queued" in status and 'class="status warn' in status
-        refusal = [v for v in h.admit(MESSAGE, st, session, NO_STORE, 16, *knob_args()) if not v["is_valid"]]
+        refusal = [v for v in h.admit(MESSAGE, session, NO_STORE, 16, **step_knobs()) if not v["is_valid"]]
         assert refusal == []  # no ticket left: an API call now goes by the per-session job limit
     finally:
         rt.lock.release()
     for _, _, thread, _ in waiting:
         thread.join(timeout=60)
-    assert len(st.events) == page.MAX_WAITING and st.waiting == 0
+    assert len(st.events) == step_through.MAX_WAITING and st.waiting == 0
 
 
 def test_run_to_end_while_busy_says_it_waits(scripted):
@@ -91,7 +92,7 @@ def test_run_to_end_while_busy_says_it_waits(scripted):
     _, h = teach(rt)
     rt.lock.acquire()
     try:
-        status = h.ask_end(Stepper())[h.ui.status]
+        status = h.ask_end(Session())[h.ui.status]
     finally:
         rt.lock.release()
     assert "Waiting for the model" in status and "Running to the end as soon as it is done" in status

@@ -146,7 +146,7 @@ def test_the_apps_vllm_backend_streams_lossless_highlighted_answers_batched(plan
         backend.wait(600)
         config = GenerationConfig(max_new_tokens=48, draft=DraftConfig(use_context=True))
         stores = StoreSet(("code",), (store,))
-        jobs = [ModelJob("", stores, tuple(q), config) for q in p.prompts + [p.prompts[0][:-3]]]
+        jobs = [ModelJob(stores=stores, prompt_ids=tuple(q), config=config) for q in p.prompts + [p.prompts[0][:-3]]]
         with ThreadPoolExecutor(3) as pool:
             answers = list(pool.map(lambda j: list(vllm_answer(backend, j)), jobs))
         counted = _accepted_counter(server.url)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from rest_core.ui import runtime
-from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_store, model_spec
+from rest_core.ui.runtime import NO_STORE, Runtime, StoreBuilds, choose_stores, model_spec
 from rest_core.ui.settings import ROOT, Settings
 
 
@@ -26,12 +26,12 @@ def test_store_names_defaults_first_and_only_built(tmp_path):
     assert Runtime(Settings(datastores=tmp_path / "nowhere")).store_names() == []
 
 
-def test_choose_store_keeps_the_users_choice():
-    assert choose_store(["chat", "mine"], NO_STORE, keep_none=False) == (["chat", "mine", NO_STORE], "chat")
-    assert choose_store(["chat", "mine"], NO_STORE)[1] == NO_STORE
-    assert choose_store(["chat", "mine"], "mine")[1] == "mine"
-    assert choose_store(["chat"], "gone")[1] == "chat"
-    assert choose_store([], "gone") == ([NO_STORE], NO_STORE)
+def test_choose_stores_keeps_the_users_choice():
+    assert choose_stores(["chat", "mine"], NO_STORE, default_first=True) == (["chat", "mine"], ["chat"])
+    assert choose_stores(["chat", "mine"], NO_STORE) == (["chat", "mine"], [])  # none chosen stays none
+    assert choose_stores(["chat", "mine"], ["mine", "gone", "chat"])[1] == ["mine", "chat"]
+    assert choose_stores(["chat"], "gone", default_first=True)[1] == ["chat"]
+    assert choose_stores([], "gone", default_first=True) == ([], [])
 
 
 def test_missing_default_store_is_built_at_startup(tmp_path, monkeypatch):

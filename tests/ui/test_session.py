@@ -11,9 +11,10 @@ import pytest
 
 from rest_core.config import PRESETS, ConfigError, GenerationConfig
 from rest_core.ui import answer_view, stats, trie_view
+from rest_core.ui.chat import fit_context, request_config
 from rest_core.ui.runtime import NO_STORE
-from rest_core.ui.session import Session, fit_context, request_config
-from tests.app_fixtures import ANSWER
+from rest_core.ui.session import Session
+from tests.app_fixtures import ANSWER, compare_on, respond
 from tests.app_fixtures import knob_values as knobs
 from tests.tiny_models import tiny_tokenizer
 
@@ -67,7 +68,7 @@ def test_fit_context_shortens_or_refuses():
 def test_respond_yields_updates_and_keeps_history(scripted):
     rt, engine = scripted
     session = Session()
-    updates = list(session.respond(rt, "add two numbers", NO_STORE, knobs()))
+    updates = list(respond(session, rt, "add two numbers", NO_STORE, knobs()))
     assert "Loading the model" in updates[0].status and updates[0].box == ""  # first request only
     assert updates[1].steps == 0 and updates[1].stats is not None  # streaming: the replay slider is hidden
     chats = [u.chat for u in updates if u.chat is not None]
@@ -76,67 +77,67 @@ def test_respond_yields_updates_and_keeps_history(scripted):
     assert n_tokens == sorted(n_tokens) and n_tokens[-1] > n_tokens[0]  # the answer only grows
     last = updates[-1]
     assert 'class="tok d' in last.chat and "tokens/s" in last.stats and "Step" in last.inspector and last.trie.data
-    assert last.steps == len(session.view.events) and last.box is None
-    assert session.messages[-1] == {"role": "assistant", "content": ANSWER} and not session.active
-    again = list(session.respond(rt, "more", NO_STORE, knobs()))
+    assert last.steps == len(session.chat.view.events) and last.box is None
+    assert session.chat.messages[-1] == {"role": "assistant", "content": ANSWER} and not session.chat.active
+    again = list(respond(session, rt, "more", NO_STORE, knobs()))
     assert not any("Loading the model" in (u.status or "") for u in again)
 
 
 def test_second_turn_sends_the_whole_conversation(scripted):
     rt, engine = scripted
     session = Session()
-    list(session.respond(rt, "first", NO_STORE, knobs()))
-    list(session.respond(rt, "second", NO_STORE, knobs()))
+    list(respond(session, rt, "first", NO_STORE, knobs()))
+    list(respond(session, rt, "second", NO_STORE, knobs()))
     prompt_ids, _ = engine.calls[-1]
     text = tiny_tokenizer().decode(prompt_ids)
     assert "first" in text and "second" in text and "return a + b" in text
-    assert len(session.turns) == 2 and len(session.messages) == 4
+    assert len(session.chat.turns) == 2 and len(session.chat.messages) == 4
 
 
 def test_sessions_do_not_share_conversations(scripted):
     rt, _ = scripted
     a, b = Session(), Session()
-    list(a.respond(rt, "hello from a", NO_STORE, knobs()))
-    list(b.respond(rt, "hello from b", NO_STORE, knobs()))
-    assert [t.user for t in a.turns] == ["hello from a"]
-    assert [t.user for t in b.turns] == ["hello from b"]
+    list(respond(a, rt, "hello from a", NO_STORE, knobs()))
+    list(respond(b, rt, "hello from b", NO_STORE, knobs()))
+    assert [t.user for t in a.chat.turns] == ["hello from a"]
+    assert [t.user for t in b.chat.turns] == ["hello from b"]
 
 
 def test_new_message_after_an_abandoned_answer_closes_it(scripted):
     rt, engine = scripted
     engine.step_s = 0.02
     session = Session()
-    gen = session.respond(rt, "one", NO_STORE, knobs())
+    gen = respond(session, rt, "one", NO_STORE, knobs())
     next(gen)
     gen.close()  # the page went away mid-answer
     engine.step_s = 0.0
-    list(session.respond(rt, "two", NO_STORE, knobs()))
-    assert session.turns[0].note == "stopped"
-    assert [m["role"] for m in session.messages] == ["user", "assistant", "user", "assistant"]
+    list(respond(session, rt, "two", NO_STORE, knobs()))
+    assert session.chat.turns[0].note == "stopped"
+    assert [m["role"] for m in session.chat.messages] == ["user", "assistant", "user", "assistant"]
 
 
 def test_closing_the_stream_cancels_the_run(scripted):
     rt, engine = scripted
     engine.step_s = 0.05
     session = Session()
-    gen = session.respond(rt, "go", NO_STORE, knobs())
+    gen = respond(session, rt, "go", NO_STORE, knobs())
     for _ in gen:
-        if session.view is not None and session.view.events:
+        if session.chat.view is not None and session.chat.view.events:
             break
-    run = session.run
+    run = session.chat.run
     gen.close()
     assert run.done.wait(5)
     rest = [e for e in run.events.queue if e is not None]
-    assert not (rest or session.view.events)[-1].finished  # the worker stopped before the end
+    assert not (rest or session.chat.view.events)[-1].finished  # the worker stopped before the end
 
 
 def test_compare_yields_status_then_result(scripted):
     rt, engine = scripted
     session = Session()
-    updates = list(session.compare(rt, "add two numbers", NO_STORE, knobs()))
+    updates = list(compare_on(session, rt, "add two numbers", NO_STORE, knobs()))
     assert "REST done" in updates[-3].status and "plain decoding done" in updates[-2].status
     assert "identical output" in updates[-1].comparison and updates[-1].speed is not None
-    assert session.turns == []  # comparing does not touch the conversation
+    assert session.chat.turns == []  # comparing does not touch the conversation
 
 
 def test_real_engine_render_cost_per_step(tiny_runtime):

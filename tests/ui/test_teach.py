@@ -27,7 +27,7 @@ from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
-from tests.app_fixtures import knob_args, knob_values
+from tests.app_fixtures import compare_on, knob_values, step_knobs
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 MESSAGE = "count: one two three, one two three"
@@ -263,24 +263,63 @@ def teach_handlers(runtime):
 
 def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     h = teach_handlers(runtime)
-    t = h.ui
-    knobs = knob_args(**KNOBS)
-    out = h.next(MESSAGE, Stepper(), None, STORE, 16, *knobs)
-    assert set(out) == set(t.view_components())  # every step handler sets each of its outputs
-    st = out[t.stepper]
+    t, session = h.ui, Session()
+    knobs = step_knobs(**KNOBS)
+    shown = {*t.view_components(), h.chat.session}  # every step handler sets each of its outputs
+    out = h.next(MESSAGE, session, STORE, 16, **knobs)
+    assert set(out) == shown and out[h.chat.session] is session
+    st = session.steps
     assert "Step 1 of 1" in out[t.header] and 'data-phase="retrieve"' in out[t.retrieve] and "err" not in out[t.status]
-    out = h.next(MESSAGE, st, None, STORE, 16, *knobs)
+    out = h.next(MESSAGE, session, STORE, 16, **knobs)
     assert "Step 2 of 2" in out[t.header]
-    out = h.back(st)
-    assert set(out) == set(t.view_components()) and "Step 1 of 2" in out[t.header]
-    out = h.run_to_end(MESSAGE, st, None, STORE, 16, *knobs)
+    out = h.back(session)
+    assert set(out) == shown and "Step 1 of 2" in out[t.header]
+    out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
     assert st.finished and "complete" in out[t.status]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
     assert answer_view.highlight_html(st.events, lm.tokenizer) in out[t.answer] and text
-    out = h.next("", Stepper(), None, STORE, 16, *knobs)  # no message: a message, no traceback
+    out = h.next("", Session(), STORE, 16, **knobs)  # no message: a message, no traceback
     assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
-    out = h.restart(st)
-    assert set(out) == set(t.view_components()) and out[t.header] == "" and st.events == []
+    out = h.restart(session)
+    assert set(out) == shown and out[t.header] == "" and st.events == []
+
+
+def test_clear_and_new_answer_release_the_step_through(runtime):
+    """Issue 30: the step-through's state lived beside the visitor's Session, and Clear (as
+    expiry and page close) released the Session only: after Clear, Back still showed "Step 1
+    of 2". It is the Session's now, so whatever releases the visitor releases its steps."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    chat, h = built.handlers, built.teaching
+    knobs = step_knobs(**KNOBS)
+    for release in (lambda s: chat.clear(s), lambda s: h.restart(s), lambda s: built.handlers.pages.expired(s)):
+        session = Session()
+        h.next(MESSAGE, session, STORE, 16, **knobs)
+        assert "Step 2 of 2" in h.next(MESSAGE, session, STORE, 16, **knobs)[h.ui.header]
+        release(session)
+        assert session.steps.events == [] and not session.steps.started
+        assert h.back(session)[h.ui.header] == ""  # nothing left to go back to
+
+
+def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
+    """Issue 30: the step-through kept every full event (a K = 5000 step's whole trie) without a
+    bound. It keeps compact events, as Send does, and at most `max_steps` per answer, then says
+    so instead of taking more."""
+    h = teach_handlers(runtime)
+    t, session = h.ui, Session(steps=Stepper(max_steps=3))
+    knobs = step_knobs(**KNOBS)
+    out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
+    st = session.steps
+    assert len(st.events) == 3 and not st.finished and "Step 3 of 3" in out[t.header]
+    assert "keeps 3 steps of one answer" in out[t.status] and "New answer" in out[t.status]
+    with_trie = [e for e in st.events if e.trie is not None and len(e.trie)]
+    assert with_trie and all(e.trie_nodes is not None for e in with_trie)  # compact: the part the panels draw
+    out = h.next(MESSAGE, session, STORE, 16, **knobs)  # at the bound: no step is taken
+    assert len(st.events) == 3 and "keeps 3 steps" in out[t.status]
+    assert "Step 2 of 3" in h.back(session)[t.header]  # the steps kept still show
+    h.restart(session)
+    assert "Step 1 of 1" in h.next(MESSAGE, session, STORE, 16, **knobs)[t.header]  # a new answer starts afresh
 
 
 def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:
@@ -308,7 +347,7 @@ def test_prompt_lookup_clock_ticks_once_per_forward(runtime, lm):
 
 def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
     session = Session()
-    updates = list(session.compare(runtime, MESSAGE, STORE, knob_values(**KNOBS)))
+    updates = list(compare_on(session, runtime, MESSAGE, STORE, knob_values(**KNOBS)))
     last = updates[-1]
     assert last.timeline is not None, last.status
     fig = last.timeline
@@ -444,9 +483,9 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
 
     h = teach_handlers(runtime)
     t, page = h.ui, h.chat
-    knobs = knob_args(**KNOBS)
+    knobs = knob_values(**KNOBS)
     for ex in guided.GUIDED_EXAMPLES:
-        out = h.example(ex.title, *knobs)
+        out = h.example(ex.title, **knobs)
         values = {k.name: out[page.knobs[k.name]] for k in APP_KNOBS}  # every knob is set
         for name, value in ex.knobs:
             assert values[name] == value, (ex.title, name)
@@ -456,9 +495,9 @@ def test_guided_examples_set_prompt_store_mode_and_knobs(runtime):
         if ex.mode == "step":  # the Step through view opens
             assert out[t.msg] == ex.prompt and out[t.c] == dict(ex.knobs)["c"]
             assert out[t.views]["selected"] == teach_tab.STEP_VIEW
-            assert page.answer.box not in out  # the chat's message box is left as it is
+            assert page.box not in out  # the chat's message box is left as it is
         else:  # Send and Compare are in the Chat view
-            assert out[page.answer.box] == ex.prompt and t.msg not in out
+            assert out[page.box] == ex.prompt and t.msg not in out
             assert out[t.views]["selected"] == teach_tab.CHAT_VIEW
         # Only STORE is built in this runtime: a store it lacks falls back, and the note says so.
         assert store in ([STORE], [])  # the datastores multi-select's value

@@ -48,7 +48,12 @@ def backend(tmp_path):
 
 def job(max_new_tokens=64, stores=("code",), max_seconds=0.0, **cfg) -> ModelJob:
     config = GenerationConfig(max_new_tokens=max_new_tokens, **cfg)
-    return ModelJob("no-host", StoreSet(tuple(stores), tuple(Path(s) for s in stores)), PROMPT, config, max_seconds)
+    return ModelJob(
+        stores=StoreSet(tuple(stores), tuple(Path(s) for s in stores)),
+        prompt_ids=PROMPT,
+        config=config,
+        max_seconds=max_seconds,
+    )
 
 
 def test_an_answer_from_vllm_becomes_step_events_with_its_accepted_drafts_highlighted(backend):
@@ -107,7 +112,9 @@ def test_compare_runs_both_lanes_on_the_same_server_and_unserved_stores_go_nativ
     sent = len(backend.fake.bodies)
     list(calls.answer(job(stores=("my-upload",))))
     assert native and len(backend.fake.bodies) == sent  # a store the server does not have: the native engine
-    own = ModelJob("no-host", StoreSet(("code",), (Path("code"),), owner="session-1"), PROMPT, GenerationConfig())
+    own = ModelJob(
+        stores=StoreSet(("code",), (Path("code"),), owner="session-1"), prompt_ids=PROMPT, config=GenerationConfig()
+    )
     list(calls.answer(own))
     assert len(native) == 2 and len(backend.fake.bodies) == sent  # a session's own upload, whatever its name
     unknown = VllmBackend(VllmServer(url="http://127.0.0.1:9"), None)  # a server given by url

@@ -1,0 +1,197 @@
+"""Step through: one visitor's answer advanced one REST step per click (Next step, Back, Run to
+end, New answer), each step shown as its phases (captions and figures from rest_core.ui.phases;
+the state is the visitor's rest_core.ui.stepper.Stepper, `Session.steps`), and the page's clicks
+while the model is busy (queued, at most MAX_WAITING per page). No Gradio here: each action
+returns a `StepView` that teach_tab.py maps onto its panels.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rest_core.config import ConfigError
+from rest_core.ui import answer_view, phases, style, trie_view
+from rest_core.ui.chat import message_too_long, time_limit_note
+from rest_core.ui.lifecycle import admit_job
+from rest_core.ui.runtime import Runtime
+from rest_core.ui.session import Session
+from rest_core.ui.stepper import Stepper, step_c
+from rest_core.ui.style import status_html
+
+log = logging.getLogger("rest.app")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepView:
+    """The step-through's panels for the stepper's current step (empty before the first)."""
+
+    header: str = ""
+    answer: str = ""
+    retrieve: str = ""
+    trie_caption: str = ""
+    trie: Any = None  # plotly Figure
+    verify: str = ""
+    mask: Any = None  # plotly Figure: the tree attention mask
+    accept: str = ""
+    status: str = ""
+
+
+def step_view(st: Stepper, status: str = "") -> StepView:
+    ev = st.event
+    if ev is None:
+        empty = trie_view.empty_figure("Press Next step.", height=260)
+        return StepView(trie=empty, mask=empty, status=status)
+    p = phases.step_panels(
+        ev,
+        st.context(),
+        st.tokenizer,
+        st.config.retrieval if st.config else None,
+        n_steps=len(st.events),
+        stores=st.stores,
+    )
+    answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
+    return StepView(
+        header=p.header,
+        answer=f'<div class="answer">{answer}</div>',
+        retrieve=p.retrieve,
+        trie_caption=p.trie_caption,
+        trie=p.trie,
+        verify=p.verify,
+        mask=p.mask,
+        accept=p.accept,
+        status=status,
+    )
+
+
+def run_step(st: Stepper, action: Callable[[], Any]) -> StepView:
+    """Do `action` on the stepper and show where it got to; a failure is a message in the page,
+    and so is a note `action` returns (a string: why it stopped short)."""
+    try:
+        stopped = action()
+    except (ConfigError, ValueError) as exc:
+        return step_view(st, status_html(style.esc(str(exc)), "err"))
+    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
+        log.error("step-through failed:\n%s", traceback.format_exc())
+        st.close()
+        return step_view(st, status_html(style.esc(f"step-through failed: {exc}"), "err"))
+    if isinstance(stopped, str) and stopped:
+        return step_view(st, status_html(style.esc(stopped), "warn"))
+    if st.full and st.pos == len(st.events) - 1:
+        return step_view(st, status_html(style.esc(steps_kept_note(st.max_steps)), "warn"))
+    note = "The answer is complete." if st.finished and st.pos == len(st.events) - 1 else ""
+    return step_view(st, status_html(note) if note else "")
+
+
+def run_to_end(max_seconds: float) -> Callable[[Stepper], str]:
+    """Run to end's move: every remaining step, for at most `max_seconds` (0: no limit) as a
+    chat answer; returns the note when the limit stopped it ("" otherwise)."""
+
+    def move(st: Stepper) -> str:
+        if not st.run_to_end(max_seconds):
+            return ""
+        return (
+            f"Run to end {time_limit_note(max_seconds)}: the model is shared, so one request may use it for "
+            f"{max_seconds:g} s at most. Press Run to end again to go on."
+        )
+
+    return move
+
+
+def _new_answer(st: Stepper, message: str) -> bool:
+    """Whether Next / Run to end start a new answer: none is under way, or the box holds another message."""
+    typed = (message or "").strip()
+    return not st.started or bool(typed and typed != st.message)
+
+
+def advance(
+    runtime: Runtime,
+    move: Callable[[Stepper], Any],
+    message: str,
+    session: Session,
+    store: Any,
+    c: float,
+    knobs: Mapping[str, Any],
+) -> StepView:
+    """Next step / Run to end (`move`, see run_step) on the visitor's step-through: first starts
+    an answer to the message, on the chosen stores (the visitor's own uploads included), when
+    none is under way. A message over the server's limit is refused before anything tokenizes it."""
+    st = session.steps
+    message = style.clean_text(message)
+    new = _new_answer(st, message)
+    refused = message_too_long(message, runtime.settings.max_message_chars) if new else None
+    if refused:
+        return step_view(st, status_html(style.esc(refused), "warn"))
+
+    def act() -> Any:
+        budget = step_c(c)  # checked on every move: a bad c is a message, never a traceback
+        if new:
+            private, owner = session.corpora.uploads, session.key
+            st.start(runtime, message, store, dict(knobs), budget, private=private, owner=owner)
+        return move(st)
+
+    return run_step(st, act)
+
+
+MAX_WAITING = 4  # a page's step clicks (Next step, Run to end) queued at once
+
+
+def ask_step(runtime: Runtime, st: Stepper, what: str = "step") -> str:
+    """A page's click of Next step or Run to end (`what`: "step" or "run"), before it joins the
+    model's queue: queued unless MAX_WAITING of this page's clicks wait already; the verdict
+    goes to `st.tickets` for the queue's validator (admit_click). Returns the status line to
+    show at once: the model is busy and the click waits, it is being taken, or it was refused."""
+    with st.clicks_lock:
+        if st.waiting >= MAX_WAITING:
+            st.tickets.append(False)
+            return status_html(style.esc(STEPS_WAITING), "warn")
+        st.waiting += 1
+        st.tickets.append(True)
+        ahead = st.waiting - 1
+    doing = "Running to the end" if what == "run" else f"Taking step {st.pos + 1 + st.waiting}"
+    if runtime.busy or ahead:
+        mine = f" ({ahead} earlier click{'s' if ahead != 1 else ''} of yours first)" if ahead else ""
+        return status_html(
+            style.esc(f"Waiting for the model: another answer is running{mine}. {doing} as soon as it is done…"), "warn"
+        )
+    return status_html(style.esc(f"{doing}…"))
+
+
+STEPS_WAITING = (
+    f"{MAX_WAITING} of your clicks are waiting for the model already: this one was not queued. "
+    "Click again once a step shows."
+)
+
+
+def admit_click(runtime: Runtime, session: Session) -> bool:
+    """The queue's validator of Next step / Run to end: the page's verdict on the click
+    (ask_step), or for an API call, which has none, one job per session as Send's (admit_job)."""
+    st = session.steps
+    with st.clicks_lock:
+        page_click = bool(st.tickets)
+        ok = st.tickets.popleft() if page_click else admit_job(runtime, session)
+        if ok:
+            st.admitted.append(page_click)
+    return ok
+
+
+def click_done(session: Session) -> None:
+    """A queued step click ended (taken, failed or cancelled): it waits no more."""
+    st = session.steps
+    with st.clicks_lock:
+        page_click = st.admitted.popleft() if st.admitted else False
+        if page_click:
+            st.waiting = max(0, st.waiting - 1)
+    if not page_click:
+        session.job_done()
+
+
+def steps_kept_note(max_steps: int) -> str:
+    """The step-through's line once an answer holds as many steps as it keeps."""
+    return (
+        f"The step-through keeps {max_steps} steps of one answer, and this one has them all: press New answer to "
+        "start again, or use Send in Chat for a long answer."
+    )

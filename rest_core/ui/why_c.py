@@ -1,0 +1,48 @@
+"""Why this c?: the measured forward-cost curve and the expected speedup against the draft budget
+c, over the visitor's step-through answer (or its last chat answer). One model call (the cost
+curve); the figure and caption come from rest_core.ui.why_c_view and source_share. No Gradio here."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+from rest_core.config import ConfigError
+from rest_core.ui import style, why_c_view
+from rest_core.ui.chat import time_limit_note
+from rest_core.ui.runtime import NO_STORE, Runtime
+from rest_core.ui.session import Session
+from rest_core.ui.source_share import source_share_html
+from rest_core.ui.stepper import STEP_C_MAX, step_c
+from rest_core.ui.style import status_html
+
+log = logging.getLogger("rest.app")
+
+
+def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
+    """Why this c?: the measured forward-cost curve and the expected speedup against c, over this
+    visitor's step-through answer (or its last chat answer): (figure, caption); the figure is
+    None when the cost could not be measured (the caption then says why)."""
+    try:
+        asked = step_c(c)
+    except ConfigError as exc:
+        return None, status_html(style.esc(str(exc)), "err")
+    events, answer = list(session.steps.events), "The step-through's answer"
+    if not events and session.chat.view is not None:
+        events, answer = list(session.chat.view.events), "The last chat answer"
+    limit = runtime.settings.max_seconds
+    try:  # one model call, within the request's time limit as Send's: larger sizes are extrapolated
+        curve = runtime.calls.cost(NO_STORE, STEP_C_MAX + 1, limit)
+    except Exception as exc:  # noqa: BLE001
+        log.error("cost curve failed:\n%s", traceback.format_exc())
+        return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
+    chosen = events[-1].c if events else asked
+    fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
+    caption = why_c_view.why_c_caption(curve, events, chosen, answer, max_c=STEP_C_MAX)
+    if curve.sizes[-1] <= STEP_C_MAX:
+        caption += (
+            f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
+            "the cost past it is extrapolated."
+        )
+    return fig, f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen)

@@ -1,0 +1,71 @@
+"""The page's words: the header, the example prompts, the step-through's notes, why one forward
+over many tokens pays, and the glossary. Plain strings (Markdown or HTML) that app.py and
+teach_tab.py put on the page."""
+
+HEADER = """
+<div id="header">
+<h1>REST: retrieval-based speculative decoding, live</h1>
+<p>Each step, REST looks up the last few tokens of the conversation in a <b>datastore</b> (a suffix array over a real
+corpus) and in the <b>conversation itself</b>, merges what followed them into a trie, and lets the model check the
+heaviest draft tokens in <b>one</b> forward pass. Accepted drafts cost no extra steps; the text is exactly what plain
+decoding would write.</p>
+</div>
+"""
+
+EXAMPLES = [
+    ["Write a Python function that checks whether a string is a palindrome, with a docstring and two tests."],
+    ["Write a Python class Stack with push, pop, peek and is_empty methods."],
+    ["What are three tips for staying productive when working from home?"],
+    ["Explain the difference between a list and a tuple in Python."],
+]
+
+STEP_NOTE = (
+    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
+    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
+    "between steps and the budget is not the fast one. Use Send and Compare for speed."
+)
+
+GLOSSARY = """
+| term | meaning |
+|---|---|
+| **datastore** | a large corpus (chat answers, Python code) stored as token ids with a suffix array, so any token sequence is found in it by binary search. The store named *chat* is a corpus of ShareGPT conversations, not this conversation |
+| **suffix array** | every position of the corpus, sorted by the text that starts there; all occurrences of a token sequence sit next to each other in it, so two binary searches find them all |
+| **conversation (context)** | the draft source that is this conversation itself (the prompt and the answer so far), searched the same way: an answer that repeats earlier text drafts itself |
+| **n_max, n_min** | the longest and shortest context suffix (the last n tokens) looked up; the longest one that occurs wins |
+| **m** | how many tokens after each occurrence are taken as a continuation |
+| **K** | at most K occurrences are used; above K a fair sample of K is taken |
+| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
+| **weight** | how likely a node's path is: each source's weight (the *datastore weight* and *context weight* knobs) is split evenly over that source's continuations, and a node adds up the shares of every continuation through it, from both sources |
+| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
+| **c** | the draft budget: how many trie nodes are verified per step. Large c checks more guesses in the same forward: worth it on a GPU, where verifying 64 tokens costs about as much as 1; on a CPU every extra token costs time, so a small c wins (see *Why this c?*) |
+| **auto budget** | picks c per step: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the c whose expected accepted tokens per millisecond is best |
+| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
+| **KV cache** | the keys and values the model computed for every earlier token, kept so that a step computes only its new tokens; after a step the rejected drafts' entries are dropped |
+| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
+| **rows** | the tokens of one verify forward, one row each: row 0 is the root, row i the i-th drafted node; in the mask, a row is what that token may attend to |
+| **position id** | the position in the text the model is told a token has: a drafted node sits at its root's position plus its depth, so siblings share one position, as they would in their own branch |
+| **lazy logits** | the output head (the largest matrix of a small model) scores only the rows the acceptance walk reaches, not every drafted row |
+| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
+| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
+| **prompt lookup** | transformers' own draft method, compared in *Speed*: it drafts from the prompt and answer only: the last few tokens (transformers' default: up to 2) are looked up earlier in the text and the k = 3 tokens that followed them are drafted as one chain; no datastore, no trie |
+| **temperature, top-p, top-k** | sampling settings: temperature 0 is greedy (always the likeliest token); above 0 the model draws from its distribution, flattened by a higher temperature, cut to the k likeliest tokens (top-k) and to the likeliest ones whose chances add up to p (top-p). REST keeps a draft token only when it equals that draw |
+| **lossless** | the output is exactly what plain decoding writes: a draft token is kept only where it equals the model's own choice (or, sampling, the model's own draw) |
+"""
+
+ONE_FORWARD = """
+#### Why checking many tokens in one forward beats one forward per token
+
+Plain decoding runs the whole model once per token: a forward over the cached text and one new token gives one
+token. REST asks the model about the root and c drafted tokens in **one** forward: every accepted draft token is a
+forward saved, and the model's own next token comes free at the end, so a step writes M tokens (1 + the accepted
+ones) for the price of one forward over 1 + c tokens. On a GPU that price is about that of one token, up to dozens
+of tokens: the forward's time goes into reading the weights, not into the arithmetic, so M is nearly the speedup.
+On a CPU every extra token adds arithmetic, so the forward over 1 + c tokens costs more, and the speedup is M
+divided by that ratio (*Speed* in Chat shows both measured; *Why this c?* in Step through the cost against c).
+Either way the text is the same: a draft token is kept only where the model would have written it.
+"""
+
+WHY_C_NOTE = (
+    "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
+    "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
+)
