@@ -33,7 +33,7 @@ from gradio.utils import get_upload_folder as gradio_upload_folder
 
 import chat_tab
 import teach_tab
-from rest_core.ui import answer_view, lifecycle, words
+from rest_core.ui import answer_view, fairness, lifecycle, words
 from rest_core.ui.runtime import Runtime, StoreBuilds, model_spec, start_warm_up
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
@@ -54,7 +54,7 @@ except ImportError:  # anywhere else the calls run as they are
     HAVE_SPACES = False
 
 
-QUEUE_SIZE = lifecycle.QUEUE_SIZE  # requests waiting for the model, all sessions together
+QUEUE_SIZE = fairness.QUEUE_SIZE  # requests waiting for the model, all sessions together
 
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
@@ -179,6 +179,10 @@ def main(argv: list[str] | None = None) -> None:
         runtime.loaded()
     print(f"REST app: model {settings.model} on {settings.device}, datastores in {settings.datastores}", flush=True)
     app = build_app(settings, runtime, builds)
+    # Uvicorn believes X-Forwarded-For from loopback peers and rewrites the client's address with
+    # it, so a local script could name itself anew with each request; the app reads that header
+    # itself, as far as --trusted-proxies says (rest_core.ui.fairness.client_address).
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
     app.demo.launch(
         server_name=settings.host,
         max_file_size=f"{settings.max_upload_mb:g}mb"

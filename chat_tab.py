@@ -285,14 +285,14 @@ class Handlers:
         knobs by name (the HTTP API's parameters take their names)."""
         return [self.ui.answer.box, self.ui.session, self.ui.store], dict(self.ui.knobs)
 
-    def admit(self, message: str, session: Session, store: str, **knobs: Any) -> list[dict]:
+    def admit(self, message: str, session: Session, store: str, request: gr.Request = None, **knobs: Any) -> list[dict]:
         """Validator of the generating events, run when a request is queued (before it waits):
-        a session may have `max_jobs` generations queued or running, a second one is refused
-        with a message (on the message box) instead of taking a place in the queue every user
-        shares. One verdict per input."""
-        admitted = lifecycle.admit_job(self.runtime, as_session(session))
+        a session may have `max_jobs` generations queued or running and a client address
+        `client_jobs` over all its sessions; one more is refused with a message (on the message
+        box) instead of taking a place in the queue every user shares. One verdict per input."""
+        why = lifecycle.admit_job(self.runtime, as_session(session), request)
         positional, named = self.model_inputs()
-        return teach_tab.verdicts(admitted, [*positional, *named.values()], shown_on=self.ui.answer.box)
+        return teach_tab.verdicts(not why, [*positional, *named.values()], shown_on=self.ui.answer.box, refusal=why)
 
     def respond(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[dict]:
         """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
@@ -303,12 +303,12 @@ class Handlers:
                 for u in updates:
                     yield self._answer(u, session)
         finally:
-            session.job_done()
+            lifecycle.job_done(self.runtime, session)
 
     def stop(self, session: Session) -> dict:
         """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
         session = as_session(session)
-        session.jobs = []  # Stop cancels this session's queued requests too
+        lifecycle.drop_jobs(self.runtime, session)  # Stop cancels this session's queued requests too
         return self._answer(session.chat.stop(self.runtime), session)
 
     def clear(self, session: Session, current: Any = None) -> dict:
@@ -361,7 +361,7 @@ class Handlers:
                     )
                     yield _given(parts) or gr.skip()
         finally:
-            session.job_done()
+            lifecycle.job_done(self.runtime, session)
 
     def refresh_stores(self, current: Any, session: Session, default_first: bool = False) -> dict:
         """Timer (while builds run): datastore choices and the build banner; the choice is kept."""
@@ -426,7 +426,9 @@ def wire(h: Handlers, ui: ChatPage) -> None:
     send_ev = a.send.click(h.respond, inputs, [*shown, a.box], **model)
     # Enter in the box sends as Send does: the page's, not a second API endpoint.
     submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], api_visibility="private", **model)
-    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **model)
+    # Compare is a long job: its own lane (one at a time), giving the model to Send between its steps.
+    long = dict(model, concurrency_limit=1, concurrency_id="long")
+    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **long)
     generating = [send_ev, submit_ev, compare_ev]
     a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)
     a.clear.click(

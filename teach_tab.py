@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 
 from rest_core.ui import guided, step_through, trie_view, words
-from rest_core.ui.lifecycle import BUSY, admit_job, as_session
+from rest_core.ui.lifecycle import BUSY, admit_job, as_session, job_done
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT
@@ -254,22 +254,20 @@ class TeachHandlers:
         named = {name: widget for name, widget in self.chat.knobs.items() if name != "c"}
         return [self.ui.msg, self.chat.session, self.chat.store, self.ui.c], named
 
-    def admit(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> list[dict]:
+    def admit(
+        self, message: str, session: Session, store: Any, c: float, request: gr.Request = None, **knobs: Any
+    ) -> list[dict]:
         """Validator of Next step and Run to end: the page's verdict on the click (ask_next),
-        or for an API call one job queued or running per session, as Send's; the refusal is
-        shown on the message box (and, for a click, in the status already)."""
-        session = as_session(session)
-        clicked = bool(session.steps.tickets)
-        ok = step_through.admit_click(self.runtime, session)
+        or for an API call the jobs per session and per client that Send's admission allows;
+        the refusal is shown on the message box (and, for a click, in the status already)."""
+        why = step_through.admit_click(self.runtime, as_session(session), request)
         positional, named = self.step_inputs()
-        refusal = step_through.STEPS_WAITING if clicked else BUSY
-        return verdicts(ok, [*positional, *named.values()], shown_on=self.ui.msg, refusal=refusal)
+        return verdicts(not why, [*positional, *named.values()], shown_on=self.ui.msg, refusal=why or BUSY)
 
-    def admit_why(self, session: Session, c: float) -> list[dict]:
+    def admit_why(self, session: Session, c: float, request: gr.Request = None) -> list[dict]:
         """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
-        return verdicts(
-            admit_job(self.runtime, as_session(session)), [self.chat.session, self.ui.c], shown_on=self.ui.c
-        )
+        why = admit_job(self.runtime, as_session(session), request)
+        return verdicts(not why, [self.chat.session, self.ui.c], shown_on=self.ui.c, refusal=why or BUSY)
 
     def next(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""
@@ -285,7 +283,7 @@ class TeachHandlers:
         try:
             return self._show(step_through.advance(self.runtime, move, message, session, store, c, knobs), session)
         finally:
-            step_through.click_done(session)
+            step_through.click_done(self.runtime, session)
 
     def back(self, session: Session) -> dict:
         session = as_session(session)
@@ -303,7 +301,7 @@ class TeachHandlers:
         try:
             fig, caption = why_c(self.runtime, session, c)
         finally:
-            session.job_done()
+            job_done(self.runtime, session)
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
 
@@ -333,14 +331,17 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
     model["inputs_kwargs"] = named  # the knobs by name
     now = dict(concurrency_limit=None, show_progress="hidden", api_visibility="undocumented", **every)
     t.next.click(h.ask_next, [ui.session], [t.status], **now).then(h.next, inputs, outs, **model)
-    t.end.click(h.ask_end, [ui.session], [t.status], **now).then(h.run_to_end, inputs, outs, **model)
+    # Run to end is a long job: its own lane (one at a time), giving the model to a Send or a
+    # Next step between two of its steps.
+    long = dict(model, concurrency_id="long")
+    t.end.click(h.ask_end, [ui.session], [t.status], **now).then(h.run_to_end, inputs, outs, **long)
     t.back.click(h.back, [ui.session], outs, concurrency_limit=None)
     t.restart.click(h.restart, [ui.session], outs, concurrency_limit=None)
     # Enter in the message box takes a step as Next step does: the page's, not a second API endpoint.
     t.msg.submit(h.ask_next, [ui.session], [t.status], **now).then(
         h.next, inputs, outs, **{**model, "api_visibility": "private"}
     )
-    why = dict(concurrency_limit=1, concurrency_id="model", validator=h.admit_why)
+    why = dict(concurrency_limit=1, concurrency_id="long", validator=h.admit_why)
     t.why_btn.click(h.why_c, [ui.session, t.c], [t.why_fig, t.why_cap], **why)
     t.pick.input(
         h.example,

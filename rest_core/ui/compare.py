@@ -24,6 +24,7 @@ from rest_core.ui.compare_view import (
     speedup_explained,
     timeline_figure,
 )
+from rest_core.ui.fairness import LONG
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.style import clean_text, esc, status_html
@@ -74,7 +75,7 @@ def compare(
         # The three runs together keep to the request's time limit: a third each.
         limit = runtime.settings.max_seconds / 3
         runtime.claim_cache(stores, owner)
-        job = ModelJob(stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=limit)
+        job = ModelJob(stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=limit, lane=LONG)
         results, lookup, cut = yield from _compared_runs(runtime, job, what)
         table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut)
         done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)

@@ -17,6 +17,14 @@ from contextlib import contextmanager
 from typing import Any
 
 SHORT, LONG = "short", "long"  # the gate's lanes: short jobs go first
+QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
+
+
+def job_horizon(max_seconds: float, queue_size: int = QUEUE_SIZE) -> float:
+    """The longest a job can wait in a queue of `queue_size` and then run (seconds), given the
+    server's time limit per request: admissions older than this no longer count (a job the queue
+    dropped unrun never reports back)."""
+    return (queue_size + 1) * max_seconds + 60 if max_seconds else 3600.0
 
 
 def client_address(headers: Mapping[str, str] | None, peer: str | None, trusted_proxies: int = 0) -> str:
@@ -109,12 +117,12 @@ class ModelGate:
                 return self._waiting[lane][0]
         return None
 
-    @contextmanager
-    def hold(self, lane: str = SHORT) -> Iterator[None]:
-        """Hold the model for the block; waits while it is held or an earlier or higher-lane
-        job waits."""
+    def acquire(self, lane: str = SHORT) -> float:
+        """Take the model; waits while it is held or an earlier or higher-lane job waits.
+        Returns the seconds waited."""
         if lane not in self._waiting:
             raise ValueError(f"unknown lane {lane!r}")
+        t0 = time.monotonic()
         with self._cond:
             ticket = next(self._tickets)
             self._waiting[lane].append(ticket)
@@ -124,17 +132,39 @@ class ModelGate:
             finally:
                 self._waiting[lane].remove(ticket)
             self._held = True
+        return time.monotonic() - t0
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+    @contextmanager
+    def hold(self, lane: str = SHORT) -> Iterator[None]:
+        """Hold the model for the block (acquire, then release however it ends)."""
+        self.acquire(lane)
         try:
             yield
         finally:
-            with self._cond:
-                self._held = False
-                self._cond.notify_all()
+            self.release()
+
+    def let_short_in(self, lane: str) -> float:
+        """Called by the holder between two steps: a LONG holder gives the model to the short
+        jobs waiting now and takes it back after them (and after long jobs that waited
+        before it). Returns the seconds it was without the model (0: nobody was let in)."""
+        if lane != LONG or not self.waiting(SHORT):
+            return 0.0
+        self.release()
+        return self.acquire(LONG)
 
     def waiting(self, lane: str | None = None) -> int:
         """Jobs waiting for the model (in one lane, or both)."""
         with self._cond:
             return sum(len(v) for k, v in self._waiting.items() if lane in (None, k))
+
+    def locked(self) -> bool:
+        """Whether a job holds the model now (as threading.Lock.locked)."""
+        return self._held
 
     @property
     def held(self) -> bool:

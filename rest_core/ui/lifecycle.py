@@ -13,14 +13,17 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from rest_core.ui.fairness import job_horizon, request_address
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
-from rest_core.ui.settings import Settings
 
 log = logging.getLogger("rest.app")
 
-QUEUE_SIZE = 32  # requests waiting for the model, all sessions together
 BUSY = "Your previous request is still queued or running: wait for it to finish (or Stop it)."
+CLIENT_BUSY = (
+    "Requests from your address (other tabs or scripts) already hold {n} places in the model's queue: "
+    "wait for one of them to finish."
+)
 
 
 def as_session(value: Any) -> Session:
@@ -72,6 +75,7 @@ class OpenPages:
         object stays the page's state, empty."""
         with self._lock:
             self._uploading.pop(session.key, None)
+        drop_jobs(self.runtime, session)
         session.release(self.runtime)
         return session
 
@@ -94,7 +98,7 @@ class OpenPages:
     def sweep(self, now: float | None = None) -> list[Session]:
         """Release the uploading sessions idle for longer than the session TTL; returns them."""
         s = self.runtime.settings
-        horizon = job_horizon(s, QUEUE_SIZE)
+        horizon = job_horizon(s.max_seconds)
         with self._lock:
             idle = [x for x in self._uploading.values() if s.session_ttl and x.idle_s(horizon, now) > s.session_ttl]
         for session in idle:
@@ -134,15 +138,34 @@ def _start_sweeper(pages: OpenPages, period_s: float) -> threading.Thread:
     return thread
 
 
-def job_horizon(settings: Settings, queue_size: int) -> float:
-    """The longest a generation can wait in a queue of `queue_size` and then run (seconds): a
-    session's admissions older than this no longer count (Session.admit)."""
-    return (queue_size + 1) * settings.max_seconds + 60 if settings.max_seconds else 3600.0
-
-
-def admit_job(runtime: Runtime, session: Session) -> bool:
+def admit_job(runtime: Runtime, session: Session, request: Any = None) -> str:
     """Whether `session` may queue one more job on the model (Send, Compare, a step, Run to end,
-    Why this c?): at most the server's max_jobs queued or running per session (Session.admit).
-    Asked when a request is queued, so a refused one never takes a place in the shared queue."""
+    Why this c?): "" if so, else why not. At most the server's max_jobs queued or running per
+    session (Session.admit), and client_jobs per client address over all its sessions
+    (fairness.ClientJobs: a script that opens a session per request cannot fill the queue that
+    every visitor shares). Asked when a request is queued, so a refused one takes no place in it."""
     s = runtime.settings
-    return session.admit(s.max_jobs, job_horizon(s, QUEUE_SIZE))
+    if not session.admit(s.max_jobs, job_horizon(s.max_seconds)):
+        return BUSY
+    if request is not None:
+        session.client = request_address(request, s.trusted_proxies)
+    if not runtime.clients.admit(session.client):
+        session.jobs.pop()  # the admission just made
+        return CLIENT_BUSY.format(n=s.client_jobs)
+    return ""
+
+
+def job_done(runtime: Runtime, session: Session) -> None:
+    """An admitted job ended (finished, failed or cancelled): it counts no more, for its session
+    nor for its client (a job that Stop or Clear already dropped is not counted twice)."""
+    if session.jobs:
+        runtime.clients.done(session.client)
+    session.job_done()
+
+
+def drop_jobs(runtime: Runtime, session: Session) -> None:
+    """Stop, Clear, expiry, a closed page: the session's queued jobs are cancelled, so they count
+    no more for its client either."""
+    for _ in session.jobs:
+        runtime.clients.done(session.client)
+    session.jobs = []

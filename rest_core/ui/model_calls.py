@@ -32,15 +32,17 @@ from rest_core.bench.prompt_lookup import PLD_K, LookupRun, run_prompt_lookup
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
+from rest_core.ui.fairness import LONG, SHORT, ModelGate
 from rest_core.ui.trie_view import compact_event
 
 log = logging.getLogger("rest.app")
 
 
 class Models(Protocol):
-    """What a model call runs on: the engine over a set of stores, and the model's lock."""
+    """What a model call runs on: the engine over a set of stores, and the model's gate (a lock
+    whose short lane goes first, rest_core.ui.fairness.ModelGate)."""
 
-    lock: threading.Lock
+    lock: ModelGate
 
     def engine(self, stores: Any) -> Any: ...
 
@@ -58,6 +60,7 @@ class ModelJob:
     max_seconds: float = 0.0
     max_steps: int = 0
     row_tokens: bool = False
+    lane: str = SHORT  # LONG (Run to end, Compare): gives the model to waiting short jobs between steps
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,13 @@ class Steps:
 
 
 def answer_stream(models: Models, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
-    """An answer's steps as they come, holding the model's lock: compact events (the trie the
-    page draws, rest_core.ui.trie_view.compact_event), at most job.max_steps of them; after
-    job.max_seconds on the model (counted from when the lock was taken) a TimeLimit ends them."""
+    """An answer's steps as they come, holding the model: compact events (the trie the page
+    draws, rest_core.ui.trie_view.compact_event), at most job.max_steps of them; after
+    job.max_seconds on the model (counted from when it was taken, pauses left out) a TimeLimit
+    ends them. A LONG job lets the short jobs waiting for the model (a Send) in between two of its
+    steps, so they wait for one step of it, not all of it."""
     engine = models.engine(job.stores)
-    with models.lock:
+    with models.lock.hold(job.lane):
         deadline = time.monotonic() + job.max_seconds if job.max_seconds > 0 else None
         steps = engine.generate(list(job.prompt_ids), job.config, row_tokens=job.row_tokens)
         try:
@@ -98,6 +103,9 @@ def answer_stream(models: Models, job: ModelJob) -> Iterator[StepEvent | TimeLim
                 if deadline is not None and time.monotonic() > deadline:
                     yield TimeLimit()
                     return
+                paused = models.lock.let_short_in(job.lane)  # the generator's state is its own meanwhile
+                if deadline is not None:
+                    deadline += paused
         finally:
             steps.close()  # the engine keeps the KV for a call that goes on from here (same process only)
 
@@ -138,7 +146,7 @@ def _prompt_lookup(models: Models, job: ModelJob) -> LookupRun | None:
     if not callable(getattr(model, "generate", None)):
         return None
     try:
-        with models.lock:
+        with models.lock.hold(job.lane):  # one generate call: it cannot pause between steps
             return run_prompt_lookup(
                 model,
                 list(job.prompt_ids),
@@ -154,9 +162,10 @@ def _prompt_lookup(models: Models, job: ModelJob) -> LookupRun | None:
 
 
 def forward_cost(models: Models, stores: Any, max_q: int, max_seconds: float) -> CostCurve:
-    """Why this c?: the measured forward-cost curve for 1..max_q tokens, within max_seconds."""
+    """Why this c?: the measured forward-cost curve for 1..max_q tokens, within max_seconds (a
+    long job: after its first measurement an engine keeps the curve, and later calls are instant)."""
     engine = models.engine(stores)
-    with models.lock:
+    with models.lock.hold(LONG):
         return engine.forward_cost(max_q, max_seconds=max_seconds)
 
 

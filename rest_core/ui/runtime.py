@@ -2,7 +2,8 @@
 builds of the default datastores and the kernel warm-up. No Gradio here (the app wires it).
 
 The model loads on the first request, not at import, so the page comes up at once; one
-generation runs at a time (`Runtime.lock`), since every session shares the one model.
+generation runs at a time (`Runtime.lock`, a gate whose short jobs go before a long job's next
+step), since every session shares the one model.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_PACKAGE
 from rest_core.devices import device_type
 from rest_core.store.opened import OpenStores
 from rest_core.ui.busy import FastestSteps
+from rest_core.ui.fairness import ClientJobs, ModelGate, job_horizon
 from rest_core.ui.model_calls import ModelCalls
 from rest_core.ui.settings import ROOT, Settings
 from rest_core.ui.style import clean_text, esc
@@ -108,8 +110,11 @@ class StoreSet:
 
 class Runtime:
     """The model, its tokenizer and one engine per datastore, loaded on first use and shared by
-    every session. One generation runs at a time (`lock`): the queue's concurrency limit already
-    serializes requests; the lock also covers a cancelled run that is finishing its last step.
+    every session. One generation runs at a time (`lock`, rest_core.ui.fairness.ModelGate): the
+    queue runs one short job (Send, Next step) and one long job (Run to end, Compare, Why this c?)
+    at once, and the gate lets the short one in between two steps of the long one; it also covers
+    a cancelled run that is finishing its last step. `clients` counts each client address's jobs
+    over all its sessions.
 
     Every use of the model goes through `calls` (rest_core.ui.model_calls), wrapped by `gpu`
     (spaces.GPU on a ZeroGPU Space: each call then runs in a process of its own)."""
@@ -135,7 +140,8 @@ class Runtime:
         )  # the fastest steps seen: an answer cut by the time limit says if the machine was busy
         self._build_tok: Any = None
         self._load_lock = threading.Lock()
-        self.lock = threading.Lock()
+        self.lock = ModelGate()  # the one model: short jobs (Send, Next step) before a long job's next step
+        self.clients = ClientJobs(settings.client_jobs, job_horizon(settings.max_seconds))
 
     @property
     def preset(self) -> GenerationConfig:

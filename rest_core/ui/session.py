@@ -29,6 +29,7 @@ class Session:
     # an engine serves (Runtime.drop_owner); unique per visitor.
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     jobs: list[float] = field(default_factory=list)  # admission times of the jobs queued or running
+    client: str = "unknown"  # the address its requests come from (rest_core.ui.fairness.request_address)
     last_used: float = field(default_factory=time.monotonic)  # when a request last used it (touch)
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:

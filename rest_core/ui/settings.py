@@ -45,6 +45,8 @@ class Settings:
     max_message_chars: int = 8000  # longer messages are refused before they are tokenized
     max_seconds: float = 60.0  # a generation (or a comparison, both runs together) stops after this
     max_jobs: int = 1  # generations a session may have queued or running at once
+    client_jobs: int = 2  # jobs one client address may have queued or running, all its sessions together
+    trusted_proxies: int = 0  # proxies in front of the app whose X-Forwarded-For entry is believed (a Space: 1)
     session_ttl: float = 1800.0  # seconds a session's state lives after its last update
     # Uploaded corpora ("Your corpus"): private to the session that built them unless published.
     publish_uploads: bool = False  # a classroom: every session sees every uploaded store
@@ -71,6 +73,20 @@ LIMITS: tuple[tuple[str, type, str, str], ...] = (
         "keeping the answer so far; 0 = no limit (default {d:g})",
     ),
     ("max_jobs", int, "N", "generations one session may have queued or running at once; 0 = no limit (default {d})"),
+    (
+        "client_jobs",
+        int,
+        "N",
+        "jobs on the model one client address may have queued or running, over all its sessions (a script "
+        "opening many sessions cannot fill the queue); 0 = no limit (default {d})",
+    ),
+    (
+        "trusted_proxies",
+        int,
+        "N",
+        "proxies in front of the app (a Hugging Face Space: 1, the default there): a client's address is the "
+        "X-Forwarded-For entry the outermost of them wrote; 0 = the connection's own address (default {d})",
+    ),
     ("session_ttl", float, "S", "forget a session's conversation S seconds after its last update (default {d:g})"),
     (
         "max_upload_mb",
@@ -142,8 +158,15 @@ def settings_from_env(env: Mapping[str, str] = os.environ, have_spaces: bool = F
         backend=_backend(get("REST_BACKEND", "native")),
         vllm_url=get("REST_VLLM_URL", ""),
         vllm_max_seqs=_env_limit(env, "REST_VLLM_MAX_SEQS", int, d.vllm_max_seqs),
-        **{name: _env_limit(env, f"REST_{name.upper()}", kind, getattr(d, name)) for name, kind, _, _ in LIMITS},
+        **{name: _env_limit(env, f"REST_{name.upper()}", kind, _default(env, name, d)) for name, kind, _, _ in LIMITS},
     )
+
+
+def _default(env: Mapping[str, str], name: str, d: Settings) -> Any:
+    """A limit's default: on a Hugging Face Space (SPACE_ID set) one trusted proxy, its front end."""
+    if name == "trusted_proxies" and env.get("SPACE_ID"):
+        return 1
+    return getattr(d, name)
 
 
 def _backend_flags(p: argparse.ArgumentParser, s: Settings) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from rest_core.config import ConfigError
 from rest_core.ui import answer_view, phases, style, trie_view
 from rest_core.ui.chat import message_too_long, time_limit_note
-from rest_core.ui.lifecycle import admit_job
+from rest_core.ui.lifecycle import admit_job, job_done
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.stepper import Stepper, step_c
@@ -166,19 +166,23 @@ STEPS_WAITING = (
 )
 
 
-def admit_click(runtime: Runtime, session: Session) -> bool:
-    """The queue's validator of Next step / Run to end: the page's verdict on the click
-    (ask_step), or for an API call, which has none, one job per session as Send's (admit_job)."""
+def admit_click(runtime: Runtime, session: Session, request: Any = None) -> str:
+    """The queue's validator of Next step / Run to end: "" when admitted, else why not. The
+    page's verdict on the click (ask_step), or for an API call, which has none, the jobs per
+    session and per client that Send's admission allows (admit_job)."""
     st = session.steps
     with st.clicks_lock:
         page_click = bool(st.tickets)
-        ok = st.tickets.popleft() if page_click else admit_job(runtime, session)
-        if ok:
+        if page_click:
+            why = "" if st.tickets.popleft() else STEPS_WAITING
+        else:
+            why = admit_job(runtime, session, request)
+        if not why:
             st.admitted.append(page_click)
-    return ok
+    return why
 
 
-def click_done(session: Session) -> None:
+def click_done(runtime: Runtime, session: Session) -> None:
     """A queued step click ended (taken, failed or cancelled): it waits no more."""
     st = session.steps
     with st.clicks_lock:
@@ -186,7 +190,7 @@ def click_done(session: Session) -> None:
         if page_click:
             st.waiting = max(0, st.waiting - 1)
     if not page_click:
-        session.job_done()
+        job_done(runtime, session)
 
 
 def steps_kept_note(max_steps: int) -> str:

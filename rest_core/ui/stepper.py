@@ -34,6 +34,7 @@ from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
 from rest_core.knobs import BY_NAME
 from rest_core.ui.chat import request_config
+from rest_core.ui.fairness import LONG, SHORT
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.style import clean_text
@@ -144,9 +145,10 @@ class Stepper:
     def started(self) -> bool:
         return self.job is not None or bool(self.events)
 
-    def _take(self, n: int, max_seconds: float = 0.0) -> bool:
+    def _take(self, n: int, max_seconds: float = 0.0, lane: str = SHORT) -> bool:
         """One model call for the next `n` steps (0: to the end, or until `max_seconds`), never
-        past `max_steps` kept; True when the time limit cut it short."""
+        past `max_steps` kept, in the gate's `lane` (LONG: Run to end); True when the time limit
+        cut it short."""
         job = self.job
         room = self.max_steps - len(self.events)
         if job is None or self.finished or room <= 0:
@@ -154,7 +156,7 @@ class Stepper:
         done = self.token_ids()
         if done:
             job = _going_on(job, done)
-        job = replace(job, max_seconds=max_seconds, max_steps=min(n, room) if n else room)
+        job = replace(job, max_seconds=max_seconds, max_steps=min(n, room) if n else room, lane=lane)
         batch = self._calls.steps(job)
         self.events.extend(_renumbered(batch.events, self.events))
         return batch.cut and not self.finished
@@ -183,7 +185,7 @@ class Stepper:
         """Take every remaining step and show the last; with `max_seconds` (> 0) stop taking
         steps once that long has passed. True when the limit stopped it before the end."""
         with self._lock:
-            cut = self._take(0, max_seconds)
+            cut = self._take(0, max_seconds, lane=LONG)  # gives the model to a Send between its steps
             self.pos = len(self.events) - 1
             return cut
 

@@ -75,3 +75,20 @@ def test_short_jobs_take_the_model_before_the_next_chunk_of_a_long_one():
     with pytest.raises(ValueError, match="unknown lane"):
         with gate.hold("vip"):
             pass
+
+
+def test_a_long_job_lets_a_waiting_send_in_between_two_steps_and_goes_on():
+    gate = ModelGate()
+    order: list[str] = []
+    gate.acquire(LONG)  # the long job's first step
+    assert gate.let_short_in(LONG) == 0.0 and gate.locked()  # nobody waits: it keeps the model
+    send = threading.Thread(target=lambda: (gate.acquire(SHORT), order.append("send"), gate.release()))
+    send.start()
+    while not gate.waiting(SHORT):
+        time.sleep(0.005)
+    assert gate.let_short_in(SHORT) == 0.0  # a short holder never gives way
+    paused = gate.let_short_in(LONG)  # between two steps: the Send runs, then the long job goes on
+    order.append("step 2")
+    send.join(5)
+    gate.release()
+    assert order == ["send", "step 2"] and paused >= 0.0 and not gate.locked()
