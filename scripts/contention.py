@@ -71,12 +71,13 @@ def stat(stats_html: object, key: str) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
-def ask(url: str, message: str, max_new_tokens: int, timeout: float = 0.0) -> dict:
+def ask(url: str, message: str, max_new_tokens: int, timeout: float = 0.0, headers: dict | None = None) -> dict:
     """One answer in a fresh session: ok (or why not), its tokens, tokens/s (the stats' figure),
-    the time of the request, of its first token and of its end (perf_counter seconds)."""
+    the time of the request, of its first token and of its end (perf_counter seconds).
+    `headers`: sent with every request (a proxy's X-Forwarded-For, say)."""
     from gradio_client import Client
 
-    client = Client(url, verbose=False)
+    client = Client(url, verbose=False, headers=headers)
     t0 = time.perf_counter()
     job = client.submit(message, "chat", *knob_args(max_new_tokens), api_name="/respond")
     first = None
