@@ -227,9 +227,7 @@ def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPl
     device = args.device if args.device != "auto" else None
     if (device or "").startswith("cpu") or (device is None and not _cuda_visible()):
         kwargs["enforce_eager"] = True  # vLLM's CPU backend: no graph compilation (minutes on 2 cores)
-    # Plain steps of 1 .. 2 x the largest batch: the REST proposer's prior (a batch of B verifies
-    # B + its drafts tokens; beyond the measured sizes CostCurve extrapolates linearly).
-    calibrate = sorted({1, 2, 4, 8, 16, 32, 64, *batches, *(2 * b for b in batches)})
+    calibrate = calibration_sizes(batches, args.spec_k)
     return VllmPlan(
         model=folder,
         prompts=[first_turn(p) for p in problems],
@@ -241,8 +239,19 @@ def prepare(args: Any, problems: list, *, tokenizer: Any, folder: str) -> VllmPl
         warmup=[warm, warm * max(1, batches[-1] // len(warm))] if warm else [],
         dtype=dtype,
         llm_kwargs=kwargs,
-        calibrate=[b for b in calibrate if b <= max(2 * batches[-1], 4)],
+        calibrate=calibrate,
     )
+
+
+def calibration_sizes(batches: Sequence[int], k: int) -> list[int]:
+    """The plain step costs ar measures for the REST proposer's prior: 1 up to the widest verify
+    step the bench may ask (a batch of B verifies B + its drafts: up to 2 x the largest batch, and
+    at least 1 + k, one request with a full chain). Beyond the measured sizes CostCurve extrapolates
+    the last slope: measuring only 1, 2 and 4 at batch 1 (a flat 123 ms on HumanEval 10-19) made a
+    17-token step look as cheap as one token, and the hybrid drafted chains whose tails (predicted
+    to be accepted a few times in a thousand) could not pay for the wider step."""
+    top = max(2 * max(batches), 1 + k)
+    return sorted(b for b in {1, 2, 4, 8, 16, 32, 64, *batches, *(2 * b for b in batches), 1 + k} if b <= top)
 
 
 def _cuda_visible() -> bool:

@@ -284,3 +284,11 @@ def test_serve_without_a_vllm_environment_says_how_to_make_one(monkeypatch, tmp_
     model.mkdir()
     assert main(["serve", "--model", str(model), "--method", "context", "--dry-run"]) == 2
     assert "run `make serve-env`" in capsys.readouterr().err
+
+
+def test_ar_times_every_step_width_the_proposer_may_verify():
+    """At batch 1 a full chain is a 1 + k token step: its cost is measured, not extrapolated
+    from 1..4 (a flat line there made long chains look free)."""
+    assert vllm_bench.calibration_sizes([1], 16) == [1, 2, 4, 8, 16, 17]
+    assert vllm_bench.calibration_sizes([1, 8, 32], 16) == [1, 2, 4, 8, 16, 17, 32, 64]
+    assert max(vllm_bench.calibration_sizes([4], 2)) == 8  # 2 x the largest batch when that is wider
