@@ -1,0 +1,97 @@
+"""A request's `vllm_xargs` as a hostile client may send them to `rest_core serve`: huge or odd
+`rest_answers` names, thousands of namespaces, unknown store names, odd types. The proposer runs
+inside vLLM's engine, so one exception there takes the whole server down, and what it keeps per
+request or namespace is memory a client can make it hold. Driven without vLLM, as in
+test_serve_proposer.py.
+
+vLLM 0.32's OpenAI server narrows what can arrive: `vllm_xargs` is `dict[str, str | int | float |
+list[str | int | float]]` (pydantic: null, objects and nested lists are refused with a 400, JSON
+true/false arrive as 1/0); the body is read with `json.loads` (an integer of over 4300 digits is
+refused); and the request crosses to the engine core as msgpack (an integer beyond 64 bits or a
+lone surrogate cannot be encoded there). The proposer is checked against more than that anyway:
+the offline API (`SamplingParams(extra_args=...)`) hands over any object."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from rest_core.serve.settings import MAX_ANSWER_NAMESPACES, RequestOptions
+from tests.serve import test_serve_proposer as served
+from tests.serve.test_serve_proposer import MAX_LEN, MAX_REQS, make
+
+tok, model_dir, store_dir = served.tok, served.model_dir, served.store_dir  # its fixtures
+
+MB = 1_000_000
+
+
+def kind(value) -> str:
+    """A parameter's test id (pytest would print the value: 1 MB, or an integer str() refuses)."""
+    return type(value).__name__
+
+
+class Batch:
+    """vLLM's runner serving a batch of requests at once, each with its own xargs, to their end."""
+
+    def __init__(self, proposer) -> None:
+        self.p, self.served = proposer, 0
+        self.input_batch = SimpleNamespace(req_ids=[])
+        self.requests: dict = {}
+        proposer.attach_runner(self)
+
+    def serve(self, extras: list, prompt: list[int], answer: list[int]) -> list[list[int]]:
+        """Every request's drafts of its last step (the answer emitted one token a step)."""
+        rids = [f"b{self.served + i}" for i in range(len(extras))]
+        self.served += len(extras)
+        self.input_batch.req_ids = rids
+        self.requests = {
+            r: SimpleNamespace(sampling_params=SimpleNamespace(extra_args=x)) for r, x in zip(rids, extras)
+        }
+        ids, lens = np.zeros((MAX_REQS, MAX_LEN), np.int32), np.zeros(MAX_REQS, np.int32)
+        out: list[list[int]] = []
+        for done in range(1, len(answer) + 1):
+            ctx = prompt + answer[:done]
+            ids[: len(rids), : len(ctx)], lens[: len(rids)] = ctx, len(ctx)
+            out = self.p.propose([[answer[done - 1]]] * len(rids), lens, ids)
+            assert len(out) == len(rids) and all(len(d) <= self.p.k for d in out)
+        self.input_batch.req_ids, self.requests = [], {}
+        self.p.propose([], lens, ids)  # they have ended: their answers join their namespaces
+        return out
+
+
+def enc(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False).input_ids
+
+
+def test_thousands_of_namespaces_hold_bounded_memory(model_dir, store_dir, tok):
+    """2,000 namespaces: the latest MAX_ANSWER_NAMESPACES are kept, each holding at most
+    --answers-tokens tokens."""
+    answer = enc(tok, " alpha beta gamma")
+    p = make(model_dir, store_dir, "hybrid")  # the default --answers-tokens (65,536)
+    runner = Batch(p)
+    for start in range(0, 2000, 250):
+        runner.serve([{"rest_answers": f"ns-{i}"} for i in range(start, start + 250)], [5, 6, 7], answer)
+    kept = p.snapshot()["answers"]
+    assert kept["namespaces"] == len(p.histories) == MAX_ANSWER_NAMESPACES == 64
+    assert p.histories.names() == [f"ns-{i}" for i in range(2000 - 64, 2000)]  # the least recently used went
+    assert kept["tokens"] <= 64 * (len(answer) + 2)
+    # Long answers fill a namespace to its --answers-tokens and no further.
+    p = make(model_dir, store_dir, "hybrid", answers_tokens=64)
+    long_answer = enc(tok, " a b c d e f g h i j k l m n o p q r s t u v w x y z" * 4)
+    runner = Batch(p)
+    for start in range(0, 400, 200):
+        runner.serve([{"rest_answers": f"ns-{i}"} for i in range(start, start + 200)], [5, 6, 7], long_answer)
+    assert len(p.histories) == 64 and all(0 < len(p.histories.get(n)) <= 64 for n in p.histories.names())
+
+
+@pytest.mark.parametrize("value", ["y" * MB, ["a", 1, 2.5], {"a": 1}, 2.5, None, "\ud800"], ids=kind)
+def test_odd_values_of_the_other_xargs_draft_as_the_server_is_set_up(model_dir, store_dir, tok, value):
+    for key, default in (("rest_off", False), ("rest_context", True)):
+        assert getattr(RequestOptions.parse({key: value}), key[5:]) is default
+    stores = RequestOptions.parse({"rest_stores": value}).stores
+    assert stores is None or "code" not in stores  # not understood: every store; other names: not "code"
+    p = make(model_dir, store_dir, "hybrid")
+    extra = {"rest_off": value, "rest_context": value, "rest_stores": value, "rest_answers": value}
+    Batch(p).serve([extra, value], [5, 6, 7], enc(tok, " one two three"))  # the whole extra_args odd, too
