@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from rest_core.drafting.answers_source import FIRST_TOKENS
 from rest_core.serve.settings import MAX_ANSWER_NAMESPACES, RequestOptions
 from tests.serve import test_serve_proposer as served
 from tests.serve.test_serve_proposer import MAX_LEN, MAX_REQS, make
@@ -67,7 +68,8 @@ def enc(tok, text: str) -> list[int]:
 
 def test_thousands_of_namespaces_hold_bounded_memory(model_dir, store_dir, tok):
     """2,000 namespaces: the latest MAX_ANSWER_NAMESPACES are kept, each holding at most
-    --answers-tokens tokens."""
+    --answers-tokens tokens, and a namespace's stream grows with what it holds (a short answer
+    costs a few KB, not the 256 KB of 65,536 tokens)."""
     answer = enc(tok, " alpha beta gamma")
     p = make(model_dir, store_dir, "hybrid")  # the default --answers-tokens (65,536)
     runner = Batch(p)
@@ -77,6 +79,7 @@ def test_thousands_of_namespaces_hold_bounded_memory(model_dir, store_dir, tok):
     assert kept["namespaces"] == len(p.histories) == MAX_ANSWER_NAMESPACES == 64
     assert p.histories.names() == [f"ns-{i}" for i in range(2000 - 64, 2000)]  # the least recently used went
     assert kept["tokens"] <= 64 * (len(answer) + 2)
+    assert kept["bytes"] == sum(p.histories.get(n).nbytes for n in p.histories.names()) <= 64 * FIRST_TOKENS * 4
     # Long answers fill a namespace to its --answers-tokens and no further.
     p = make(model_dir, store_dir, "hybrid", answers_tokens=64)
     long_answer = enc(tok, " a b c d e f g h i j k l m n o p q r s t u v w x y z" * 4)
@@ -84,6 +87,7 @@ def test_thousands_of_namespaces_hold_bounded_memory(model_dir, store_dir, tok):
     for start in range(0, 400, 200):
         runner.serve([{"rest_answers": f"ns-{i}"} for i in range(start, start + 200)], [5, 6, 7], long_answer)
     assert len(p.histories) == 64 and all(0 < len(p.histories.get(n)) <= 64 for n in p.histories.names())
+    assert p.snapshot()["answers"]["bytes"] <= 64 * 64 * 4
 
 
 @pytest.mark.parametrize("value", ["y" * MB, ["a", 1, 2.5], {"a": 1}, 2.5, None, "\ud800"], ids=kind)
