@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rest_core.drafting.answers_source import FIRST_TOKENS
-from rest_core.serve.settings import MAX_ANSWER_NAMESPACES, RequestOptions
+from rest_core.serve.settings import _NAMESPACE_CHARS, MAX_ANSWER_NAMESPACES, RequestOptions
 from tests.serve import test_serve_proposer as served
 from tests.serve.test_serve_proposer import MAX_LEN, MAX_REQS, make
 
@@ -64,6 +64,68 @@ class Batch:
 
 def enc(tok, text: str) -> list[int]:
     return tok(text, add_special_tokens=False).input_ids
+
+
+class Raises:
+    """What only the offline API can hand over: an object that fails when compared or printed."""
+
+    def __eq__(self, other):
+        raise RuntimeError("no")
+
+    __hash__ = object.__hash__
+
+    def __str__(self):
+        raise RuntimeError("no")
+
+
+def test_a_huge_answers_name_is_kept_short_and_stays_its_own_namespace(model_dir, store_dir, tok):
+    a, b = "x" * MB + "a", "x" * MB + "b"  # 1 MB names that differ in their last character
+    keys = [RequestOptions.parse({"rest_answers": n}).answers for n in (a, b, a)]
+    assert all(len(k) <= _NAMESPACE_CHARS for k in keys)
+    assert keys[0] != keys[1] and keys[0] == keys[2]  # cut to a prefix, the two would share one
+    assert RequestOptions.parse({"rest_answers": "team-a"}).answers == "team-a"  # short names as given
+    odd = RequestOptions.parse({"rest_answers": "\ud800" * MB}).answers  # a lone surrogate: no UTF-8 text
+    assert odd and len(odd) <= _NAMESPACE_CHARS
+    p = make(model_dir, store_dir, "hybrid")
+    Batch(p).serve([{"rest_answers": a}, {"rest_answers": b}], [5, 6, 7], enc(tok, " one two three four"))
+    assert len(p.histories) == 2 and all(len(n) <= _NAMESPACE_CHARS for n in p.histories.names())
+
+
+@pytest.mark.parametrize(
+    "value", [["team-a"], [], {"a": 1}, 1.5, float("nan"), float("inf"), None, True, 10**5000], ids=kind
+)
+def test_an_answers_value_not_understood_drafts_from_no_namespace(value):
+    # Sharing the server's namespace is the one fallback that could tell one client about another's
+    # answers; a client that sent something meant its own, so it gets none.
+    opts = RequestOptions.parse({"rest_answers": value})
+    assert opts.answers is None and opts.ignored == ("rest_answers",)
+
+
+def test_xargs_no_json_request_can_send_never_raise(model_dir, store_dir, tok):
+    huge = 10**5000  # str() of it raises in Python (over 4300 digits)
+    extras = [
+        {"rest_answers": huge, "rest_stores": [huge, "code"], "rest_off": huge, "rest_context": huge},
+        {"rest_answers": Raises()},
+        {"rest_stores": [Raises()]},
+        {"rest_off": Raises(), "rest_context": Raises()},
+    ]
+    assert RequestOptions.parse(extras[0]).stores == frozenset({"code"})
+    assert RequestOptions.parse(extras[2]).stores == frozenset()  # a name that is neither text nor a number
+    for extra in (extras[1], extras[3]):
+        assert RequestOptions.parse(extra).answers is None  # unreadable: no namespace
+    p = make(model_dir, store_dir, "hybrid")
+    Batch(p).serve(extras, [5, 6, 7], enc(tok, " one two three"))
+
+
+def test_a_request_keeps_the_served_store_names_only():
+    served = frozenset({"code", "prose"})
+    opts = RequestOptions.parse({"rest_stores": "nope, code"}, served)
+    assert opts.stores == frozenset({"code"}) and opts.unknown == ("nope",)
+    many = ",".join(f"s{i}" for i in range(150_000)) + ",code," + "y" * MB  # over 2 MB of names
+    opts = RequestOptions.parse({"rest_stores": many}, served)
+    assert opts.stores == frozenset({"code"})  # not 150,001 names held for the request's lifetime
+    assert len(opts.unknown) <= 4 and all(len(n) <= _NAMESPACE_CHARS for n in opts.unknown)
+    assert RequestOptions.parse({"rest_stores": ["nope"]}, served).stores == frozenset()  # none served: none
 
 
 def test_thousands_of_namespaces_hold_bounded_memory(model_dir, store_dir, tok):
