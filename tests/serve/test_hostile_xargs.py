@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from rest_core.drafting.answers_source import FIRST_TOKENS
+from rest_core.serve import served_sources
 from rest_core.serve.settings import _NAMESPACE_CHARS, MAX_ANSWER_NAMESPACES, RequestOptions
 from tests.serve import test_serve_proposer as served
-from tests.serve.test_serve_proposer import MAX_LEN, MAX_REQS, make
+from tests.serve.test_serve_proposer import MAX_LEN, MAX_REQS, OneRequest, make
 
 tok, model_dir, store_dir = served.tok, served.model_dir, served.store_dir  # its fixtures
 
@@ -115,6 +116,7 @@ def test_xargs_no_json_request_can_send_never_raise(model_dir, store_dir, tok):
         assert RequestOptions.parse(extra).answers is None  # unreadable: no namespace
     p = make(model_dir, store_dir, "hybrid")
     Batch(p).serve(extras, [5, 6, 7], enc(tok, " one two three"))
+    assert p.snapshot()["xargs"]["ignored"] == {"rest_answers": 1, "vllm_xargs": 2}
 
 
 def test_a_request_keeps_the_served_store_names_only():
@@ -161,3 +163,24 @@ def test_odd_values_of_the_other_xargs_draft_as_the_server_is_set_up(model_dir, 
     p = make(model_dir, store_dir, "hybrid")
     extra = {"rest_off": value, "rest_context": value, "rest_stores": value, "rest_answers": value}
     Batch(p).serve([extra, value], [5, 6, 7], enc(tok, " one two three"))  # the whole extra_args odd, too
+
+
+def test_unknown_store_names_draft_from_no_store_and_are_counted_and_said_a_few_times(
+    model_dir, store_dir, tok, capsys
+):
+    p = make(model_dir, store_dir, "hybrid")  # serves one store, "code"
+    many = ",".join(f"s{i}" for i in range(150_000)) + ",code"
+    assert p.sources.options({"rest_stores": many}).stores == frozenset({"code"})  # what the request keeps
+    capsys.readouterr()
+    p = make(model_dir, store_dir, "hybrid")
+    answer = enc(tok, "def add(a, b):\n    return a + b\n")
+    records = OneRequest(p).serve("r", enc(tok, "def add(a, b):\n"), answer, {"rest_stores": "nope"})
+    bit = p.table.bit("code")
+    assert not any(m & bit for r in records for m in r["sources"])  # from no store: it named none served
+    Batch(p).serve([{"rest_stores": [f"bad-{i}", "\ud800\nx"]} for i in range(20)], [5, 6, 7], answer[:3])
+    assert p.snapshot()["xargs"]["unknown_stores"] == 21
+    said = capsys.readouterr().err
+    assert "'nope'" in said and "served: code" in said and "'\\ud800\\nx'" in said  # escaped: one line each
+    assert said.count("\n") == 7 < served_sources.UNKNOWN_SAID  # a line per request with new names, 8 names in all
+    assert sum(f"'bad-{i}'" in said for i in range(20)) == served_sources.UNKNOWN_SAID - 2
+    assert "only counted" in said.splitlines()[-1]
