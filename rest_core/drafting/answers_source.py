@@ -8,7 +8,9 @@ suffix of a request's context (n_min..n_max tokens) that occurs in the stream an
 tokens after each occurrence, most recent first (at most max_matches), cut at the end of that
 answer. It is an exact scan, vectorized: one comparison over the stream for the context's last
 token, then one per further suffix token over the occurrences still matching (a few tens of
-microseconds for 64k tokens). Memory is the stream itself (4 bytes a token); nothing is indexed.
+microseconds for 64k tokens). Memory is the stream itself (4 bytes a token), grown as answers
+come (doubling, up to the capacity): a namespace that holds one short answer costs a few KB, not
+its capacity; nothing is indexed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import numpy as np
 from rest_core.config import RetrievalConfig
 from rest_core.drafting.source import PAD, SHOWN_POSITIONS, Retrieved
 
+FIRST_TOKENS = 1024  # a new history's room; it doubles as answers come, up to its capacity
+
 
 class AnswerHistory:
     """Finished answers, at most `capacity` tokens of them (separators included), newest last."""
@@ -29,12 +33,17 @@ class AnswerHistory:
         if capacity < 2:
             raise ValueError(f"an answer history holds at least 2 tokens, got capacity {capacity}")
         self.capacity = int(capacity)
-        self._tokens = np.full(self.capacity, PAD, dtype=np.int32)
+        self._tokens = np.full(min(self.capacity, FIRST_TOKENS), PAD, dtype=np.int32)
         self._size = 0
         self.answers = 0  # answers added so far (evicted ones included)
 
     def __len__(self) -> int:
         return self._size
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its stream holds (room included)."""
+        return int(self._tokens.nbytes)
 
     @property
     def tokens(self) -> np.ndarray:
@@ -56,6 +65,10 @@ class AnswerHistory:
             kept = self._size - start
             self._tokens[:kept] = self._tokens[start : self._size]
             self._size = kept
+        if self._size + need > self._tokens.size:  # grow (the eviction above kept it within capacity)
+            grown = np.full(min(self.capacity, max(self._size + need, 2 * self._tokens.size)), PAD, dtype=np.int32)
+            grown[: self._size] = self._tokens[: self._size]
+            self._tokens = grown
         self._tokens[self._size : self._size + new.size] = new
         self._tokens[self._size + new.size] = PAD
         self._size += need
@@ -120,4 +133,9 @@ class AnswerNamespaces:
 
     def totals(self) -> dict[str, int]:
         h = self._histories.values()
-        return {"namespaces": len(h), "tokens": sum(len(x) for x in h), "answers": sum(x.answers for x in h)}
+        return {
+            "namespaces": len(h),
+            "tokens": sum(len(x) for x in h),
+            "answers": sum(x.answers for x in h),
+            "bytes": sum(x.nbytes for x in h),
+        }

@@ -73,7 +73,7 @@ class RestProposer:
         self.device_type = device_type(setup.device)
         self.sources = ServedSources(s, lambda: tokenizer if tokenizer is not None else setup.load_tokenizer())
         self.table, self.stores, self.histories = self.sources.table, self.sources.stores, self.sources.histories
-        self.requests = RequestTable(self.sources.new_context, self.sources.archive)
+        self.requests = RequestTable(self.sources.new_context, self.sources.archive, self.sources.options)
         self.step_cost = StepCost(s.prior_curve(self.device_type))
         self.cost = self.step_cost.cost  # what a verify step of T tokens costs (ms), as learned so far
         self.policy = RetrievalPolicy(self.k, self.cost)
@@ -250,6 +250,7 @@ class RestProposer:
             "pid": os.getpid(),
             "stores": [s.name for s in self.stores],
             "answers": self.histories.totals(),
+            "xargs": self.sources.xargs_totals(),
             "cost_curve": {"sizes": list(curve.sizes), "ms": [round(x, 3) for x in curve.ms]},
             "cost_correction": {"scale": round(b, 4), "fixed_ms": round(a, 3), "ms_per_token": round(g, 4)},
             "prior_curve": {"sizes": list(prior.sizes), "ms": list(prior.ms)},

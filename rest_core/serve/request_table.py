@@ -47,12 +47,19 @@ class Found:
 
 class RequestTable:
     """Request key -> `RequestState`. `new_context` makes a new request's context source (None:
-    the method drafts from no context); `on_end` sees each request that ended."""
+    the method drafts from no context); `on_end` sees each request that ended; `read_options`
+    reads a new request's vllm_xargs."""
 
-    def __init__(self, new_context: Callable[[], ContextSource | None], on_end: Callable[[RequestState], None]) -> None:
+    def __init__(
+        self,
+        new_context: Callable[[], ContextSource | None],
+        on_end: Callable[[RequestState], None],
+        read_options: Callable[[Any], RequestOptions] = RequestOptions.parse,
+    ) -> None:
         self._by_key: dict[Any, RequestState] = {}
         self._new_context = new_context
         self._on_end = on_end
+        self._read_options = read_options
 
     def find(self, key: Any, ctx: np.ndarray, extra: Any = None) -> Found:
         """The request's state, its context now `ctx`; rebuilt from the row when the row no
@@ -67,7 +74,7 @@ class RequestTable:
         if req is not None:
             self._on_end(req)  # another request in this row: the one before has ended
         # Indexed when first retrieved from (`ServedSources.retrieve`).
-        made = RequestState(ctx.copy(), self._new_context(), start=max(n - 1, 0), opts=RequestOptions.parse(extra))
+        made = RequestState(ctx.copy(), self._new_context(), start=max(n - 1, 0), opts=self._read_options(extra))
         self._by_key[key] = made
         return Found(made, None, rebuilt=req is not None)
 

@@ -16,12 +16,15 @@ from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.source import Retrieved
 from rest_core.serve.request_table import RequestState
-from rest_core.serve.settings import ANSWERS_NAME, MAX_ANSWER_NAMESPACES, ServeSettings
+from rest_core.serve.settings import ANSWERS_NAME, MAX_ANSWER_NAMESPACES, RequestOptions, ServeSettings
 from rest_core.sources import MAX_STORES, SourceTable
 from rest_core.store.opened import OpenStores
 
 # The stores opened in this process: vLLM may build several proposers in one worker.
 _STORES = OpenStores()
+# Unknown store names said on stderr, at most this many per proposer (the rest are only counted):
+# a client naming a new store in every request must not fill the server's log.
+UNKNOWN_SAID = 8
 
 
 def open_store(path: str, tokenizer: Any, check: bool = True) -> Any:
@@ -54,6 +57,35 @@ class ServedSources:
             DatastoreSource(ds, s.retrieval, spec.weight, bit=src.bit, name=src.name)
             for (spec, ds), src in zip(opened, self.table.stores[: len(opened)], strict=True)
         ]
+        self.served = frozenset(names)
+        self.unknown_requests = 0  # requests that named a store this server does not serve
+        self.ignored: dict[str, int] = {}  # per xarg: requests whose value was not understood
+        self._said: set[str] = set()
+
+    def options(self, extra: object) -> RequestOptions:
+        """A new request's options (its vllm_xargs), counted when they name unknown stores or
+        hold values not understood; the first few unknown names are said on stderr."""
+        opts = RequestOptions.parse(extra, self.served)
+        for key in opts.ignored:
+            self.ignored[key] = self.ignored.get(key, 0) + 1
+        if opts.unknown:
+            self.unknown_requests += 1
+            new = [n for n in opts.unknown if n not in self._said][: UNKNOWN_SAID - len(self._said)]
+            if new:
+                self._said.update(new)
+                more = (
+                    "" if len(self._said) < UNKNOWN_SAID else "; further names are only counted (xargs in the totals)"
+                )
+                print(
+                    f"REST proposer: a request named datastores this server does not serve: {', '.join(map(ascii, new))}"
+                    f" (served: {', '.join(sorted(self.served)) or 'none'}); it drafts from those named that are served{more}",
+                    file=sys.stderr,
+                )
+        return opts
+
+    def xargs_totals(self) -> dict[str, object]:
+        """How many requests named unknown stores, and per xarg how many held a value not understood."""
+        return {"unknown_stores": self.unknown_requests, "ignored": dict(self.ignored)}
 
     def new_context(self) -> ContextSource | None:
         """A new request's own context source (None: the method drafts from no context)."""

@@ -9,9 +9,11 @@ launcher can put settings of its own (`LLM(additional_config=...)` or `--additio
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -234,40 +236,102 @@ XARG_CONTEXT = "rest_context"  # 0: not from the request's own context (where th
 # The answer namespace a request drafts from and adds its answer to, where the server's method
 # drafts from earlier answers: absent, the server's shared one (""); a name, its own (the
 # bench gives each pass its own, so no answer is drafted from an earlier answer to the same
-# prompt); 0 / "off": neither reads nor adds.
+# prompt); 0 / "off", or a value that is neither text nor a whole number: neither reads nor adds.
 XARG_ANSWERS = "rest_answers"
 _ANSWERS_OFF = (0, False, "0", "false", "off")
+# A namespace name longer than this is kept as its first characters and a digest of the whole: a
+# request's options stay small however long its name, and two long names stay two namespaces.
 _NAMESPACE_CHARS = 128
+_INT_BITS = 256  # a larger integer (only the offline API can send one) is not understood as a name
+UNKNOWN_SHOWN = 4  # unknown store names a request's options keep, to report
+
+
+def namespace_key(name: str) -> str:
+    """The key a namespace name is kept under: the name itself, or for a name longer than
+    _NAMESPACE_CHARS its head and the SHA-256 of the whole (any text, lone surrogates included)."""
+    if len(name) <= _NAMESPACE_CHARS:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{name[: _NAMESPACE_CHARS - len(digest) - 1]}#{digest}"
+
+
+def _name(value: Any) -> str | None:
+    """A name given as text or a number (vLLM's OpenAI server hands on strings, ints and floats);
+    None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int) and value.bit_length() > _INT_BITS:
+        return None  # str() of it may raise (Python's limit on digits), and it names nothing
+    return str(value)
 
 
 @dataclass(frozen=True)
 class RequestOptions:
     """What one request asks of the proposer: drafting off, or a subset of the served stores
-    (None: every served store). Values that are not understood are ignored (the request drafts as
-    the server is set up), never an error: a request cannot fail over its drafts."""
+    (None: every served store). A request cannot fail over its drafts, so a value that is not
+    understood is never an error: `rest_off`, `rest_context` and `rest_stores` then draft as the
+    server is set up, and `rest_answers` turns earlier answers off (the one fallback that cannot
+    share a namespace with other requests); `ignored` names those xargs, for the totals."""
 
     off: bool = False
     stores: frozenset[str] | None = None
     context: bool = True
-    answers: str | None = ""  # the answer namespace; None: none
+    answers: str | None = ""  # the answer namespace's key (`namespace_key`); None: none
+    # For the totals only: some store names the request gave that the server does not serve, and
+    # the xargs given but not understood.
+    unknown: tuple[str, ...] = field(default=(), compare=False)
+    ignored: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
-    def parse(cls, extra: Mapping[str, Any] | None) -> RequestOptions:
+    def parse(cls, extra: Mapping[str, Any] | None, served: Collection[str] | None = None) -> RequestOptions:
+        """A request's options from its SamplingParams.extra_args; with `served` (the server's
+        store names), `stores` keeps the served ones only and `unknown` shows a few of the rest,
+        so a request that names a million stores keeps at most the served ones. Never raises."""
         if not isinstance(extra, Mapping):
             return cls()
+        try:
+            return cls._read(extra, served)
+        except Exception:  # only the offline API can hand over such objects (e.g. a failing __eq__)
+            return cls(answers=None, ignored=("vllm_xargs",))
+
+    @classmethod
+    def _read(cls, extra: Mapping[str, Any], served: Collection[str] | None) -> RequestOptions:
+        ignored = []
         off = extra.get(XARG_OFF)
         stores = extra.get(XARG_STORES)
-        if isinstance(stores, str):
-            stores = [s for s in stores.split(",") if s.strip()]
-        chosen = frozenset(str(s).strip() for s in stores) if isinstance(stores, list | tuple) else None
+        chosen: frozenset[str] | None = None
+        unknown: tuple[str, ...] = ()
+        if isinstance(stores, str | list | tuple):
+            given = stores.split(",") if isinstance(stores, str) else stores
+            names = dict.fromkeys(n.strip() for n in map(_name, given) if n is not None and n.strip())
+            if served is not None:
+                unknown = tuple(
+                    n[:_NAMESPACE_CHARS] for n in islice((n for n in names if n not in served), UNKNOWN_SHOWN)
+                )
+                names = dict.fromkeys(n for n in names if n in served)
+            chosen = frozenset(names)
+        elif stores is not None:
+            ignored.append(XARG_STORES)
         context = extra.get(XARG_CONTEXT, 1) not in (0, False, "0", "false")
         answers = extra.get(XARG_ANSWERS, "")
-        namespace: str | None = ""  # a value not understood: as the server is set up
+        name = _name(answers)
+        namespace: str | None = None
         if answers in _ANSWERS_OFF:
-            namespace = None
-        elif isinstance(answers, str | int) and not isinstance(answers, bool):
-            namespace = str(answers)[:_NAMESPACE_CHARS]
-        return cls(off=off in (1, True, "1", "true"), stores=chosen, context=context, answers=namespace)
+            pass
+        elif name is None or isinstance(answers, float):
+            ignored.append(XARG_ANSWERS)  # not understood: no namespace at all, rather than the shared one
+        else:
+            namespace = namespace_key(name)
+        return cls(
+            off=off in (1, True, "1", "true"),
+            stores=chosen,
+            context=context,
+            answers=namespace,
+            unknown=unknown,
+            ignored=tuple(ignored),
+        )
 
 
 def request_xargs(

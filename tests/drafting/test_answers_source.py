@@ -82,3 +82,24 @@ def test_matches_a_brute_force_scan_on_random_streams():
         r = h.retrieve(tail, cfg, 4, 1.0)
         n, rows = brute(h.tokens.tolist(), tail, cfg)
         assert r.suffix_len == n and r.continuations.tolist() == rows
+
+
+def test_a_history_grows_with_its_answers_and_keeps_what_a_full_size_one_would():
+    """The stream starts small and doubles as answers come, never past the capacity; what it keeps
+    is what a history of the whole capacity from the start keeps: the newest whole answers."""
+    from rest_core.drafting.answers_source import FIRST_TOKENS
+
+    rng = np.random.default_rng(0)
+    capacity = 5 * FIRST_TOKENS + 7
+    h, kept, sizes = AnswerHistory(capacity), [], set()
+    assert h.nbytes == FIRST_TOKENS * 4  # not the capacity's 20 KB
+    for _ in range(200):
+        answer = rng.integers(0, 50, size=int(rng.integers(1, 900))).tolist()
+        h.add(answer)
+        kept.append(answer[-(capacity - 1) :])
+        while sum(len(a) + 1 for a in kept) > capacity:
+            kept.pop(0)
+        assert h.tokens.tolist() == [t for a in kept for t in (*a, PAD)]
+        assert h.nbytes <= capacity * 4
+        sizes.add(h.nbytes)
+    assert len(sizes) > 2 and max(sizes) == capacity * 4  # grew in steps, up to the capacity
