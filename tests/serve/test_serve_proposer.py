@@ -185,6 +185,10 @@ class Runner:
         self.input_batch = SimpleNamespace(req_ids=[])
         self.requests: dict = {}
         proposer.attach_runner(self)
+        # A step takes 40 ms on the proposer's clock whatever this machine's load: its learned
+        # step cost, and so whether drafting pays, must not depend on how busy the test runner is.
+        self.now = 0.0
+        proposer.clock = lambda: self.now
 
     def propose_draft_token_ids(self, *args, **kwargs):
         self.input_batch.req_ids = [f"req-{r}" for r in self.engine.order]
@@ -317,6 +321,10 @@ class OneRequest:
         self.input_batch = SimpleNamespace(req_ids=[])
         self.requests: dict = {}
         proposer.attach_runner(self)
+        # A step takes 40 ms on the proposer's clock whatever this machine's load: its learned
+        # step cost, and so whether drafting pays, must not depend on how busy the test runner is.
+        self.now = 0.0
+        proposer.clock = lambda: self.now
 
     def propose_draft_token_ids(self, sampled, lens, ids):
         return self.p.propose(sampled, lens, ids)
@@ -330,6 +338,7 @@ class OneRequest:
         while done < len(answer):
             ctx = prompt + answer[:done]
             ids[0, : len(ctx)], lens[0] = ctx, len(ctx)
+            self.now += 0.04
             draft = self.propose_draft_token_ids([new], lens, ids)[0]
             n = 0
             while n < len(draft) and done + n < len(answer) and draft[n] == answer[done + n]:
