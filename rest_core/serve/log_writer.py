@@ -9,7 +9,7 @@ from collections import deque
 from typing import Any
 
 from rest_core.budget.chain import ChainDraft
-from rest_core.serve.step_cost import Step
+from rest_core.serve.step_cost import ProposeCall
 from rest_core.sources import SourceTable
 
 
@@ -54,7 +54,14 @@ class DraftLogWriter:
             self._file.write(json.dumps(line) + "\n")
 
     def step(
-        self, previous: Step, step: Step, rows: int, drafting: list[Any], start: float, end: float, retrieve: bool
+        self,
+        previous: ProposeCall,
+        step: ProposeCall,
+        rows: int,
+        drafting: list[Any],
+        start: float,
+        end: float,
+        retrieve: bool,
     ) -> None:
         """One line of the step log: the step that ended as this call began (its wall time, what it
         verified) and this call's time."""

@@ -50,7 +50,7 @@ from rest_core.serve.request_table import RequestState, RequestTable
 from rest_core.serve.retrieval_policy import RetrievalPolicy
 from rest_core.serve.served_sources import ServedSources
 from rest_core.serve.settings import CONFIG_KEY, ServeSettings
-from rest_core.serve.step_cost import Step, StepCost
+from rest_core.serve.step_cost import ProposeCall, StepCost
 from rest_core.serve.totals import ProposerTotals, TotalsFile
 from rest_core.serve.vllm_adapter import RunnerView, VllmSetup, hook_runner
 
@@ -84,7 +84,7 @@ class RestProposer:
         self.totals = ProposerTotals(self.table)
         self.totals_file = TotalsFile(s.stats)
         self.runner: RunnerView | None = None  # vLLM's model runner, once it introduces itself
-        self._last: Step | None = None
+        self._last: ProposeCall | None = None
         self.clock = time.perf_counter  # what step times are read from (a test's fake clock)
         hook_runner()  # inside vLLM: the runner hands itself over before each propose() call
         warm_up()  # compile (or load) the retrieval and trie kernels before the first step
@@ -117,7 +117,7 @@ class RestProposer:
         keys: list[Any] = ids if ids is not None else [("row", i) for i in range(rows)]
         if rows:
             self.totals.req_ids = "runner" if ids is not None else "rows"
-        previous, step = self._last, Step(0.0)
+        previous, step = self._last, ProposeCall(0.0)
         lengths = [int(num_tokens_no_spec[i]) for i in range(rows)]
         # Rows that may draft: not a partial prefill (it emitted nothing), not at the length limit.
         drafting = [i for i in range(rows) if len(sampled_token_ids[i]) and lengths[i] < self.max_model_len - 1]
@@ -169,7 +169,7 @@ class RestProposer:
         plan: BatchPlan,
         keys: list[Any],
         lengths: list[int],
-        step: Step,
+        step: ProposeCall,
     ) -> list[list[int]]:
         """Each row's draft: its chain cut to the planned length (nothing for rows not drafting),
         remembered for learning from what the next call sees."""
@@ -185,7 +185,7 @@ class RestProposer:
             step.drafted[keys[i]] = len(drafted)
         return out
 
-    def _skip(self, rows: int, drafting: list[int], keys: list[Any], step: Step) -> list[list[int]]:
+    def _skip(self, rows: int, drafting: list[int], keys: list[Any], step: ProposeCall) -> list[list[int]]:
         """No row drafts (retrieval skipped): what `_cut` would do for empty chains, without
         building them. At a full batch on a CPU most steps skip, so this is what a step costs
         the engine."""
@@ -231,7 +231,7 @@ class RestProposer:
         if req.record is not None:
             self.log.resolved(req.record, accepted)
 
-    def _learn_cost(self, previous: Step, start: float, keys: list[Any]) -> None:
+    def _learn_cost(self, previous: ProposeCall, start: float, keys: list[Any]) -> None:
         learned, overstated = self.step_cost.learn(previous, start, keys)
         if overstated:
             self.policy.cost_overstated()  # the cost was overstated: try again at the usual pace

@@ -15,7 +15,7 @@ _OUTLIER = 20.0  # a step this many times slower than predicted is not learned (
 
 
 @dataclass
-class Step:
+class ProposeCall:
     """One propose() call: when it ended and how many tokens each row's request verifies next."""
 
     end: float
@@ -31,7 +31,7 @@ class StepCost:
     def __init__(self, prior: CostCurve) -> None:
         self.cost = ShapedCorrection(prior, half_life=COST_HALF_LIFE)
 
-    def learn(self, previous: Step, start: float, keys: list[Any]) -> tuple[bool, bool]:
+    def learn(self, previous: ProposeCall, start: float, keys: list[Any]) -> tuple[bool, bool]:
         """The time from `previous`'s end to `start` was one engine step verifying each of these
         requests' last token and drafts. Returns (whether it was learned, whether it was a
         recheck's step that cost well under the prediction)."""
