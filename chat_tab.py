@@ -162,7 +162,6 @@ def _answer_column(max_chars: int) -> AnswerPanel:
             scale=5,
             min_width=160,
             elem_id="prompt",
-            autofocus=True,
             max_length=max_chars or None,
         )
         send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")

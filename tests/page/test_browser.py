@@ -196,6 +196,30 @@ def shot(page, name: str, full: bool = True) -> Path:
     return path
 
 
+def assert_first_view_at_top(page) -> None:
+    """The page as loaded: not scrolled (nothing takes focus and pulls the window down), the
+    header and the views' tabs inside the window."""
+    time.sleep(1.5)  # past Gradio's first render, where a focused box would scroll the window
+    assert page.evaluate("window.scrollY") == 0
+    height = page.viewport_size["height"]
+    for sel in ("#header h1", "#views [role=tablist]"):
+        box = page.locator(sel).first.bounding_box()
+        assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= height, (sel, box, height)
+
+
+def test_first_view_starts_at_the_top(app_url, browser):
+    """Laptop and phone: the first view is the page's beginning, the header and the tabs in sight."""
+    for size, phone in (({"width": 1366, "height": 900}, False), ({"width": 390, "height": 844}, True)):
+        pg = browser.new_context(viewport=size, is_mobile=phone, has_touch=phone).new_page()
+        try:
+            pg.goto(app_url)
+            pg.wait_for_selector("#prompt textarea", timeout=60_000)
+            assert_first_view_at_top(pg)
+            shot(pg, f"e2e_first_view_{size['width']}", full=False)
+        finally:
+            pg.context.close()
+
+
 def test_stream_highlight_trie_compare_and_stop(page):
     # The default store is chosen on load; a short answer keeps the test quick on a CPU.
     page.wait_for_function(
