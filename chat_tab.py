@@ -42,11 +42,13 @@ class AnswerPanel:
     send: gr.Button
     stop: gr.Button
     clear: gr.Button
+    status: gr.HTML  # Send's status line, under the message row: where the visitor is looking
     stats: gr.HTML
     trie: gr.Plot
     step: gr.Slider  # replay any step of the last answer
     inspector: gr.HTML
     compare: gr.Button
+    compare_status: gr.HTML  # Compare's progress and outcome, under its button
     compare_out: gr.HTML
     timeline: gr.Plot
     speed: gr.Plot
@@ -70,7 +72,7 @@ class ChatPage:
 
     session: gr.State
     legend: gr.HTML
-    banner: gr.HTML
+    banner: gr.HTML  # the page's own news (the start-up datastore builds); a control's status sits beside it
     timer: gr.Timer  # polls the start-up datastore builds while they run
     store: gr.Dropdown
     knobs: dict[str, gr.components.Component]
@@ -167,6 +169,7 @@ def _answer_column(max_chars: int) -> AnswerPanel:
         send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
         stop = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
         clear = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
+    status = gr.HTML("", elem_id="chat-status")
     gr.Examples(words.EXAMPLES, inputs=[box], label="Examples: code and chat")
     stats = gr.HTML(stats_html([]), elem_id="stats")
     with gr.Row(equal_height=False):
@@ -184,30 +187,39 @@ def _answer_column(max_chars: int) -> AnswerPanel:
             )
         with gr.Column(scale=2, min_width=260):
             inspector = gr.HTML(inspector_html(None, None), elem_id="inspector", label="Step inspector")
-    with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
-        gr.Markdown(
-            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
-            "with the current settings, back to back, and compares decode speed (prefill excluded)."
-        )
-        compare = gr.Button("Compare with plain decoding", elem_id="compare")
-        compare_out = gr.HTML("", elem_id="compare-out")
-        timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
-        speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+    compare, compare_status, compare_out, timeline, speed = _compare_box()
     return AnswerPanel(
         chat=chat,
         box=box,
         send=send,
         stop=stop,
         clear=clear,
+        status=status,
         stats=stats,
         trie=trie,
         step=step,
         inspector=inspector,
         compare=compare,
+        compare_status=compare_status,
         compare_out=compare_out,
         timeline=timeline,
         speed=speed,
     )
+
+
+def _compare_box() -> tuple[gr.Button, gr.HTML, gr.HTML, gr.Plot, gr.Plot]:
+    """Compare: its button, its status line under it, the table, the timeline and the speed figure."""
+    with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
+        gr.Markdown(
+            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
+            "with the current settings, back to back, and compares decode speed (prefill excluded)."
+        )
+        compare = gr.Button("Compare with plain decoding", elem_id="compare")
+        compare_status = gr.HTML("", elem_id="compare-status")
+        compare_out = gr.HTML("", elem_id="compare-out")
+        timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
+        speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+    return compare, compare_status, compare_out, timeline, speed
 
 
 def build(settings: Settings, runtime: Runtime) -> tuple[AnswerPanel, gr.Dropdown, CorpusPanel, dict[str, Any]]:
@@ -268,7 +280,7 @@ class Handlers:
             (a.trie, u.trie),
             (a.inspector, u.inspector),
             (a.step, _slider(u.steps)),
-            (self.ui.banner, u.status),
+            (a.status, u.status),
             (a.box, u.box),
         )
         return {**_given(parts), self.ui.session: session}
@@ -294,7 +306,7 @@ class Handlers:
         return teach_tab.verdicts(not why, [*positional, *named.values()], shown_on=self.ui.answer.box, refusal=why)
 
     def respond(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[dict]:
-        """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
+        """Send: stream the answer into the chat, stats, trie, inspector, step slider, status line and box."""
         session = as_session(session)
         try:
             answer = session.chat.respond(self.runtime, message, store, knobs, session.corpora.uploads, session.key)
@@ -319,6 +331,7 @@ class Handlers:
         return {
             **self._answer(blank_view(self.runtime), session),
             a.compare_out: "",
+            a.compare_status: "",
             a.speed: hidden,
             a.timeline: hidden,
             self.ui.store: self._stores(current, session),
@@ -345,7 +358,7 @@ class Handlers:
         return _given(((self.ui.answer.trie, u.trie), (self.ui.answer.inspector, u.inspector))) or gr.skip()
 
     def compare(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[Any]:
-        """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
+        """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, its status line."""
         session = as_session(session)
         a = self.ui.answer
         runs = compare(self.runtime, session.chat, message, store, knobs, session.corpora.uploads, session.key)
@@ -355,7 +368,7 @@ class Handlers:
                     parts = (
                         (a.compare_out, u.comparison),
                         (a.speed, _shown(u.speed)),
-                        (self.ui.banner, u.status),
+                        (a.compare_status, u.status),
                         (a.timeline, _shown(u.timeline)),
                     )
                     yield _given(parts) or gr.skip()
@@ -416,7 +429,7 @@ def wire(h: Handlers, ui: ChatPage) -> None:
     """Send, Stop, Clear, Compare and the step slider onto their handlers."""
     a = ui.answer
     inputs, named = h.model_inputs()
-    shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
+    shown = [a.chat, a.stats, a.trie, a.inspector, a.step, a.status, ui.session]
     # One model: generations queue behind each other, one queued or running per session. A vLLM
     # backend batches them: as many run at once as it batches.
     vllm = isinstance(h.runtime.calls, VllmCalls)
@@ -427,13 +440,14 @@ def wire(h: Handlers, ui: ChatPage) -> None:
     submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], api_visibility="private", **model)
     # Compare is a long job: its own lane (one at a time), giving the model to Send between its steps.
     long = dict(model, concurrency_limit=1, concurrency_id="long")
-    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **long)
+    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, a.compare_status, a.timeline], **long)
     generating = [send_ev, submit_ev, compare_ev]
+    compared = [a.compare_out, a.compare_status, a.speed, a.timeline]
     a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)
     a.clear.click(
         h.clear,
         [ui.session, ui.store],
-        [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status, ui.corpus.files],
+        [*shown, a.box, *compared, ui.store, ui.corpus.status, ui.corpus.files],
         cancels=generating,
         concurrency_limit=None,
     )

@@ -50,13 +50,15 @@ def final(outputs: list[dict]) -> dict:
 
 
 def answer(h: chat_tab.Handlers, out: dict) -> tuple:
-    """A generation's outputs: (chat, stats, trie, inspector, step slider, banner, session, box)."""
+    """A generation's outputs: (chat, stats, trie, inspector, step slider, status line, session, box)."""
     a = h.ui.answer
-    return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box))
+    return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, a.status, h.ui.session, a.box))
 
 
 def banner(h: chat_tab.Handlers, out: dict) -> str:
-    return out[h.ui.banner]
+    """The status line of Send's or Compare's outputs (each under its own control)."""
+    a = h.ui.answer
+    return out[a.status] if a.status in out else out[a.compare_status]
 
 
 def test_import_builds_the_page_without_torch_or_a_model():
@@ -196,10 +198,11 @@ def test_clear_resets_everything(h):
         a.trie,
         a.inspector,
         a.step,
-        h.ui.banner,
+        a.status,
         h.ui.session,
         a.box,
         a.compare_out,
+        a.compare_status,
         a.speed,
         a.timeline,
         h.ui.store,

@@ -58,7 +58,7 @@ def status_of(h: chat_tab.Handlers, outs: list[dict]) -> str:
 
 
 def banner(h: chat_tab.Handlers, out: dict) -> str:
-    return out[h.ui.banner]
+    return out[h.ui.answer.status]
 
 
 # ------------------------------------------------------------------ build, privacy, release

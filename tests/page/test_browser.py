@@ -220,6 +220,33 @@ def test_first_view_starts_at_the_top(app_url, browser):
             pg.context.close()
 
 
+def assert_in_view(page, selector: str) -> None:
+    box = page.locator(selector).first.bounding_box()
+    height = page.viewport_size["height"]
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= height, (selector, box, height)
+
+
+def test_a_controls_status_shows_where_it_was_clicked(app_url, browser):
+    """Send with an empty box and Compare with nothing to compare: each says why, inside the
+    window (under its own control, not in a banner above the view), on a laptop and a phone."""
+    for size, phone in (({"width": 1366, "height": 900}, False), ({"width": 390, "height": 844}, True)):
+        pg = browser.new_context(viewport=size, is_mobile=phone, has_touch=phone).new_page()
+        try:
+            pg.goto(app_url)
+            pg.wait_for_selector("#prompt textarea", timeout=60_000)
+            pg.click("#send")
+            pg.wait_for_selector("#chat-status .status", timeout=30_000)
+            assert "Type a message first" in pg.inner_text("#chat-status")
+            assert_in_view(pg, "#chat-status .status")
+            shot(pg, f"e2e_empty_send_{size['width']}", full=False)
+            pg.click("#compare")
+            pg.wait_for_selector("#compare-status .status", timeout=30_000)
+            assert_in_view(pg, "#compare-status .status")
+            assert not pg.locator("#status-banner .status").count()  # nothing left above the view
+        finally:
+            pg.context.close()
+
+
 def test_stream_highlight_trie_compare_and_stop(page):
     # The default store is chosen on load; a short answer keeps the test quick on a CPU.
     page.wait_for_function(
