@@ -316,12 +316,15 @@ class TeachHandlers:
         session.why_c_of = None
         return {self.ui.why_fig: gr.update(value=None, visible=False), self.ui.why_cap: ""}
 
-    def example(self, title: str, **knobs: Any) -> Any:
-        """A guided example: its prompt into the box of its mode, its store and knobs set, the
-        view of its mode opened (Step through, or Chat for Send and Compare)."""
+    def example(self, title: str, session: Session | None = None, **knobs: Any) -> Any:
+        """A guided example: its prompt into the box of its mode, its store and knobs set (the
+        store is now the visitor's choice), the view of its mode opened (Step through, or Chat
+        for Send and Compare)."""
         ex = guided.guided_example(self.runtime, title, knobs)
         if ex is None:
             return gr.skip()
+        if session is not None:
+            as_session(session).stores_auto = False
         t, p = self.ui, self.chat
         out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
         if ex.mode == "step":
@@ -359,7 +362,7 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
         changed(h.why_c_current, [ui.session], [t.why_fig, t.why_cap], **fresh)
     t.pick.input(
         h.example,
-        [t.pick],
+        [t.pick, ui.session],
         [ui.box, t.msg, t.c, ui.store, t.views, t.note, *knobs],
         inputs_kwargs=every_knob,
         concurrency_limit=None,
