@@ -467,6 +467,8 @@ def test_phone_shows_the_chat_first_and_nothing_overflows(app_url, browser):
         assert pg.locator("#prompt").bounding_box()["y"] < pg.locator("#knobs").bounding_box()["y"]
         top = pg.evaluate("document.querySelector('#prompt').getBoundingClientRect().top + window.scrollY")
         assert top < 1.5 * 844, top  # the message box early in the second screen at the latest, past the header
+        pg.wait_for_selector("#trie .js-plotly-plot", timeout=30_000)
+        assert not pg.locator("#trie .modebar").is_visible()  # Plotly's toolbar would cover the figure's label
         for view in ("chat", "step-through", "how-rest"):
             open_view(pg, view)
             assert_fits(pg)
