@@ -341,6 +341,32 @@ def test_trie_figure_data():
     assert "Step 6" in fig.layout.title.text
 
 
+def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_sources_colour():
+    """Issue 29: the figure's key listed only the marks a step drew (3 or 4) where the caption
+    describes six, and a faded blue datastore node matched no key entry. The key now lists
+    every mark, in grey, and the colour of each source it drew, by the source's name."""
+    ev = replace(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,))
+    fig = trie_view.trie_figure(ev, ByteTokenizer())
+    key = [t for t in fig.data if t.showlegend is not False]
+    names = [t.name for t in key]
+    assert names[:5] == [
+        "root: the last token",
+        "accepted: green ring",
+        "drafted, rejected: crossed",
+        "retrieved only: hollow",
+        "model's token: ends the step",
+    ]
+    colours = {t.name: t.marker.color for t in key[5:]}
+    drawn = {int(m) for m in ev.trie.sources if m}  # every node of this small trie is drawn
+    assert colours
+    for bit, name in style.step_source_names(ev):
+        if any(m & bit for m in drawn):
+            assert colours[f"from {name}"] == style.SOURCE_COLORS[bit]
+    assert all(t.x == (None,) for t in key)  # key entries only: no points
+    for mark in ("root", "green", "crossed", "hollow", "model's own token"):
+        assert mark in trie_view.TREE_LEGEND, mark
+
+
 def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed():
     """The model's own token is a star between the rows even when the trie held it (D, retrieved
     only): drawn on that circle it read as the model choosing a node. Rejected drafts are faded
