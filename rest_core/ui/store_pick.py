@@ -56,7 +56,9 @@ def pick_for(message: str, available: Sequence[str]) -> StorePick:
         why = "the message looks like code, where the code and chat stores together draft more than either alone"
     elif stores == [CHAT_STORE]:
         why = "the message reads as conversation, which the chat store knows best"
+    elif stores:
+        why = "neither the code nor the chat store is built here, so the first datastore this server has"
     else:
-        why = "the datastore this server has"
+        why = "no datastore is built on this server"
     note = f"Drafting from {used}: {why}. Choose datastores in Settings to keep your own choice."
     return StorePick(stores=stores, note=status_html(esc(note), elem_id="store-pick"))
