@@ -211,6 +211,13 @@ def test_legend_mentions_every_style():
         assert cls in out
 
 
+def test_legend_says_in_words_what_the_dotted_underline_is():
+    """Issue 29: every model token has a dotted underline, and the key explained only the thin
+    line under drafted whitespace."""
+    out = html.unescape(answer_view.legend_html())
+    assert "a dotted underline marks the model's own token" in out and "thin line" in out
+
+
 def test_legend_draws_the_shade_scale_for_every_source_hue():
     out = answer_view.legend_html()
     for css in ("ds", "cx", "both"):
