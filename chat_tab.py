@@ -26,6 +26,7 @@ from rest_core.ui.runtime import Runtime, StoreBuilds, choose_stores, selected_n
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stats import stats_html
+from rest_core.ui.store_pick import StorePick, pick_for
 from rest_core.ui.style import status_html
 from rest_core.ui.vllm_calls import VllmCalls
 
@@ -42,11 +43,13 @@ class AnswerPanel:
     send: gr.Button
     stop: gr.Button
     clear: gr.Button
+    status: gr.HTML  # Send's status line, under the message row: where the visitor is looking
     stats: gr.HTML
     trie: gr.Plot
     step: gr.Slider  # replay any step of the last answer
     inspector: gr.HTML
     compare: gr.Button
+    compare_status: gr.HTML  # Compare's progress and outcome, under its button
     compare_out: gr.HTML
     timeline: gr.Plot
     speed: gr.Plot
@@ -70,7 +73,7 @@ class ChatPage:
 
     session: gr.State
     legend: gr.HTML
-    banner: gr.HTML
+    banner: gr.HTML  # the page's own news (the start-up datastore builds); a control's status sits beside it
     timer: gr.Timer  # polls the start-up datastore builds while they run
     store: gr.Dropdown
     knobs: dict[str, gr.components.Component]
@@ -162,12 +165,12 @@ def _answer_column(max_chars: int) -> AnswerPanel:
             scale=5,
             min_width=160,
             elem_id="prompt",
-            autofocus=True,
             max_length=max_chars or None,
         )
         send = gr.Button("Send", variant="primary", scale=0, min_width=72, elem_id="send")
         stop = gr.Button("Stop", variant="stop", scale=0, min_width=64, elem_id="stop")
         clear = gr.Button("Clear", scale=0, min_width=64, elem_id="clear")
+    status = gr.HTML("", elem_id="chat-status")
     gr.Examples(words.EXAMPLES, inputs=[box], label="Examples: code and chat")
     stats = gr.HTML(stats_html([]), elem_id="stats")
     with gr.Row(equal_height=False):
@@ -185,30 +188,39 @@ def _answer_column(max_chars: int) -> AnswerPanel:
             )
         with gr.Column(scale=2, min_width=260):
             inspector = gr.HTML(inspector_html(None, None), elem_id="inspector", label="Step inspector")
-    with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
-        gr.Markdown(
-            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
-            "with the current settings, back to back, and compares decode speed (prefill excluded)."
-        )
-        compare = gr.Button("Compare with plain decoding", elem_id="compare")
-        compare_out = gr.HTML("", elem_id="compare-out")
-        timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
-        speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+    compare, compare_status, compare_out, timeline, speed = _compare_box()
     return AnswerPanel(
         chat=chat,
         box=box,
         send=send,
         stop=stop,
         clear=clear,
+        status=status,
         stats=stats,
         trie=trie,
         step=step,
         inspector=inspector,
         compare=compare,
+        compare_status=compare_status,
         compare_out=compare_out,
         timeline=timeline,
         speed=speed,
     )
+
+
+def _compare_box() -> tuple[gr.Button, gr.HTML, gr.HTML, gr.Plot, gr.Plot]:
+    """Compare: its button, its status line under it, the table, the timeline and the speed figure."""
+    with gr.Accordion("Speed: REST vs plain decoding", open=True, elem_id="compare-box"):
+        gr.Markdown(
+            "Runs REST, plain decoding and transformers' prompt lookup on the last prompt (or the message in the box) "
+            "with the current settings, back to back, and compares decode speed (prefill excluded)."
+        )
+        compare = gr.Button("Compare with plain decoding", elem_id="compare")
+        compare_status = gr.HTML("", elem_id="compare-status")
+        compare_out = gr.HTML("", elem_id="compare-out")
+        timeline = gr.Plot(label="One block per forward pass, on one clock", elem_id="timeline", visible=False)
+        speed = gr.Plot(label="Tokens over time", elem_id="speed", visible=False)
+    return compare, compare_status, compare_out, timeline, speed
 
 
 def build(settings: Settings, runtime: Runtime) -> tuple[AnswerPanel, gr.Dropdown, CorpusPanel, dict[str, Any]]:
@@ -269,7 +281,7 @@ class Handlers:
             (a.trie, u.trie),
             (a.inspector, u.inspector),
             (a.step, _slider(u.steps)),
-            (self.ui.banner, u.status),
+            (a.status, u.status),
             (a.box, u.box),
         )
         return {**_given(parts), self.ui.session: session}
@@ -295,15 +307,34 @@ class Handlers:
         return teach_tab.verdicts(not why, [*positional, *named.values()], shown_on=self.ui.answer.box, refusal=why)
 
     def respond(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[dict]:
-        """Send: stream the answer into the chat, stats, trie, inspector, step slider, banner and box."""
+        """Send: stream the answer into the chat, stats, trie, inspector, step slider, status line
+        and box; while the visitor has chosen no datastores, the message's own (store_pick), shown
+        in the datastore list and said in the status line."""
         session = as_session(session)
+        pick = self._pick(message, session)
+        store = pick.stores if pick else store
         try:
             answer = session.chat.respond(self.runtime, message, store, knobs, session.corpora.uploads, session.key)
             with contextlib.closing(answer) as updates:
-                for u in updates:
-                    yield self._answer(u, session)
+                for k, u in enumerate(updates):
+                    out = self._answer(u, session)
+                    if pick and (k == 0 or u.status is not None):  # the pick's word stays above the answer's
+                        out[self.ui.answer.status] = pick.note + (u.status or "")
+                    if pick and k == 0:
+                        out[self.ui.store] = self._stores(pick.stores, session)
+                    yield out
         finally:
             lifecycle.job_done(self.runtime, session)
+
+    def _pick(self, message: str, session: Session) -> StorePick | None:
+        """The stores this message drafts from when the page picks them (session.stores_auto), else None."""
+        if not session.stores_auto or not (message or "").strip():
+            return None
+        return pick_for(message, self.runtime.store_names())
+
+    def stores_chosen(self, session: Session) -> None:
+        """The visitor chose datastores in the list: from now on every message drafts from them."""
+        as_session(session).stores_auto = False
 
     def stop(self, session: Session) -> dict:
         """Stop: the queued generator is cancelled by Gradio; here the answer so far is kept."""
@@ -320,6 +351,7 @@ class Handlers:
         return {
             **self._answer(blank_view(self.runtime), session),
             a.compare_out: "",
+            a.compare_status: "",
             a.speed: hidden,
             a.timeline: hidden,
             self.ui.store: self._stores(current, session),
@@ -346,17 +378,22 @@ class Handlers:
         return _given(((self.ui.answer.trie, u.trie), (self.ui.answer.inspector, u.inspector))) or gr.skip()
 
     def compare(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[Any]:
-        """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, the banner."""
+        """Compare with plain decoding and prompt lookup: the comparison, the speed and timeline figures, its status line."""
         session = as_session(session)
         a = self.ui.answer
+        pick = self._pick(message, session)  # the message's stores, or the last answer's
+        if session.stores_auto and not pick and session.chat.prompt_ids is not None:
+            store = list(session.chat.store)
+        store = pick.stores if pick else store
         runs = compare(self.runtime, session.chat, message, store, knobs, session.corpora.uploads, session.key)
         try:
             with contextlib.closing(runs) as updates:
                 for u in updates:
+                    status = pick.note + u.status if pick and u.status else u.status
                     parts = (
                         (a.compare_out, u.comparison),
                         (a.speed, _shown(u.speed)),
-                        (self.ui.banner, u.status),
+                        (a.compare_status, status),
                         (a.timeline, _shown(u.timeline)),
                     )
                     yield _given(parts) or gr.skip()
@@ -375,6 +412,7 @@ class Handlers:
         """Page load: remember which Session the page holds (so closing it frees it); the stores
         built since the app started, the first built store by default."""
         session = as_session(session)
+        session.stores_auto = True  # the page picks each message's stores until the visitor chooses
         self.pages.opened(request.session_hash if request is not None else None, session)
         return self.refresh_stores(current, session, default_first=True)
 
@@ -399,6 +437,8 @@ class Handlers:
         self.pages.uploading(session)
         for step in build_corpus(self.runtime, session.corpora, session.key, files, pasted, name, current):
             session.touch()  # idle from the build's end, not its start
+            if step.selected is not None:
+                session.stores_auto = False  # the new store is the visitor's choice
             if step.selected is None:
                 yield {c.status: step.status, **({c.files: gr.update(value=None)} if step.used else {})}
             else:
@@ -417,24 +457,25 @@ def wire(h: Handlers, ui: ChatPage) -> None:
     """Send, Stop, Clear, Compare and the step slider onto their handlers."""
     a = ui.answer
     inputs, named = h.model_inputs()
-    shown = [a.chat, a.stats, a.trie, a.inspector, a.step, ui.banner, ui.session]
+    shown = [a.chat, a.stats, a.trie, a.inspector, a.step, a.status, ui.session]
     # One model: generations queue behind each other, one queued or running per session. A vLLM
     # backend batches them: as many run at once as it batches.
     vllm = isinstance(h.runtime.calls, VllmCalls)
     limit = h.runtime.settings.vllm_max_seqs if vllm else 1
     model = dict(inputs_kwargs=named, concurrency_limit=limit, concurrency_id="model", validator=h.admit)
-    send_ev = a.send.click(h.respond, inputs, [*shown, a.box], **model)
+    send_ev = a.send.click(h.respond, inputs, [*shown, a.box, ui.store], **model)
     # Enter in the box sends as Send does: the page's, not a second API endpoint.
-    submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box], api_visibility="private", **model)
+    submit_ev = a.box.submit(h.respond, inputs, [*shown, a.box, ui.store], api_visibility="private", **model)
     # Compare is a long job: its own lane (one at a time), giving the model to Send between its steps.
     long = dict(model, concurrency_limit=1, concurrency_id="long")
-    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, ui.banner, a.timeline], **long)
+    compare_ev = a.compare.click(h.compare, inputs, [a.compare_out, a.speed, a.compare_status, a.timeline], **long)
     generating = [send_ev, submit_ev, compare_ev]
+    compared = [a.compare_out, a.compare_status, a.speed, a.timeline]
     a.stop.click(h.stop, [ui.session], shown, cancels=generating, concurrency_limit=None)
     a.clear.click(
         h.clear,
         [ui.session, ui.store],
-        [*shown, a.box, a.compare_out, a.speed, a.timeline, ui.store, ui.corpus.status, ui.corpus.files],
+        [*shown, a.box, *compared, ui.store, ui.corpus.status, ui.corpus.files],
         cancels=generating,
         concurrency_limit=None,
     )
@@ -448,6 +489,8 @@ def wire_page(h: Handlers, ui: ChatPage, demo: gr.Blocks) -> None:
     demo.unload(h.closed)
     ui.timer.tick(h.refresh_stores, [ui.store, ui.session], [ui.store, ui.banner, ui.timer])
     ui.store.change(h.legend, [ui.store], [ui.legend], concurrency_limit=None, show_progress="hidden")
+    hidden = dict(concurrency_limit=None, show_progress="hidden", api_visibility="private")
+    ui.store.input(h.stores_chosen, [ui.session], None, **hidden)  # the visitor's own choice, not the page's
     # Builds run beside generation (their own thread, lower priority): not in the model's queue.
     c = ui.corpus
     c.files.upload(h.files_added, [c.files, ui.session], None, concurrency_limit=None, show_progress="hidden")

@@ -20,6 +20,7 @@ from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
+from rest_core.ui.why_c import stale as why_c_stale
 from rest_core.ui.why_c import why_c
 
 ASSETS = ROOT / "assets"
@@ -48,6 +49,7 @@ class TeachPanel:
     pick: gr.Radio
     note: gr.HTML
     views: gr.Tabs
+    step_view: gr.Tab  # the "Step through" view (opening it checks that Why this c? still fits)
     msg: gr.Textbox
     c: gr.Slider
     next: gr.Button
@@ -179,14 +181,14 @@ def build(views: gr.Tabs, guide: tuple[gr.Radio, gr.HTML], max_chars: int = 0) -
     """The "Step through" and "How REST works" views, inside the page's `views`: the controls (a
     message of at most `max_chars`, the server's limit), one panel per phase and "Why this c?";
     `guide`: the guided examples (guided_panel), which open the view they run in."""
-    with gr.Tab("Step through", id=STEP_VIEW, elem_id="view-step-through"), gr.Column(elem_id="teach"):
+    with gr.Tab("Step through", id=STEP_VIEW, elem_id="view-step-through") as step_view, gr.Column(elem_id="teach"):
         gr.Markdown(words.STEP_NOTE)
         controls = _step_controls(max_chars)
         panels = _phase_panels()
         why = _why_c()
     how_rest_works()
     pick, note = guide
-    return TeachPanel(pick=pick, note=note, views=views, **controls, **panels, **why)
+    return TeachPanel(pick=pick, note=note, views=views, step_view=step_view, **controls, **panels, **why)
 
 
 def deep_links(views: gr.Tabs) -> dict[str, str]:
@@ -305,12 +307,24 @@ class TeachHandlers:
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
 
-    def example(self, title: str, **knobs: Any) -> Any:
-        """A guided example: its prompt into the box of its mode, its store and knobs set, the
-        view of its mode opened (Step through, or Chat for Send and Compare)."""
+    def why_c_current(self, session: Session) -> Any:
+        """After the step view changed or was opened: Why this c?'s figure and caption go once
+        the answer they describe is no longer the one on screen (a new answer, Clear)."""
+        session = as_session(session)
+        if not why_c_stale(session):
+            return gr.skip()
+        session.why_c_of = None
+        return {self.ui.why_fig: gr.update(value=None, visible=False), self.ui.why_cap: ""}
+
+    def example(self, title: str, session: Session | None = None, **knobs: Any) -> Any:
+        """A guided example: its prompt into the box of its mode, its store and knobs set (the
+        store is now the visitor's choice), the view of its mode opened (Step through, or Chat
+        for Send and Compare)."""
         ex = guided.guided_example(self.runtime, title, knobs)
         if ex is None:
             return gr.skip()
+        if session is not None:
+            as_session(session).stores_auto = False
         t, p = self.ui, self.chat
         out = {p.store: ex.stores, t.note: ex.note, **{p.knobs[name]: value for name, value in ex.knobs.items()}}
         if ex.mode == "step":
@@ -343,9 +357,12 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
     )
     why = dict(concurrency_limit=1, concurrency_id="long", validator=h.admit_why)
     t.why_btn.click(h.why_c, [ui.session, t.c], [t.why_fig, t.why_cap], **why)
+    fresh = dict(concurrency_limit=None, show_progress="hidden", api_visibility="private")
+    for changed in (t.header.change, t.step_view.select):  # a step shown, New answer; the view opened
+        changed(h.why_c_current, [ui.session], [t.why_fig, t.why_cap], **fresh)
     t.pick.input(
         h.example,
-        [t.pick],
+        [t.pick, ui.session],
         [ui.box, t.msg, t.c, ui.store, t.views, t.note, *knobs],
         inputs_kwargs=every_knob,
         concurrency_limit=None,

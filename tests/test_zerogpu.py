@@ -155,7 +155,7 @@ def drive(runtime: Runtime) -> dict:
         updates = list(chat.respond(MESSAGE if turn == "first" else "and again", session, STORE, **knobs))
         out[turn] = [t for e in session.chat.view.events for t in e.tokens]
         out["calls"][turn] = made() - before
-        assert "err" not in (updates[-1].get(chat.ui.banner) or "")
+        assert "err" not in (updates[-1].get(chat.ui.answer.status) or "")
     st, t = session.steps, teach.ui
     heads = []
     for move in ("next", "next", "next", "back", "end"):

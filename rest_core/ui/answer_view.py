@@ -235,8 +235,9 @@ def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
         + shades("cx", "conversation")
         + shades("both", several)
         + "</span>"
-        + '<span class="legend-item">indentation and line breaks get a thin line, not a block; click (or tap) a token to see its step in the inspector; hovering shows a summary</span>'
-        + "</div>"
+        + '<span class="legend-item">a dotted underline marks the model\'s own token, one at the end of every step; '
+        "drafted indentation and line breaks get a thin line, not a block; click (or tap) a token to see its step in "
+        "the inspector; hovering shows a summary</span>" + "</div>"
     )
 
 

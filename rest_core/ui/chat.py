@@ -146,6 +146,7 @@ class Chat:
     view: AnswerView | None = None  # the last answer's events and spans
     prompt_ids: list[int] | None = None  # the last answer's prompt (for Compare)
     store: tuple[str, ...] = ()  # the datastores of the last answer
+    answers: int = 0  # answers started so far: the number of the last (a view knows what it shows)
     active: bool = False
     run: Run | None = None
 
@@ -247,6 +248,7 @@ class Chat:
             yield Update(chat=self.chat_html(), status=status_html(esc(error), "err"), box="")
             return
         self.view = AnswerView(tokenizer)
+        self.answers += 1
         self.prompt_ids = prompt_ids
         self.store = stores.names
         runtime.claim_cache(stores, owner)

@@ -27,7 +27,7 @@ from rest_core.ui.compare_view import (
 from rest_core.ui.fairness import LONG
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
-from rest_core.ui.style import clean_text, esc, status_html
+from rest_core.ui.style import clean_text, esc, quoted, status_html
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,13 +94,15 @@ def _refused(runtime: Runtime, chat: Chat, message: str) -> str:
 
 
 def _prompt(chat: Chat, engine: Any, message: str) -> tuple[list[int], str] | None:
-    """The prompt to compare on and how the status line names it: the message in the box, else
+    """The prompt to compare on and how the status line names it, the message quoted (the status
+    labels the table under it, which stays after later answers): the message in the box, else
     the last answer's prompt; None when there is neither."""
     typed = message.strip()
     if chat.prompt_ids is not None and not typed:
-        return chat.prompt_ids, "the last prompt"
+        last = next((m["content"] for m in reversed(chat.messages) if m["role"] == "user"), "")
+        return chat.prompt_ids, f"the last prompt, {quoted(last)}"
     if typed:
-        return list(engine.encode([{"role": "user", "content": typed}], chat=True)), "the message in the box"
+        return list(engine.encode([{"role": "user", "content": typed}], chat=True)), f"the message {quoted(typed)}"
     return None
 
 
@@ -144,7 +146,7 @@ def _compared_runs(
         if lane.cut:
             cut.append(labels[lane.method])
         n = lane.events[-1].totals.new_tokens if lane.events else 0
-        yield CompareUpdate(status=status_html(f"Comparing on {what}: {labels[lane.method]} done ({n} tokens)…"))
+        yield CompareUpdate(status=status_html(esc(f"Comparing on {what}: {labels[lane.method]} done ({n} tokens)…")))
     return results, lookup, cut
 
 

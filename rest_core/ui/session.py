@@ -31,6 +31,13 @@ class Session:
     jobs: list[float] = field(default_factory=list)  # admission times of the jobs queued or running
     client: str = "unknown"  # the address its requests come from (rest_core.ui.fairness.request_address)
     last_used: float = field(default_factory=time.monotonic)  # when a request last used it (touch)
+    # The answer Why this c?'s figure describes (why_c.answer_of), None when it shows nothing:
+    # once the answer on screen is another, the figure goes (why_c.stale).
+    why_c_of: tuple[str, int] | None = None
+    # Whether the page picks each message's datastores (store_pick) because the visitor has not
+    # chosen any: set by the page's load, ended by a choice (the datastore list, a guided
+    # example, a corpus built). An API client's store is always its own choice.
+    stores_auto: bool = False
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more job unless `max_jobs` (0: no limit) are queued or running already. A

@@ -63,6 +63,7 @@ class Stepper:
         self.config: GenerationConfig | None = None
         self.pos = -1  # the step shown, 0-based; -1 = none yet
         self.message = ""  # the message being answered
+        self.answers = 0  # answers started so far: the number of the one under way (a view knows what it shows)
         self.tokenizer: Any = None
         self.stores: dict[str, Any] = {}  # the engine's datastores by name ("where it came from")
         self.job: ModelJob | None = None  # the answer's first call; the next ones add the tokens so far
@@ -117,6 +118,7 @@ class Stepper:
                 raise ValueError(f"the message is too long for the model's context ({engine.max_positions} tokens)")
             config = replace(config, max_new_tokens=min(config.max_new_tokens, room))
         self.config, self.message = config, message
+        self.answers += 1
         self.stores = dict(engine.datastores)
         self.tokenizer = runtime.loaded().tokenizer
         self._calls = runtime.calls

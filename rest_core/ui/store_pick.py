@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rest_core.ui.style import esc, status_html
 
 CODE_STORE, CHAT_STORE = "code", "chat"
 
@@ -34,3 +37,28 @@ def default_stores(message: str, available: Sequence[str]) -> list[str]:
     wanted = [CODE_STORE, CHAT_STORE] if looks_like_code(message) else [CHAT_STORE]
     picked = [s for s in wanted if s in available]
     return picked or list(available[:1])
+
+
+@dataclass(frozen=True)
+class StorePick:
+    """The stores a message drafts from on a page where the visitor has not chosen any, and the
+    status line saying which and why (HTML)."""
+
+    stores: list[str]
+    note: str
+
+
+def pick_for(message: str, available: Sequence[str]) -> StorePick:
+    """default_stores for `message`, with the page's word on it."""
+    stores = default_stores(message, available)
+    used = " + ".join(stores) if stores else "the conversation alone"
+    if stores == [CODE_STORE, CHAT_STORE]:
+        why = "the message looks like code, where the code and chat stores together draft more than either alone"
+    elif stores == [CHAT_STORE]:
+        why = "the message reads as conversation, which the chat store knows best"
+    elif stores:
+        why = "neither the code nor the chat store is built here, so the first datastore this server has"
+    else:
+        why = "no datastore is built on this server"
+    note = f"Drafting from {used}: {why}. Choose datastores in Settings to keep your own choice."
+    return StorePick(stores=stores, note=status_html(esc(note), elem_id="store-pick"))

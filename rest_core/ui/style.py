@@ -87,6 +87,12 @@ def token_label(tokenizer: Tokenizer, token: int, limit: int = 10) -> str:
     return visible(token_text(tokenizer, int(token)), limit)
 
 
+def quoted(text: str, limit: int = 60) -> str:
+    """“text” on one line, cut at `limit` characters: how a view names the message it describes."""
+    text = " ".join(text.split())
+    return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
+
+
 def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.trie import Trie
-from rest_core.sources import origin
+from rest_core.sources import SEVERAL, origin
 from rest_core.ui.style import (
     ACCEPTED_COLOR,
     GREY,
@@ -321,7 +321,7 @@ class _TrieDrawing:
             hoverinfo="text",
             name=name,
             marker=dict(size=self.sizes[idx].tolist(), **marker),
-            showlegend=bool(len(idx)),
+            showlegend=False,  # the key (key_traces) lists every mark, drawn or not
         )
 
     def colors(self, idx_mask: np.ndarray) -> list[str]:
@@ -369,6 +369,7 @@ class _TrieDrawing:
                 hoverinfo="text",
                 showlegend=False,
             ),
+            *self.key_traces(),
         ]
 
     def model_token_traces(self) -> list[dict]:
@@ -411,8 +412,36 @@ class _TrieDrawing:
                     f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step, not a drafted node{also}"
                 ],
                 hoverinfo="text",
+                showlegend=False,
             ),
         ]
+
+    def key_traces(self) -> list[dict]:
+        """The figure's key: every mark TREE_LEGEND describes, whether this step drew it or not,
+        in neutral grey (a mark's fill is its source's colour), then the colour of each source
+        whose nodes are drawn. Legend-only traces: no points."""
+        marks = [
+            ("root: the last token", dict(symbol="square", size=11, color="#374151")),
+            ("accepted: green ring", dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3))),
+            (
+                "drafted, rejected: crossed",
+                dict(symbol="circle-x", color=GREY, opacity=0.4, line=dict(color="#374151", width=1.5)),
+            ),
+            ("retrieved only: hollow", dict(color="white", line=dict(color=GREY, width=1.2))),
+            ("model's token: ends the step", dict(symbol="star", size=14, color=MODEL_COLOR)),
+        ]
+        drawn = {int(m) for m in self.srcs if m}  # the source masks of the drawn nodes
+        colours = [
+            (f"from {name}", origin(bit).color) for bit, name in self.names.items() if any(m & bit for m in drawn)
+        ]
+        if any(m & (m - 1) for m in drawn):  # a node more than one source reached
+            colours.append(("from several sources", SEVERAL[1]))
+        marks += [(name, dict(color=colour)) for name, colour in colours]
+        return [
+            dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                 marker={"size": 13, **marker}, showlegend=True)
+            for name, marker in marks
+        ]  # fmt: skip
 
     def layout(self) -> dict:
         event, view = self.event, self.view
@@ -442,7 +471,8 @@ TREE_LEGEND = (
     "Each circle to its right is one token of the <b>trie</b> (the retrieved continuations merged, shared beginnings "
     "sharing a branch), deeper to the right, sized by <b>weight</b>: each source's weight split evenly over its "
     "continuations, summed over the continuations through the node (a node both sources reach adds both shares). "
-    "Blue: datastore, amber: the conversation (context), violet: both. "
+    "A circle's fill is the source that retrieved it, named in the figure's key (blue: the first datastore, amber: "
+    "the conversation (context), violet: several sources; further datastores have colours of their own). "
     "● <b>filled</b> circle: one of the c <b>heaviest</b> nodes, drafted and verified. "
     "<b>Green</b> outline and thick green edge: accepted (the model agreed). "
     "⊗ <b>faded and crossed</b> circle: drafted, not accepted (the model chose differently here or earlier on its branch). "

@@ -29,8 +29,10 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
     except ConfigError as exc:
         return None, status_html(style.esc(str(exc)), "err")
     events, answer = list(session.steps.events), "The step-through's answer"
+    message = session.steps.message
     if not events and session.chat.view is not None:
         events, answer = list(session.chat.view.events), "The last chat answer"
+        message = next((m["content"] for m in reversed(session.chat.messages) if m["role"] == "user"), "")
     limit = runtime.settings.max_seconds
     try:  # one model call, within the request's time limit as Send's: larger sizes are extrapolated
         curve = runtime.calls.cost(NO_STORE, STEP_C_MAX + 1, limit)
@@ -45,4 +47,28 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
             f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
             "the cost past it is extrapolated."
         )
-    return fig, f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen)
+    session.why_c_of = answer_of(session)
+    about = f'<p class="tt-cap why-of">{style.esc(described(answer, message, len(events)))}</p>' if events else ""
+    return fig, about + f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen)
+
+
+def answer_of(session: Session) -> tuple[str, int] | None:
+    """The answer Why this c? describes for this visitor now, as why_c picks it: the step-through's
+    (by its number), else the last chat answer's; None when there is neither."""
+    if session.steps.events:
+        return ("steps", session.steps.answers)
+    if session.chat.view is not None and session.chat.view.events:
+        return ("chat", session.chat.answers)
+    return None
+
+
+def stale(session: Session) -> bool:
+    """Whether Why this c? shows an answer that is no longer the one on screen (a new answer,
+    New answer, Clear): then its figure and caption go."""
+    return session.why_c_of is not None and session.why_c_of != answer_of(session)
+
+
+def described(answer: str, message: str, steps: int) -> str:
+    """The caption's first line: which answer it describes, by its message, and over how many steps."""
+    whose = answer.replace("The ", "the ", 1)
+    return f"About {whose} to {style.quoted(message)}, over its {style.plural(steps, 'step')} so far."

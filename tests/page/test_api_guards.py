@@ -128,7 +128,7 @@ def test_a_lone_surrogate_never_poisons_the_session(scripted, tmp_path, any_json
     text a user sends (messages, the step-through's, pasted corpus, names) is cleaned on entry."""
     rt, engine = scripted
     with serve(rt, tmp_path) as (client, _):
-        chat, *_, status, box = client.predict(LONE, "chat", *knob_args(), api_name="/respond")
+        chat, *_, status, box, _stores = client.predict(LONE, "chat", *knob_args(), api_name="/respond")
         assert "a\ufffdb" in chat and "err" not in status
         chat = client.predict(MESSAGE, "chat", *knob_args(), api_name="/respond")[0]  # the session goes on
         assert chat.count('class="tok d') > 0 and "a\ufffdb" in chat

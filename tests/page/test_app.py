@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import gradio
 import pytest
@@ -50,13 +51,15 @@ def final(outputs: list[dict]) -> dict:
 
 
 def answer(h: chat_tab.Handlers, out: dict) -> tuple:
-    """A generation's outputs: (chat, stats, trie, inspector, step slider, banner, session, box)."""
+    """A generation's outputs: (chat, stats, trie, inspector, step slider, status line, session, box)."""
     a = h.ui.answer
-    return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, h.ui.banner, h.ui.session, a.box))
+    return tuple(out.get(c) for c in (a.chat, a.stats, a.trie, a.inspector, a.step, a.status, h.ui.session, a.box))
 
 
 def banner(h: chat_tab.Handlers, out: dict) -> str:
-    return out[h.ui.banner]
+    """The status line of Send's or Compare's outputs (each under its own control)."""
+    a = h.ui.answer
+    return out[a.status] if a.status in out else out[a.compare_status]
 
 
 def test_import_builds_the_page_without_torch_or_a_model():
@@ -196,10 +199,11 @@ def test_clear_resets_everything(h):
         a.trie,
         a.inspector,
         a.step,
-        h.ui.banner,
+        a.status,
         h.ui.session,
         a.box,
         a.compare_out,
+        a.compare_status,
         a.speed,
         a.timeline,
         h.ui.store,
@@ -267,6 +271,47 @@ def test_compare_reports_speedup_and_identity(h):
 def test_compare_without_any_prompt_asks_for_one(h):
     outs = run_all(h.compare("", Session(), NO_STORE, **knobs()))
     assert "Send a message first" in banner(h, final(outs))
+
+
+def test_the_page_picks_each_messages_stores_until_the_visitor_chooses(scripted, tmp_path, monkeypatch):
+    """Issue 29: the default datastore was chat whatever the prompt. A page (opened by its load
+    event) drafts each message from the stores that fit it (store_pick: code and chat for code),
+    shows them in the datastore list and says why; a choice in the list, a guided example or a
+    built corpus ends that; an API client's store is always its own."""
+    for name in ("chat", "code"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "meta.json").write_text("{}")
+    rt, _ = scripted
+    monkeypatch.setattr(rt, "settings", replace(rt.settings, datastores=tmp_path))
+    built = app.build_app(rt.settings, rt, StoreBuilds(rt.settings))
+    h, a = built.handlers, built.handlers.ui.answer
+    session = Session()
+    h.on_load([], session)
+    outs = run_all(h.respond("Write a Python function that reverses a list.", session, ["chat"], **knobs()))
+    assert session.chat.store == ("code", "chat") and outs[0][h.ui.store]["value"] == ["code", "chat"]
+    assert "Drafting from code + chat: the message looks like code" in final(outs)[a.status]
+    outs = run_all(h.respond("Tell me about your favourite city.", session, ["code", "chat"], **knobs()))
+    assert session.chat.store == ("chat",) and outs[0][h.ui.store]["value"] == ["chat"]
+    assert "Drafting from chat: the message reads as conversation" in final(outs)[a.status]
+    used = []
+    monkeypatch.setattr(
+        rt, "resolve", lambda names, *args, resolve=rt.resolve: used.append(names) or resolve(names, *args)
+    )
+    run_all(h.compare("def f(x): return x", session, ["chat"], **knobs()))  # on the message: its own stores
+    run_all(h.compare("", session, ["chat"], **knobs()))  # on the last prompt: the stores its answer used
+    assert [tuple(names) for names in used] == [("code", "chat"), ("chat",)]
+    h.stores_chosen(session)  # the visitor picked in the list
+    outs = run_all(h.respond("def f(): pass", session, ["chat"], **knobs()))
+    assert session.chat.store == ("chat",) and all(h.ui.store not in o for o in outs)
+    assert "Drafting from" not in final(outs)[a.status]
+    api = Session()  # an API client: no page load, its store as given
+    run_all(h.respond("def f(): pass", api, ["chat"], **knobs()))
+    assert api.chat.store == ("chat",)
+    guided = Session()
+    h.on_load([], guided)
+    built.teaching.example(built.teaching.ui.pick.choices[0][0], guided, **knobs())
+    run_all(h.respond("Tell me about your favourite city.", guided, ["code"], **knobs()))
+    assert guided.chat.store == ("code",)  # the example's store, kept
 
 
 def test_refresh_stores_lists_built_stores(tmp_path, monkeypatch):

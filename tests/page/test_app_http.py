@@ -40,7 +40,7 @@ def served(scripted, tmp_path):
 
 def test_api_client_can_choose_a_built_store_without_the_load_event(served):
     client, h, engine = served
-    chat, stats, trie, inspector, step, status, box = client.predict(
+    chat, stats, trie, inspector, step, status, box, _stores = client.predict(
         "add two numbers", "chat", *knob_args(), api_name="/respond"
     )
     assert not status and 'class="tok d' in chat

@@ -58,7 +58,7 @@ def status_of(h: chat_tab.Handlers, outs: list[dict]) -> str:
 
 
 def banner(h: chat_tab.Handlers, out: dict) -> str:
-    return out[h.ui.banner]
+    return out[h.ui.answer.status]
 
 
 # ------------------------------------------------------------------ build, privacy, release
@@ -82,8 +82,9 @@ def test_an_upload_builds_a_private_store_that_release_deletes(tmp_path):
     # Another session never sees it: not among its choices, and asking for it by name is refused.
     assert "my-notes" not in h.on_load([], other)[h.ui.store]["choices"]
     assert "my-notes" not in h.refresh_stores(["my-notes"], other)[h.ui.store]["choices"]
-    out = list(h.respond("hello", other, ["my-notes"], **knob_values(max_new_tokens=4)))[-1]
-    assert "is not built" in banner(h, out) and other.chat.turns[-1].error
+    asking = Session()  # by name, as an API client does (a page picks among its own choices)
+    out = list(h.respond("hello", asking, ["my-notes"], **knob_values(max_new_tokens=4)))[-1]
+    assert "is not built" in banner(h, out) and asking.chat.turns[-1].error
 
     # This session drafts from it: an engine of its own, whose source is named as chosen.
     out = list(h.respond("Why REST? Retrieval drafts tokens", mine, ["my-notes"], **knob_values(max_new_tokens=8)))[-1]

@@ -39,11 +39,11 @@ def test_the_page_says_the_engine_is_starting_and_that_the_server_cut_an_answer(
         session = Session()
         threading.Timer(2.0, built.set).start()
         outs = list(h.respond("Tell me something", session, NO_STORE, **knob_values()))
-        banners = [o[h.ui.banner] for o in outs if h.ui.banner in o]
+        banners = [o[h.ui.answer.status] for o in outs if h.ui.answer.status in o]
         assert any("Starting the serving engine (vLLM): waiting for" in b for b in banners)
         assert "Starting" not in banners[-1] and session.chat.view.totals.steps == len(STEPS)
         backend.fake.cut_after = 2  # the server goes away after 5 tokens
         outs = list(h.respond("And then?", session, NO_STORE, **knob_values()))
     chat = [o[h.ui.answer.chat] for o in outs if h.ui.answer.chat in o][-1]
     assert "generation failed: the answer was cut after 5 tokens" in chat
-    assert "closed the stream before the answer" in [o[h.ui.banner] for o in outs if h.ui.banner in o][-1]
+    assert "closed the stream before the answer" in [o[h.ui.answer.status] for o in outs if h.ui.answer.status in o][-1]

@@ -50,13 +50,13 @@ def test_a_message_over_the_limit_is_refused_before_tokenizing_and_kept_nowhere(
     session = Session()
     long = "y" * 101
     out = list(h.respond(long, session, NO_STORE, **knob_values()))[-1]
-    status = out[h.ui.banner]
+    status = out[h.ui.answer.status]
     assert "101 characters" in status and "at most 100" in status
     assert out[h.ui.answer.box] == ""  # the box is emptied
     assert h.ui.answer.chat not in out  # the chat never holds it
     assert counting.uses == 0 and engine.calls == []  # never tokenized, never generated
     assert session.chat.turns == [] and session.chat.messages == [] and "yyyy" not in session.chat.chat_html()
-    status = list(h.compare(long, session, NO_STORE, **knob_values()))[-1][h.ui.banner]
+    status = list(h.compare(long, session, NO_STORE, **knob_values()))[-1][h.ui.answer.compare_status]
     assert "at most 100" in status and counting.uses == 0
     # at the limit it is an ordinary message
     list(h.respond("y" * 100, session, NO_STORE, **knob_values()))
@@ -95,7 +95,7 @@ def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
     h = handlers(rt)
     session = Session()
     out = list(h.respond("abc abc abc", session, NO_STORE, **knob_values(max_new_tokens=1024)))[-1]
-    chat, status = out[h.ui.answer.chat], out[h.ui.banner]
+    chat, status = out[h.ui.answer.chat], out[h.ui.answer.status]
     n = session.chat.view.totals.new_tokens
     assert 0 < n < 1024
     assert "stopped after 0.3 s (server limit)" in chat and "server limit" in status
@@ -103,7 +103,7 @@ def test_a_generation_stops_at_the_time_limit_and_keeps_the_partial_answer():
         "role": "assistant",
         "content": session.chat.view.text,
     }  # the partial answer is kept
-    status = list(h.compare("", session, NO_STORE, **knob_values(max_new_tokens=1024)))[-1][h.ui.banner]
+    status = list(h.compare("", session, NO_STORE, **knob_values(max_new_tokens=1024)))[-1][h.ui.answer.compare_status]
     # Three methods share the limit: a third each, prompt lookup (transformers' generate) included.
     assert "stopped after 0.1 s (server limit)" in status and "prompt lookup" in status
 
@@ -133,7 +133,7 @@ def test_an_answer_cut_by_the_limit_on_a_busy_machine_says_so():
 
     rt = Runtime(Settings(max_seconds=1.0), loader=lambda: tiny_loaded("llama", max_positions=4096))
     h = handlers(rt)
-    fast = list(h.respond("abc abc abc", Session(), NO_STORE, **knob_values(max_new_tokens=24)))[-1][h.ui.banner]
+    fast = list(h.respond("abc abc abc", Session(), NO_STORE, **knob_values(max_new_tokens=24)))[-1][h.ui.answer.status]
     assert "busy" not in fast
     model = rt.loaded().model
     hook = model.register_forward_pre_hook(lambda *_: time.sleep(0.05))
@@ -141,6 +141,6 @@ def test_an_answer_cut_by_the_limit_on_a_busy_machine_says_so():
         out = list(h.respond("abc abc abc", Session(), NO_STORE, **knob_values(max_new_tokens=1024)))[-1]
     finally:
         hook.remove()
-    status = out[h.ui.banner]
+    status = out[h.ui.answer.status]
     assert "server limit" in status and "new tokens" in status
     assert "The machine is busy" in status and "this server&#x27;s fastest" in status, status

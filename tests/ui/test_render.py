@@ -211,6 +211,13 @@ def test_legend_mentions_every_style():
         assert cls in out
 
 
+def test_legend_says_in_words_what_the_dotted_underline_is():
+    """Issue 29: every model token has a dotted underline, and the key explained only the thin
+    line under drafted whitespace."""
+    out = html.unescape(answer_view.legend_html())
+    assert "a dotted underline marks the model's own token" in out and "thin line" in out
+
+
 def test_legend_draws_the_shade_scale_for_every_source_hue():
     out = answer_view.legend_html()
     for css in ("ds", "cx", "both"):
@@ -339,6 +346,32 @@ def test_trie_figure_data():
     # the context-proposed B is drawn in the context colour
     assert list(by_name["drafted, rejected"].marker.color)[0] == style.SOURCE_COLORS[SOURCE_CONTEXT]
     assert "Step 6" in fig.layout.title.text
+
+
+def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_sources_colour():
+    """Issue 29: the figure's key listed only the marks a step drew (3 or 4) where the caption
+    describes six, and a faded blue datastore node matched no key entry. The key now lists
+    every mark, in grey, and the colour of each source it drew, by the source's name."""
+    ev = replace(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,))
+    fig = trie_view.trie_figure(ev, ByteTokenizer())
+    key = [t for t in fig.data if t.showlegend is not False]
+    names = [t.name for t in key]
+    assert names[:5] == [
+        "root: the last token",
+        "accepted: green ring",
+        "drafted, rejected: crossed",
+        "retrieved only: hollow",
+        "model's token: ends the step",
+    ]
+    colours = {t.name: t.marker.color for t in key[5:]}
+    drawn = {int(m) for m in ev.trie.sources if m}  # every node of this small trie is drawn
+    assert colours
+    for bit, name in style.step_source_names(ev):
+        if any(m & bit for m in drawn):
+            assert colours[f"from {name}"] == style.SOURCE_COLORS[bit]
+    assert all(t.x == (None,) for t in key)  # key entries only: no points
+    for mark in ("root", "green", "crossed", "hollow", "model's own token"):
+        assert mark in trie_view.TREE_LEGEND, mark
 
 
 def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed():
@@ -559,3 +592,33 @@ def test_draft_to_trie_on_a_deep_draft_and_missing_nodes():
         sources=np.ones(2, np.int8),
     )
     assert trie_view.draft_to_trie(trie, stranger).tolist() == [-1, -1]
+
+
+def test_how_rest_works_diagram_agrees_with_the_glossary_and_its_text_fits_its_boxes():
+    """Issue 29: the diagram said a tree node sees "its ancestors only" where the glossary (and
+    the mask figure) say the cached context, its ancestors and itself; and that line ran out of
+    its box. Every line of text in a boxed step must end above the box's bottom edge (widths are
+    checked by eye in the browser test's screenshots: they depend on the font)."""
+    import xml.etree.ElementTree as ET
+
+    from rest_core.ui import words
+    from rest_core.ui.settings import ROOT
+
+    svg = ET.parse(ROOT / "assets" / "how_rest_works.svg").getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    text = " ".join(" ".join(t.itertext()) for t in svg.iter(f"{ns}text"))
+    assert "ancestors only" not in text and "cached context, its ancestors and itself" in text
+    assert "the cached context, its ancestors and itself" in words.GLOSSARY
+    base = float(svg.get("font-size"))
+    boxes = 0
+    for group in svg.findall(f"{ns}g"):
+        box = group.find(f"{ns}rect")
+        if box is None or "translate" not in (group.get("transform") or ""):
+            continue
+        boxes += 1
+        height = float(box.get("height"))
+        for line in group.findall(f"{ns}text"):
+            size = float(line.get("font-size", base))
+            bottom = float(line.get("y")) + float(line.get("dy", 0))
+            assert bottom + 0.25 * size <= height, ("".join(line.itertext()), bottom, height)  # descenders inside
+    assert boxes == 6

@@ -35,3 +35,14 @@ def test_only_stores_the_server_has():
     assert default_stores("def f(): pass", ["chat"]) == ["chat"]
     assert default_stores("hello", ["mine"]) == ["mine"]
     assert default_stores("hello", []) == []
+
+
+def test_the_pick_says_which_stores_and_why():
+    from rest_core.ui.store_pick import pick_for
+
+    code = pick_for("def f(): pass", ["chat", "code"])
+    assert code.stores == ["code", "chat"] and "Drafting from code + chat: the message looks like code" in code.note
+    assert "reads as conversation" in pick_for("Write a haiku.", ["chat", "code"]).note
+    assert "first datastore this server has" in pick_for("hello", ["mine"]).note
+    assert "Drafting from the conversation alone: no datastore is built" in pick_for("hello", []).note
+    assert "&lt;b&gt;" in pick_for("hello", ["<b>"]).note  # a store's name is escaped

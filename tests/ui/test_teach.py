@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 from html import unescape
 
+import gradio as gr
 import numpy as np
 import pytest
 import torch
@@ -27,7 +28,7 @@ from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
-from tests.app_fixtures import compare_on, knob_values, step_knobs
+from tests.app_fixtures import compare_on, knob_values, respond, step_knobs
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
 MESSAGE = "count: one two three, one two three"
@@ -302,6 +303,39 @@ def test_clear_and_new_answer_release_the_step_through(runtime):
         assert h.back(session)[h.ui.header] == ""  # nothing left to go back to
 
 
+def test_why_c_goes_once_the_answer_it_describes_is_no_longer_on_screen(runtime):
+    """Issue 29: after a new answer started, Why this c?'s caption still described the old one.
+    It names the answer it describes, stays while that answer is shown (more steps, Back), and
+    goes once another answer (a new message, New answer, Clear, a chat answer) is the one on screen."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    h, chat = built.teaching, built.handlers
+    knobs = step_knobs(**KNOBS)
+    gone = {h.ui.why_fig: gr.update(value=None, visible=False), h.ui.why_cap: ""}
+    session = Session()
+    assert h.why_c_current(session) == gr.skip()  # nothing shown yet: nothing to clear
+    h.next(MESSAGE, session, STORE, 16, **knobs)
+    caption = unescape(h.why_c(session, 16)[h.ui.why_cap])
+    assert f"About the step-through's answer to “{MESSAGE}”, over its 1 step so far." in caption
+    h.next(MESSAGE, session, STORE, 16, **knobs)
+    h.back(session)
+    assert h.why_c_current(session) == gr.skip()  # the same answer: the caption stays
+    h.next("another message entirely", session, STORE, 16, **knobs)  # a new answer (a guided example's prompt)
+    assert h.why_c_current(session) == gone
+    assert h.why_c_current(session) == gr.skip()  # cleared once
+    for release in (lambda s: h.restart(s), lambda s: chat.clear(s)):
+        h.next(MESSAGE, session, STORE, 16, **knobs)
+        h.why_c(session, 16)
+        release(session)
+        assert h.why_c_current(session) == gone
+    # With no step-through, it describes the last chat answer: the next chat answer replaces it.
+    list(chat.respond(MESSAGE, session, STORE, **knob_values(**KNOBS)))
+    assert "About the last chat answer to" in unescape(h.why_c(session, 16)[h.ui.why_cap])
+    list(chat.respond("and once more", session, STORE, **knob_values(**KNOBS)))
+    assert h.why_c_current(session) == gone
+
+
 def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
     """Issue 30: the step-through kept every full event (a K = 5000 step's whole trie) without a
     bound. It keeps compact events, as Send does, and at most `max_steps` per answer, then says
@@ -376,6 +410,19 @@ def test_compare_timeline_has_three_lanes_one_block_per_forward(runtime, lm):
     assert "accepted drafts: prompt lookup" in names and any(
         n.startswith("accepted drafts: ") and "lookup" not in n for n in names
     )
+
+
+def test_compares_status_names_the_prompt_its_table_is_about(runtime):
+    """Issue 29: Compare's table stays under later answers, so its status line names what it
+    compared, quoted (and escaped: it is the visitor's text)."""
+    session = Session()
+    typed = "<b>count</b>: " + MESSAGE
+    done = list(compare_on(session, runtime, typed, STORE, knob_values(**{**KNOBS, "max_new_tokens": 8})))
+    assert all("<b>count" not in u.status for u in done if u.status)
+    assert f"Compared on the message “{typed}”" in unescape(done[-1].status)
+    list(respond(session, runtime, MESSAGE, STORE, knob_values(**{**KNOBS, "max_new_tokens": 8})))
+    done = list(compare_on(session, runtime, "", STORE, knob_values(**{**KNOBS, "max_new_tokens": 8})))
+    assert f"Compared on the last prompt, “{MESSAGE}”" in unescape(done[-1].status)
 
 
 def st_prompt(runtime) -> list[int]:
