@@ -153,6 +153,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
         args.max_seconds = 60.0 if args.step_through else 0.0
     if args.disconnect and (args.expire or not args.step_through):
         p.error("--disconnect goes with --step-through, without --expire")
+    if args.step_through and args.expire and args.expire < args.max_seconds + 20:
+        print(
+            f"note: a Run to end call lasts up to --max-seconds ({args.max_seconds:g} s) and more: with a session "
+            f"ttl of {args.expire:g} s the session may expire while its own call runs",
+            flush=True,
+        )
     return p, args
 
 
@@ -281,6 +287,7 @@ def run_session(i: int, client: Any, args: argparse.Namespace, alive: KeepAlive,
     """Session i's answer, Run to end until it ends (`first` after its first call); a summary, or
     raises RuntimeError with the status that stopped it otherwise."""
     t0 = time.time()
+    had = 0  # tokens after the previous call
     for call in range(1, args.max_calls + 1):
         header, status = run_call(client, STORY.format(n=i + 1), args, alive)
         if call == 1:
@@ -288,6 +295,12 @@ def run_session(i: int, client: Any, args: argparse.Namespace, alive: KeepAlive,
         m = HEADER.search(header)
         steps, tokens = (int(m[1]), int(m[2])) if m else (0, 0)
         print(f"  session {i + 1} call {call}: step {steps}, {tokens} tokens ({time.time() - t0:.0f} s)", flush=True)
+        if tokens <= had:
+            raise RuntimeError(
+                f"session {i + 1} call {call}: the answer went from {had} to {tokens} tokens: the session's "
+                "step-through was lost between calls (its state expired while a call ran?)"
+            )
+        had = tokens
         if any(end in status for end in ENDS):
             how = "finished" if "complete" in status else "step bound"
             return f"{call} calls, {steps} steps, {tokens} tokens, {how}"
