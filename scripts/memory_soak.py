@@ -362,7 +362,7 @@ def judge(args: argparse.Namespace, rows: list, base: float, how: str, shown: in
     ok_live = live / n < args.session_grow_mb
     ok_freed = freed / n < args.session_back_mb and not shown
     print(
-        f"\nbase: VmRSS after session 1's first call (model loaded, {args.max_seconds:g} s of its steps taken)\n"
+        f"\nbase: VmRSS after session 1's first call (the model loaded; that call's steps, up to {args.max_seconds:g} s of them, held)\n"
         f"live:  {live:+.0f} MB, {live / n:+.1f} MB per session (target < {args.session_grow_mb:g}): "
         f"{'OK' if ok_live else 'MISSED'}\n"
         f"after {how}: {freed:+.0f} MB, {freed / n:+.1f} MB per session (target < {args.session_back_mb:g}): "
