@@ -162,6 +162,22 @@ def settings_from_env(env: Mapping[str, str] = os.environ, have_spaces: bool = F
     )
 
 
+TTL_MARGIN_S = 30.0  # a request's start-up and rendering beyond its --max-seconds on the model
+
+
+def check_session_ttl(s: Settings) -> None:
+    """ValueError when a visitor's state could expire while its own request runs: Gradio counts
+    --session-ttl from the state's last write, the end of the previous request, so a TTL shorter
+    than one request (its --max-seconds and a margin) frees a step-through mid-answer and the
+    next Run to end starts it again (seen with --session-ttl 60 --max-seconds 60)."""
+    if s.session_ttl and s.max_seconds and s.session_ttl < s.max_seconds + TTL_MARGIN_S:
+        raise ValueError(
+            f"session TTL {s.session_ttl:g} s is shorter than one request may take ({s.max_seconds:g} s on the model "
+            f"plus {TTL_MARGIN_S:g} s): a visitor's state would expire while its own request runs; use at least "
+            f"{s.max_seconds + TTL_MARGIN_S:g} (or 0: no expiry)"
+        )
+
+
 def _default(env: Mapping[str, str], name: str, d: Settings) -> Any:
     """A limit's default: on a Hugging Face Space (SPACE_ID set) one trusted proxy, its front end."""
     if name == "trusted_proxies" and env.get("SPACE_ID"):
@@ -233,6 +249,10 @@ def parse_args(
             help=text.format(d=default) + f" [REST_{name.upper()}]",
         )
     a = p.parse_args(argv)
+    try:
+        check_session_ttl(replace(s, session_ttl=a.session_ttl, max_seconds=a.max_seconds))
+    except ValueError as exc:
+        p.error(f"--session-ttl: {exc}")
     return replace(
         s,
         model=a.model,

@@ -144,3 +144,16 @@ def test_an_answer_cut_by_the_limit_on_a_busy_machine_says_so():
     status = out[h.ui.answer.status]
     assert "server limit" in status and "new tokens" in status
     assert "The machine is busy" in status and "this server&#x27;s fastest" in status, status
+
+
+def test_a_session_ttl_shorter_than_one_request_is_refused(capsys):
+    """Gradio counts the TTL from the end of the last request: shorter than one request, a
+    visitor's step-through expired during its own Run to end and the next call began it again."""
+    from rest_core.ui.settings import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--session-ttl", "60", "--max-seconds", "60"], env={})
+    assert "expire while its own request runs" in capsys.readouterr().err
+    assert parse_args(["--session-ttl", "90", "--max-seconds", "60"], env={}).session_ttl == 90
+    assert parse_args(["--session-ttl", "0", "--max-seconds", "60"], env={}).session_ttl == 0  # no expiry
+    assert parse_args(["--session-ttl", "5", "--max-seconds", "0"], env={}).session_ttl == 5  # no time limit
