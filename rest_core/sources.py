@@ -38,16 +38,17 @@ class Origin:
 
 
 # (CSS class, colour) of each bit: blue for the first store as before, amber for the context,
-# then a palette for further stores (assets/app.css has the same hues). Several sources
-# together: violet, whichever they are (the label names them).
+# then a palette for further stores (assets/app.css has the same hues), none of them green: green
+# is "accepted" on the page (rest_core.ui.style.ACCEPTED_COLOR). Several sources together:
+# violet, whichever they are (the label names them).
 STYLES: dict[int, tuple[str, str]] = {
     SOURCE_DATASTORE: ("ds", "#2563eb"),  # blue
     SOURCE_CONTEXT: ("cx", "#d97706"),  # amber
-    4: ("s2", "#059669"),  # emerald
-    8: ("s3", "#db2777"),  # pink
-    16: ("s4", "#0891b2"),  # cyan
-    32: ("s5", "#65a30d"),  # lime
-    64: ("s6", "#dc2626"),  # red
+    4: ("s2", "#db2777"),  # pink
+    8: ("s3", "#0891b2"),  # cyan
+    16: ("s4", "#dc2626"),  # red
+    32: ("s5", "#c026d3"),  # fuchsia
+    64: ("s6", "#ca8a04"),  # yellow
 }
 SEVERAL = ("both", "#7c3aed")  # violet
 MODEL = Origin("model", "model", "model", "#111827")

@@ -46,3 +46,19 @@ def test_the_pick_says_which_stores_and_why():
     assert "first datastore this server has" in pick_for("hello", ["mine"]).note
     assert "Drafting from the conversation alone: no datastore is built" in pick_for("hello", []).note
     assert "&lt;b&gt;" in pick_for("hello", ["<b>"]).note  # a store's name is escaped
+
+
+def test_no_source_colour_looks_like_accepted_green():
+    """A second datastore was emerald beside the accepted tokens' green (issue 29)."""
+    import colorsys
+
+    from rest_core.sources import STYLES
+    from rest_core.ui.style import ACCEPTED_COLOR
+
+    def hue(color: str) -> float:
+        r, g, b = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
+        return 360 * colorsys.rgb_to_hsv(r, g, b)[0]
+
+    green = hue(ACCEPTED_COLOR)
+    for _, color in STYLES.values():
+        assert min(abs(hue(color) - green), 360 - abs(hue(color) - green)) > 40, color
