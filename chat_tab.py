@@ -304,7 +304,7 @@ class Handlers:
         box) instead of taking a place in the queue every user shares. One verdict per input."""
         why = lifecycle.admit_job(self.runtime, as_session(session), request)
         positional, named = self.model_inputs()
-        return teach_tab.verdicts(not why, [*positional, *named.values()], shown_on=self.ui.answer.box, refusal=why)
+        return teach_tab.verdicts(why, [*positional, *named.values()], shown_on=self.ui.answer.box)
 
     def respond(self, message: str, session: Session, store: str, **knobs: Any) -> Iterator[dict]:
         """Send: stream the answer into the chat, stats, trie, inspector, step slider, status line

@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 
 from rest_core.ui import guided, step_through, trie_view, words
-from rest_core.ui.lifecycle import BUSY, admit_job, as_session, job_done
+from rest_core.ui.lifecycle import admit_job, as_session, job_done
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT
@@ -206,13 +206,11 @@ def deep_links(views: gr.Tabs) -> dict[str, str]:
     return links
 
 
-def verdicts(admitted: bool, inputs: Sequence[Any], shown_on: Any, refusal: str = BUSY) -> list[dict]:
+def verdicts(refusal: str, inputs: Sequence[Any], shown_on: Any) -> list[dict]:
     """A job validator's answer, one verdict per component of its event's `inputs` (positional,
-    then keyword: the list the event is wired with): all valid, or `refusal` shown on the
-    component `shown_on`."""
-    return [
-        gr.validate(admitted or c is not shown_on, "" if admitted or c is not shown_on else refusal) for c in inputs
-    ]
+    then keyword: the list the event is wired with): all valid when `refusal` is "" (admitted),
+    else `refusal` shown on the component `shown_on`."""
+    return [gr.validate(not refusal or c is not shown_on, refusal if c is shown_on else "") for c in inputs]
 
 
 class TeachHandlers:
@@ -264,12 +262,12 @@ class TeachHandlers:
         the refusal is shown on the message box (and, for a click, in the status already)."""
         why = step_through.admit_click(self.runtime, as_session(session), request)
         positional, named = self.step_inputs()
-        return verdicts(not why, [*positional, *named.values()], shown_on=self.ui.msg, refusal=why or BUSY)
+        return verdicts(why, [*positional, *named.values()], shown_on=self.ui.msg)
 
     def admit_why(self, session: Session, c: float, request: gr.Request = None) -> list[dict]:
         """Validator of Why this c? (a job on the model too); the refusal is shown on c."""
         why = admit_job(self.runtime, as_session(session), request)
-        return verdicts(not why, [self.chat.session, self.ui.c], shown_on=self.ui.c, refusal=why or BUSY)
+        return verdicts(why, [self.chat.session, self.ui.c], shown_on=self.ui.c)
 
     def next(self, message: str, session: Session, store: Any, c: float, **knobs: Any) -> dict:
         """Next step: starts an answer to the message when none is under way."""

@@ -302,13 +302,12 @@ def run(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> int:
         methods = ["ar"] + [m for m in methods if m != "ar"]  # the reference, and the prior cost curve, first
     tokenizer, folder = load_tokenizer_and_folder(args.model)
     plan = prepare(args, problems, tokenizer=tokenizer, folder=folder)
-    schedule(len(plan.prompts), plan.batches, plan.requests_per_batch, plan.min_requests)  # too few: say so now
+    slices = schedule(len(plan.prompts), plan.batches, plan.requests_per_batch, plan.min_requests)  # too few: now
     stores = _stores(args) if {"rest", "hybrid"} & set(methods) else []
     ngram, ngram_source = ngram_from(args.ngram)
     loadavg_before = list(os.getloadavg())
     results = run_rounds(plan, methods, args, stores=stores, ngram=ngram, work=out / "work", log=out / "vllm.log")
     table, differences = summarize(results)
-    slices = schedule(len(plan.prompts), plan.batches, plan.requests_per_batch, plan.min_requests)
     meta = {
         **meta,
         "model_folder": folder,

@@ -133,7 +133,7 @@ def _combine(name: str, parts: list[tuple[VllmSummary, dict[str, Any], list[bool
     out.tokens_per_s_request = statistics.median(s.tokens_per_s_request for s in rounds)
     out.tokens_per_s_passes = [s.tokens_per_s for s in rounds]
     out.loadavg_passes = [list(run.get("loadavg") or []) for run in runs]
-    out.proposer = _sum_counts([s.proposer for s in rounds if s.proposer]) if any(s.proposer for s in rounds) else {}
+    out.proposer = _sum_counts([s.proposer for s in rounds])  # {} for methods without the REST proposer
     if out.proposer:
         calls = out.proposer.get("calls") or 0
         out.proposer["propose_ms_per_call"] = out.proposer.get("propose_ms", 0) / calls if calls else 0.0

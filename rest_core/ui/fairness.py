@@ -165,7 +165,3 @@ class ModelGate:
     def locked(self) -> bool:
         """Whether a job holds the model now (as threading.Lock.locked)."""
         return self._held
-
-    @property
-    def held(self) -> bool:
-        return self._held

@@ -71,7 +71,7 @@ def test_short_jobs_take_the_model_before_the_next_chunk_of_a_long_one():
     for t in (holder, long_next, short):
         t.join(5)
     assert order == ["chunk 1", "send", "chunk 2"]
-    assert not gate.held and gate.waiting() == 0
+    assert not gate.locked() and gate.waiting() == 0
     with pytest.raises(ValueError, match="unknown lane"):
         with gate.hold("vip"):
             pass
