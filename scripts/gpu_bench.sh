@@ -10,11 +10,11 @@
 #   VLLM=1 bash scripts/gpu_bench.sh          # also vLLM: ar, ngram, suffix, rest, hybrid at VLLM_BATCH
 #
 # vLLM (VLLM=1, or on by default when a vLLM environment exists: .venv-vllm/ or $REST_VLLM_PYTHON)
-# runs `bench --engine vllm` on both suites: greedy, float32, on held-out problems none of which
-# an engine is asked twice (HumanEval 10-99 at batch sizes VLLM_BATCH, default 1,8,32: 10, 16
-# and 64 distinct prompts; MT-Bench 91-100 at batch 1, all its eval split holds after the
-# questions looked at while tuning), VLLM_ROUNDS interleaved rounds (default 3), after an ngram
-# sweep on VLLM_SWEEP_LIMIT training problems (default 10; 0: vLLM ngram at 4:4). On a GPU machine the vLLM
+# runs `bench --engine vllm`: greedy, float32, on held-out problems none of which an engine is
+# asked twice (HumanEval 10-99 and the held-out ShareGPT prompts 0-89 at batch sizes VLLM_BATCH,
+# default 1,8,32: 10, 16 and 64 distinct prompts; MT-Bench 91-100 at batch 1, all its eval split
+# holds after the questions looked at while tuning), VLLM_ROUNDS interleaved rounds (default 3),
+# after an ngram sweep on VLLM_SWEEP_LIMIT training problems (default 10; 0: vLLM ngram at 4:4). On a GPU machine the vLLM
 # environment holds the plain `vllm` wheel (see requirements-vllm.txt), not the CPU build.
 #
 # Needs: a python3 with CUDA torch and transformers, plus this project's runtime packages (gguf,
@@ -135,22 +135,23 @@ if [ "$VLLM" = 1 ]; then
   VLLM_BATCH=${VLLM_BATCH:-$([ "${SMOKE:-0}" = 1 ] && echo 1,2 || echo 1,8,32)}
   VLLM_SWEEP_LIMIT=${VLLM_SWEEP_LIMIT:-$([ "${SMOKE:-0}" = 1 ] && echo 0 || echo 10)}
   vdevice=(--engine vllm --dtype float32 ${DEVICE:+--device "$DEVICE"})
-  for suite in humaneval mtbench; do
-    batch=$([ "$suite" = humaneval ] && echo "$VLLM_BATCH" || echo 1)
+  for suite in humaneval sharegpt mtbench; do
+    batch=$([ "$suite" = mtbench ] && echo 1 || echo "$VLLM_BATCH")
+    offset=$([ "$suite" = sharegpt ] && echo 0 || echo 10)
     store=$([ "$suite" = humaneval ] && echo "$DATASTORES/code" || echo "$DATASTORES/chat")
     ngram=()
     if [ "$VLLM_SWEEP_LIMIT" -gt 0 ] && time "$PY" -m rest_core bench ngram-sweep --suite "$suite" --limit "$VLLM_SWEEP_LIMIT" \
          --max-new-tokens "$MAX_NEW" --out "$OUT/vllm-ngram-$suite" "${vdevice[@]}"; then
       ngram=(--ngram "$OUT/vllm-ngram-$suite/results.json")
     fi
-    time "$PY" -m rest_core bench --suite "$suite" --split eval --offset 10 --limit 0 --max-new-tokens "$MAX_NEW" \
+    time "$PY" -m rest_core bench --suite "$suite" --split eval --offset "$offset" --limit 0 --max-new-tokens "$MAX_NEW" \
       --batch "$batch" --rounds "${VLLM_ROUNDS:-3}" --methods "${VLLM_METHODS:-ar,ngram,suffix,suffix-nocache,rest,hybrid}" --datastore "$store" \
       --out "$OUT/vllm-$suite" "${vdevice[@]}" "${ngram[@]}" || failed+=("vllm-$suite")
   done
 fi
 
 # 6. One file per suite back (the device tool returns at most 8 files, 2 folders deep).
-for s in humaneval mtbench pld-humaneval pld-mtbench vllm-humaneval vllm-mtbench; do
+for s in humaneval mtbench pld-humaneval pld-mtbench vllm-humaneval vllm-sharegpt vllm-mtbench; do
   [ -f "$OUT/$s/results.md" ] && cat "$OUT/$s/results.md"
   rm -f "$OUT/$s/chart.html"  # 4 MB of embedded plotly.js each; results.json has the numbers
   rm -rf "$OUT/$s/work"  # the vLLM jobs' inputs and raw outputs (results.json keeps them under "raw")
