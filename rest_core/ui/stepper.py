@@ -124,7 +124,7 @@ class Stepper:
         self._calls = runtime.calls
         if owner:
             runtime.claim_cache(stores, owner)  # the engine's kept KV holds this answer: Clear drops it
-        self.job = ModelJob(stores=stores, prompt_ids=tuple(self.prompt_ids), config=config, row_tokens=True)
+        self.job = ModelJob(stores=stores, prompt_ids=tuple(self.prompt_ids), config=config, explain=True)
 
     def close(self) -> None:
         """Forget the answer (nothing on the model to release: it holds nothing between clicks)."""

@@ -23,7 +23,7 @@ from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.tree import tree_attention_mask
 from rest_core.knobs import make_config
 from rest_core.store.datastore import Datastore
-from rest_core.ui import answer_view, compare_view, guided, phases, provenance, style, tree_mask, why_c_view
+from rest_core.ui import answer_view, compare_view, feeds_view, guided, phases, provenance, style, tree_mask, why_c_view
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
@@ -137,6 +137,23 @@ def test_captions_name_the_matched_suffix_and_the_k_cap(run, lm):
     assert any(
         "caps them" in phases.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts)
     )
+
+
+def test_the_heaviest_branches_say_what_fed_them_as_the_walk_went(run, lm):
+    events, contexts, config = run
+    said = []
+    for e, ctx in zip(events, contexts):
+        for f in e.feeds:
+            status = feeds_view.feed_status(e, f)
+            said.append(status)
+            if status == "drafted, accepted":
+                assert e.accepted_len and e.tokens[0] == f.token
+            elif status == "drafted, rejected":
+                assert e.tokens[0] != f.token
+            assert f.fed <= f.retrieved <= sum(min(m.occurrences, config.retrieval.max_matches) for m in e.matches)
+        if e.feeds:
+            assert "heaviest branches" in phases.retrieve_html(e, ctx, lm.tokenizer, config.retrieval)
+    assert "drafted, accepted" in said and "drafted, rejected" in said
 
 
 def test_accept_caption_and_kept_rows_follow_the_walk(run, lm):
