@@ -28,6 +28,7 @@ from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
+from rest_core.ui.store_pick import pick_for
 from tests.app_fixtures import compare_on, knob_values, respond, step_knobs
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
@@ -300,6 +301,26 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
     out = h.restart(session)
     assert set(out) == shown and out[t.header] == "" and st.events == []
+
+
+def test_a_page_that_chose_no_store_steps_through_on_the_messages_pick(runtime):
+    """Issue 29: Chat drafts each message from the stores that fit it (store_pick) until the
+    visitor chooses; the step-through drafted from whatever the list held. It picks the same way
+    now, and says which stores and why above its status, for every step of that answer."""
+    h = teach_handlers(runtime)
+    knobs = step_knobs(**KNOBS)
+    pick = pick_for(MESSAGE, runtime.store_names())
+    assert pick.stores == [STORE]  # the only store this server has
+    session = Session(stores_auto=True)
+    out = h.next(MESSAGE, session, [], 16, **knobs)  # the list holds nothing
+    said = unescape(out[h.ui.status])
+    assert pick.text in said and 'id="step-store-pick"' in said
+    assert {m.source for m in session.steps.events[0].matches} == {STORE, "context"}
+    assert pick.text in unescape(h.next(MESSAGE, session, [], 16, **knobs)[h.ui.status])
+    assert h.restart(session)[h.ui.status] == ""  # New answer: no answer, no pick to speak of
+    chose = Session()  # the visitor chose: no store, so none drafts, and nothing is said
+    out = h.next(MESSAGE, chose, [], 16, **knobs)
+    assert {m.source for m in chose.steps.events[0].matches} == {"context"} and "Drafting from" not in out[h.ui.status]
 
 
 def test_clear_and_new_answer_release_the_step_through(runtime):
