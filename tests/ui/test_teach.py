@@ -374,6 +374,26 @@ def test_why_c_goes_once_the_answer_it_describes_is_no_longer_on_screen(runtime)
     assert h.why_c_current(session) == gone
 
 
+def test_why_c_puts_compares_one_token_forward_beside_its_own(runtime):
+    """Issue 29: Compare's plain decoding (313 ms per token) and Why this c?'s one-token forward
+    (460 ms) sat on the page with nothing saying what each measured. After a Compare, Why this c?
+    names its own measurement and Compare's, both from rest_core.ui.measures; Clear forgets it."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    h, chat = built.teaching, built.handlers
+    session = Session()
+    h.next(MESSAGE, session, STORE, 16, **step_knobs(**KNOBS))
+    assert "Compare's plain decoding" not in unescape(h.why_c(session, 16)[h.ui.why_cap])
+    list(chat.compare(MESSAGE, session, STORE, **knob_values(**KNOBS)))
+    plain = session.plain_forward
+    assert plain is not None and plain.runs > 0 and plain.q == 1
+    caption = unescape(h.why_c(session, 16)[h.ui.why_cap])
+    assert f"{plain.line()}: " in caption and "Why this c?'s measurement" in caption
+    chat.clear(session)
+    assert session.plain_forward is None
+
+
 def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
     """Issue 30: the step-through kept every full event (a K = 5000 step's whole trie) without a
     bound. It keeps compact events, as Send does, and at most `max_steps` per answer, then says
