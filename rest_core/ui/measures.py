@@ -81,6 +81,6 @@ def same_forward(measured: ForwardTime, compared: ForwardTime | None) -> str:
         return ""
     ratio = measured.ms / compared.ms if compared.ms > 0 else float("inf")
     return (
-        f"One forward of 1 token: {measured.line()}; {compared.line()}: {ratio:.2f}× apart. Both time the same "
+        f"One forward of 1 token: {measured.line()}; {compared.line()}; the first is {ratio:.2f}× the second. Both time the same "
         "forward; they differ by the cache's size, the statistic and what else the machine was doing meanwhile."
     )

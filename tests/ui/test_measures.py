@@ -67,7 +67,9 @@ def test_why_this_c_names_its_one_token_forward_and_puts_compares_beside_it():
     assert "Compare's plain decoding" not in alone
     plain = measures.plain_forward(runs()[1])
     both = why_c_view.why_c_caption(CURVE, events, 2, max_c=64, compared=plain)
-    assert f"One forward of 1 token: {measured.line()}; {plain.line()}: {40.0 / 31.5:.2f}× apart" in both
+    assert (
+        f"One forward of 1 token: {measured.line()}; {plain.line()}; the first is {40.0 / 31.5:.2f}× the second" in both
+    )
     # a curve not measured by measure_cost_curve (a preset) does not claim how it was measured
     preset = measures.curve_forward(CostCurve((1, 64), (10.0, 12.0)))
     assert preset.what() == "one forward of 1 token, measured in a way not recorded"
