@@ -389,7 +389,7 @@ def test_why_c_puts_compares_one_token_forward_beside_its_own(runtime):
     plain = session.plain_forward
     assert plain is not None and plain.runs > 0 and plain.q == 1
     caption = unescape(h.why_c(session, 16)[h.ui.why_cap])
-    assert f"{plain.line()}: " in caption and "Why this c?'s measurement" in caption
+    assert f"{plain.line()}; the first is" in caption and "Why this c?'s measurement" in caption
     chat.clear(session)
     assert session.plain_forward is None
 
