@@ -389,6 +389,8 @@ class Handlers:
         try:
             with contextlib.closing(runs) as updates:
                 for u in updates:
+                    if u.plain_forward is not None:  # Why this c? shows its own measurement beside it
+                        session.plain_forward = u.plain_forward
                     status = pick.note + u.status if pick and u.status else u.status
                     parts = (
                         (a.compare_out, u.comparison),

@@ -34,6 +34,10 @@ class CostCurve:
 
     sizes: tuple[int, ...]
     ms: tuple[float, ...]
+    # how it was measured, for saying what its figures are: the cached tokens the forwards ran
+    # over and the runs per size it took the fastest of (0: not measured so, e.g. a preset)
+    cache_len: int = 0
+    reps: int = 0
 
     def __call__(self, q: np.ndarray | int) -> np.ndarray:
         """Interpolated cost; linear extrapolation past the largest measured size."""

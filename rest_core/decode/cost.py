@@ -74,4 +74,4 @@ def measure_cost_curve(
                     times.append(1000 * (time.perf_counter() - t0))
                 truncate(cache, context_len)
             ms.append(min(times))
-    return CostCurve(tuple(sizes[: len(ms)]), tuple(np.maximum.accumulate(ms).tolist()))
+    return CostCurve(tuple(sizes[: len(ms)]), tuple(np.maximum.accumulate(ms).tolist()), context_len, reps)

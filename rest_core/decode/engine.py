@@ -40,6 +40,7 @@ from rest_core.decode.sampling import Uniforms, accept
 from rest_core.drafting.context_source import ContextSource
 from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
+from rest_core.drafting.feeds import Feed, feeds
 from rest_core.drafting.source import DraftSource, Retrieved
 from rest_core.drafting.trie import select_top_c
 from rest_core.sources import SourceTable
@@ -236,11 +237,12 @@ class Engine:
     # -- generation --
 
     def generate(
-        self, prompt_ids: Sequence[int], config: GenerationConfig | None = None, *, row_tokens: bool = False
+        self, prompt_ids: Sequence[int], config: GenerationConfig | None = None, *, explain: bool = False
     ) -> Iterator[StepEvent]:
         """Yield one StepEvent per forward step. Bad input raises here, before any work.
-        `row_tokens`: also score the rows the walk never visits, for StepEvent.row_tokens
-        (teaching only: with lazy logits it costs the output head over every row)."""
+        `explain`: the step-through's extras, after each step's clock: score the rows the walk
+        never visits (StepEvent.row_tokens; with lazy logits it costs the output head over every
+        row) and count the continuations behind the heaviest first-level nodes (StepEvent.feeds)."""
         config = config or GenerationConfig()
         ids = self._check_prompt(prompt_ids)
         self._store_weights(config)  # an unknown store name: an error now, not at the first step
@@ -250,7 +252,7 @@ class Engine:
         # The model's own generation config, as `generate` applies it (top-k default, penalties).
         config = replace(config, sampling=resolve_sampling(self.model, config.sampling))
         processors = model_processors(self.model, config.sampling, len(ids), config.max_new_tokens)
-        return self._run(ids, config, max_new, processors, row_tokens)
+        return self._run(ids, config, max_new, processors, explain)
 
     def output_head(self) -> OutputHead | None:
         """Split the model's output head from its body for lazy logits. The first call checks
@@ -338,6 +340,7 @@ class Engine:
                     timings=timings,
                     totals=totals,
                     row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
+                    feeds=feeds(retrieved, draft.trie) if each else (),
                 )
                 yield event
                 if event.finished:
@@ -505,6 +508,7 @@ class Engine:
         timings: StepTimings,
         totals: Totals,
         row_tokens: tuple[int, ...] = (),
+        feeds: tuple[Feed, ...] = (),
     ) -> StepEvent:
         """What this step did, for every consumer; it finishes on EOS or at max_new tokens."""
         finish: Literal["eos", "length"] | None = None
@@ -530,6 +534,7 @@ class Engine:
             finish_reason=finish,
             predicted=tuple(float(p) for p in draft.predicted),
             row_tokens=row_tokens,
+            feeds=feeds,
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from rest_core.drafting.feeds import Feed
 from rest_core.drafting.trie import Trie
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE, source_name
 
@@ -118,8 +119,13 @@ class StepEvent:
     predicted: tuple[float, ...] = ()
     # per verified row (the root first, then each draft node), the model's likeliest next token
     # there, off the walk's path too: what a rejected branch's nodes would have been checked
-    # against. Empty unless asked for (Engine.generate(row_tokens=True): it scores every row).
+    # against. Empty unless asked for (Engine.generate(explain=True): it scores every row).
     row_tokens: tuple[int, ...] = ()
+    # the heaviest first-level nodes of `trie`, heaviest first, each with how many of every
+    # source's continuations run through it and the commonest of them (at most FEED_NODES x
+    # FEED_EXAMPLES short examples): which retrieved continuations made the drafted branches.
+    # Empty unless asked for (Engine.generate(explain=True)).
+    feeds: tuple[Feed, ...] = ()
 
     @property
     def accepted_len(self) -> int:

@@ -25,6 +25,7 @@ from rest_core.ui.compare_view import (
     timeline_figure,
 )
 from rest_core.ui.fairness import LONG
+from rest_core.ui.measures import ForwardTime, plain_forward
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.style import clean_text, esc, quoted, status_html
@@ -38,6 +39,7 @@ class CompareUpdate:
     comparison: str | None = None
     speed: Any = None  # plotly Figure
     timeline: Any = None  # plotly Figure: one lane per method, one block per forward
+    plain_forward: ForwardTime | None = None  # plain decoding's one-token forward (for Why this c?)
 
 
 def compare(
@@ -79,8 +81,11 @@ def compare(
         results, lookup, cut = yield from _compared_runs(runtime, job, what)
         table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut)
         done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
-        del results  # only the figures and the table stay
-        yield CompareUpdate(status=status_html(esc(done)), comparison=table, speed=speed, timeline=timeline)
+        plain = plain_forward(results["ar"])
+        del results  # only the figures, the table and plain decoding's forward stay
+        yield CompareUpdate(
+            status=status_html(esc(done)), comparison=table, speed=speed, timeline=timeline, plain_forward=plain
+        )
     except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
         yield CompareUpdate(status=status_html(esc(failure(exc, "compare")), "err"))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
+from rest_core.ui.measures import PER_TOKEN, ForwardTime, plain_forward, rest_forward
 from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, source_label, visible
 
 # ----------------------------------------------------------------------------------------------
@@ -25,6 +26,8 @@ class Comparison:
     ar: Totals
     identical: bool | None  # None when sampling (outputs may differ by design)
     lengths: tuple[int, int] = (0, 0)  # tokens REST and plain decoding wrote
+    # the median forward of each run (REST's over the root and its drafts, plain's over 1 token)
+    forwards: tuple[ForwardTime | None, ForwardTime | None] = (None, None)
 
     @property
     def compared(self) -> int:
@@ -45,14 +48,20 @@ def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], gr
     ar_ids = [t for e in ar_events for t in e.tokens]
     if greedy:
         identical = rest_ids == ar_ids
-    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, (len(rest_ids), len(ar_ids)))
+    forwards = (rest_forward(rest_events), plain_forward(ar_events))
+    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, (len(rest_ids), len(ar_ids)), forwards)
 
 
 def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
     r, a = cmp.rest, cmp.ar
     rows = [
         ("tokens / s", f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
-        ("decode time per token (whole steps)", f"{r.mean_token_ms:.1f} ms", f"{a.mean_token_ms:.1f} ms"),
+        (
+            "per token (wall clock, whole steps, prefill excluded)",
+            f"{r.mean_token_ms:.1f} ms",
+            f"{a.mean_token_ms:.1f} ms",
+        ),
+        ("one forward (median; REST: root + drafts, plain: 1 token)", *(_ms(f) for f in cmp.forwards)),
         (
             "tokens / steps (M)",
             f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}",
@@ -67,6 +76,23 @@ def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
             ("same output (greedy)", ("yes" if cmp.identical else "NO") + f", {cmp.compared} tokens compared", "")
         )
     return rows
+
+
+def _ms(forward: ForwardTime | None) -> str:
+    return f"{forward.ms:.1f} ms" if forward is not None else "-"
+
+
+def measures_note(cmp: Comparison) -> str:
+    """What the table's two time rows measure, and plain decoding's per token beside its one-token
+    forward, from the run's own figures."""
+    text = f"Per token: {PER_TOKEN}. One forward: the forward alone, the median over the run's steps."
+    plain = cmp.forwards[1]
+    if plain is not None and cmp.ar.new_tokens:
+        text += (
+            f" Plain decoding: {cmp.ar.mean_token_ms:.1f} ms per token against its forward's {plain.line()}: a plain "
+            "step is one such forward, plus picking the token and the step's own bookkeeping."
+        )
+    return text
 
 
 def identity_claim(cmp: Comparison) -> str:
@@ -91,7 +117,7 @@ def comparison_html(cmp: Comparison) -> str:
         '<div class="compare">'
         f'<div class="speedup">speedup <b id="speedup-value">{cmp.speedup:.2f}×</b> {badge}</div>'
         '<table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
-        f"<tbody>{body}</tbody></table></div>"
+        f'<tbody>{body}</tbody></table><p class="measures">{esc(measures_note(cmp))}</p></div>'
     )
 
 

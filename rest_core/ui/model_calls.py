@@ -51,15 +51,15 @@ class Models(Protocol):
 class ModelJob:
     """One call's work, as plain data: the datastores (a StoreSet: names and folders), the
     prompt's token ids, the settings, the seconds it may take on the model (0: no limit), at
-    most how many steps (0: to the end) and whether each step scores every verified row
-    (`row_tokens`: the step-through's verify table)."""
+    most how many steps (0: to the end) and whether each step carries the step-through's extras
+    (`explain`: every verified row's token, the continuations behind the heaviest nodes)."""
 
     stores: Any
     prompt_ids: tuple[int, ...]
     config: GenerationConfig
     max_seconds: float = 0.0
     max_steps: int = 0
-    row_tokens: bool = False
+    explain: bool = False
     lane: str = SHORT  # LONG (Run to end, Compare): gives the model to waiting short jobs between steps
 
 
@@ -94,7 +94,7 @@ def answer_stream(models: Models, job: ModelJob) -> Iterator[StepEvent | TimeLim
     engine = models.engine(job.stores)
     with models.lock.hold(job.lane):
         deadline = time.monotonic() + job.max_seconds if job.max_seconds > 0 else None
-        steps = engine.generate(list(job.prompt_ids), job.config, row_tokens=job.row_tokens)
+        steps = engine.generate(list(job.prompt_ids), job.config, explain=job.explain)
         try:
             for taken, ev in enumerate(steps, start=1):
                 yield compact_event(ev)

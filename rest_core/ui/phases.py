@@ -17,6 +17,7 @@ from typing import Any
 from rest_core.config import RetrievalConfig
 from rest_core.decode.events import StepEvent
 from rest_core.sources import origin
+from rest_core.ui.feeds_view import feeds_html
 from rest_core.ui.provenance import provenance_html
 from rest_core.ui.style import (
     Tokenizer,
@@ -82,7 +83,8 @@ def retrieve_html(
     samples: int = 4,
 ) -> str:
     """The end of the conversation with each source's matched suffix underlined in its colour,
-    and a few of the continuations that followed the matches."""
+    and the continuations behind the heaviest branches of the trie (event.feeds), or, for an
+    event without them, a few of the continuations that followed the matches."""
     longest = max((m.suffix_len for m in event.matches), default=0)
     shown = list(context[-max(tail, longest) :])
     cut = len(context) - len(shown)
@@ -92,9 +94,9 @@ def retrieve_html(
         cls = " ".join(f"m-{source_class(m.source_bit)}" for m in event.matches if m.suffix_len >= from_end)
         spans.append(f'<span class="tt-tok {cls}">{esc(visible(token_text(tokenizer, t), 24))}</span>')
     lead = "…" if cut > 0 else ""
-    rows = []
+    rows = [feeds_html(event, tokenizer)]
     for m in event.matches:
-        if not m.suffix_len:
+        if not m.suffix_len or event.feeds:
             continue
         conts = "".join(
             f"<li><code>{esc(visible(decode_text(tokenizer, c), 60))}</code></li>" for c in m.sample[:samples]

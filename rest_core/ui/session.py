@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from rest_core.ui.chat import Chat
 from rest_core.ui.corpus import Corpora
+from rest_core.ui.measures import ForwardTime
 from rest_core.ui.runtime import Runtime, trim_memory
 from rest_core.ui.stepper import Stepper
 
@@ -38,6 +39,9 @@ class Session:
     # chosen any: set by the page's load, ended by a choice (the datastore list, a guided
     # example, a corpus built). An API client's store is always its own choice.
     stores_auto: bool = False
+    # The one-token forward of this visitor's last Compare's plain decoding: Why this c? shows its
+    # own measurement of that forward beside it (rest_core.ui.measures.same_forward).
+    plain_forward: ForwardTime | None = None
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more job unless `max_jobs` (0: no limit) are queued or running already. A
@@ -74,6 +78,7 @@ class Session:
         self.chat.release()
         self.steps.close()
         self.jobs = []
+        self.plain_forward = None
         self.corpora.release(runtime, self.key)
         if runtime is not None:
             runtime.forget(self.key)

@@ -20,6 +20,7 @@ from rest_core.ui.lifecycle import admit_job, job_done
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.stepper import Stepper, step_c
+from rest_core.ui.store_pick import pick_for
 from rest_core.ui.style import status_html
 
 log = logging.getLogger("rest.app")
@@ -41,6 +42,9 @@ class StepView:
 
 
 def step_view(st: Stepper, status: str = "") -> StepView:
+    """The panels of the step shown; `status` under the page's word on the stores it picked."""
+    if st.stores_note and st.started:
+        status = status_html(style.esc(st.stores_note), elem_id="step-store-pick") + status
     ev = st.event
     if ev is None:
         empty = trie_view.empty_figure("Press Next step.", height=260)
@@ -117,8 +121,10 @@ def advance(
     knobs: Mapping[str, Any],
 ) -> StepView:
     """Next step / Run to end (`move`, see run_step) on the visitor's step-through: first starts
-    an answer to the message, on the chosen stores (the visitor's own uploads included), when
-    none is under way. A message over the server's limit is refused before anything tokenizes it."""
+    an answer to the message when none is under way, on the chosen stores (the visitor's own
+    uploads included), or, while the visitor has chosen none (session.stores_auto), on the stores
+    that fit the message, as Chat picks them (store_pick), saying which and why. A message over
+    the server's limit is refused before anything tokenizes it."""
     st = session.steps
     message = style.clean_text(message)
     new = _new_answer(st, message)
@@ -130,7 +136,10 @@ def advance(
         budget = step_c(c)  # checked on every move: a bad c is a message, never a traceback
         if new:
             private, owner = session.corpora.uploads, session.key
-            st.start(runtime, message, store, dict(knobs), budget, private=private, owner=owner)
+            pick = pick_for(message, runtime.store_names()) if session.stores_auto and message.strip() else None
+            stores = pick.stores if pick else store
+            st.start(runtime, message, stores, dict(knobs), budget, private=private, owner=owner)
+            st.stores_note = pick.text if pick else ""
         return move(st)
 
     return run_step(st, act)

@@ -63,6 +63,7 @@ class Stepper:
         self.config: GenerationConfig | None = None
         self.pos = -1  # the step shown, 0-based; -1 = none yet
         self.message = ""  # the message being answered
+        self.stores_note = ""  # why the page picked the answer's stores (store_pick), "" when the visitor chose
         self.answers = 0  # answers started so far: the number of the one under way (a view knows what it shows)
         self.tokenizer: Any = None
         self.stores: dict[str, Any] = {}  # the engine's datastores by name ("where it came from")
@@ -124,12 +125,13 @@ class Stepper:
         self._calls = runtime.calls
         if owner:
             runtime.claim_cache(stores, owner)  # the engine's kept KV holds this answer: Clear drops it
-        self.job = ModelJob(stores=stores, prompt_ids=tuple(self.prompt_ids), config=config, row_tokens=True)
+        self.job = ModelJob(stores=stores, prompt_ids=tuple(self.prompt_ids), config=config, explain=True)
 
     def close(self) -> None:
         """Forget the answer (nothing on the model to release: it holds nothing between clicks)."""
         self.job = None
         self.events, self.prompt_ids, self.pos, self.config, self.message = [], [], -1, None, ""
+        self.stores_note = ""
         self.stores = {}
 
     # -- moving --

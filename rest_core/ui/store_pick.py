@@ -42,10 +42,14 @@ def default_stores(message: str, available: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class StorePick:
     """The stores a message drafts from on a page where the visitor has not chosen any, and the
-    status line saying which and why (HTML)."""
+    sentence saying which and why (`text`; `note`: Chat's status line of it, HTML)."""
 
     stores: list[str]
-    note: str
+    text: str
+
+    @property
+    def note(self) -> str:
+        return status_html(esc(self.text), elem_id="store-pick")
 
 
 def pick_for(message: str, available: Sequence[str]) -> StorePick:
@@ -60,5 +64,5 @@ def pick_for(message: str, available: Sequence[str]) -> StorePick:
         why = "neither the code nor the chat store is built here, so the first datastore this server has"
     else:
         why = "no datastore is built on this server"
-    note = f"Drafting from {used}: {why}. Choose datastores in Settings to keep your own choice."
-    return StorePick(stores=stores, note=status_html(esc(note), elem_id="store-pick"))
+    text = f"Drafting from {used}: {why}. Choose datastores in Settings to keep your own choice."
+    return StorePick(stores=stores, text=text)

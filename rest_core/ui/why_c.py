@@ -41,7 +41,7 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
     chosen = events[-1].c if events else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-    caption = why_c_view.why_c_caption(curve, events, chosen, answer, max_c=STEP_C_MAX)
+    caption = why_c_view.why_c_caption(curve, events, chosen, answer, max_c=STEP_C_MAX, compared=session.plain_forward)
     if curve.sizes[-1] <= STEP_C_MAX:
         caption += (
             f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "

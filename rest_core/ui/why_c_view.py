@@ -13,6 +13,7 @@ import numpy as np
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
+from rest_core.ui.measures import ForwardTime, curve_forward, same_forward
 from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR
 
 
@@ -162,11 +163,17 @@ def _lay_out(fig: Any, curve: CostCurve) -> None:
 
 
 def why_c_caption(
-    curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, answer: str = "This answer", max_c: int = 64
+    curve: CostCurve,
+    events: Sequence[StepEvent],
+    chosen_c: int,
+    answer: str = "This answer",
+    max_c: int = 64,
+    compared: ForwardTime | None = None,
 ) -> str:
-    """What the figure says, in words: the cost of 1 and of 1 + c tokens, the acceptance and M of
-    `answer` (the answer `events` are the steps of, named as the page names it), and, when no c
-    beats plain decoding, why."""
+    """What the figure says, in words: the cost of 1 (as measured: `curve_forward`) and of 1 + c
+    tokens, the acceptance and M of `answer` (the answer `events` are the steps of, named as the
+    page names it), when no c beats plain decoding, why, and beside the one-token cost, Compare's
+    plain decoding forward (`compared`), when the visitor compared."""
     rest = [e for e in events if e.method == "rest"]
     if not rest:
         return (
@@ -177,7 +184,7 @@ def why_c_caption(
     ratio = float(curve(1 + chosen_c) / curve(1))
     measured = "measured" if 1 + chosen_c in curve.sizes else "read off the line between the measured points"
     text = (
-        f"Verifying 1 token costs {float(curve(1)):.1f} ms here and 1 + {chosen_c} tokens {float(curve(1 + chosen_c)):.1f} ms "
+        f"Verifying 1 token costs {float(curve(1)):.1f} ms here ({curve_forward(curve).what()}) and 1 + {chosen_c} tokens {float(curve(1 + chosen_c)):.1f} ms "
         f"({ratio:.2f}× as long; {measured}). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
         f"{totals.steps} forwards = {totals.mean_generated_length:.2f} (the last step can end early, at the end of the "
         f"text; each answer has its own M, and the stats under the chat show the last chat answer's). So a bigger c pays only "
@@ -190,6 +197,8 @@ def why_c_caption(
         f"({float(speedup[best]):.2f}× plain decoding); your c = {min(chosen_c, max_c)} expects "
         f"{float(speedup[min(chosen_c, max_c)]):.2f}×."
     )
+    same = same_forward(curve_forward(curve), compared)
+    text += f" {same}" if same else ""
     if float(speedup[1:].max()) < 1.0:
         grows = float(curve(1 + max_c) / curve(1))
         text += (

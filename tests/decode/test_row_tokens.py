@@ -1,4 +1,4 @@
-"""StepEvent.row_tokens (asked for with generate(row_tokens=True)): the model's likeliest token at
+"""StepEvent.row_tokens (asked for with generate(explain=True)): the model's likeliest token at
 every verified row, the rows the walk never visits included, with lazy logits as with the full
 forward; asking for them changes neither the tokens nor anything else a step reports."""
 
@@ -30,8 +30,15 @@ def test_row_tokens_are_each_rows_argmax_and_change_nothing_else(lazy):
     engine = Engine(lm.model, lm.tokenizer, store, lazy_logits=lazy, reuse_cache=False)
     config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(c=16, budget="fixed", use_context=True))
     plain = list(engine.generate(prompt, config))
-    rows = list(engine.generate(prompt, config, row_tokens=True))
-    assert all(e.row_tokens == () for e in plain)
+    rows = list(engine.generate(prompt, config, explain=True))
+    assert all(e.row_tokens == () and e.feeds == () for e in plain)
+    # the continuations behind the heaviest first-level nodes come with them: each feed's token
+    # is a first-level node of the step's trie, heaviest first
+    fed = [e for e in rows if e.feeds]
+    assert fed and all(e.trie is not None for e in fed)
+    for e in fed:
+        first = {int(t): float(w) for t, w, d in zip(e.trie.tokens, e.trie.weights, e.trie.depths) if d == 1}
+        assert [first[f.token] for f in e.feeds] == sorted(first.values(), reverse=True)[: len(e.feeds)]
     assert [e.tokens for e in rows] == [e.tokens for e in plain]
     assert [(e.accepted, e.draft_idx) for e in rows] == [(e.accepted, e.draft_idx) for e in plain]
     context = list(prompt)

@@ -23,11 +23,12 @@ from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.tree import tree_attention_mask
 from rest_core.knobs import make_config
 from rest_core.store.datastore import Datastore
-from rest_core.ui import answer_view, compare_view, guided, phases, provenance, style, tree_mask, why_c_view
+from rest_core.ui import answer_view, compare_view, feeds_view, guided, phases, provenance, style, tree_mask, why_c_view
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
+from rest_core.ui.store_pick import pick_for
 from tests.app_fixtures import compare_on, knob_values, respond, step_knobs
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
@@ -137,6 +138,23 @@ def test_captions_name_the_matched_suffix_and_the_k_cap(run, lm):
     assert any(
         "caps them" in phases.retrieve_caption(e, c, lm.tokenizer, config.retrieval) for e, c in zip(events, contexts)
     )
+
+
+def test_the_heaviest_branches_say_what_fed_them_as_the_walk_went(run, lm):
+    events, contexts, config = run
+    said = []
+    for e, ctx in zip(events, contexts):
+        for f in e.feeds:
+            status = feeds_view.feed_status(e, f)
+            said.append(status)
+            if status == "drafted, accepted":
+                assert e.accepted_len and e.tokens[0] == f.token
+            elif status == "drafted, rejected":
+                assert e.tokens[0] != f.token
+            assert f.fed <= f.retrieved <= sum(min(m.occurrences, config.retrieval.max_matches) for m in e.matches)
+        if e.feeds:
+            assert "heaviest branches" in phases.retrieve_html(e, ctx, lm.tokenizer, config.retrieval)
+    assert "drafted, accepted" in said and "drafted, rejected" in said
 
 
 def test_accept_caption_and_kept_rows_follow_the_walk(run, lm):
@@ -285,6 +303,26 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     assert set(out) == shown and out[t.header] == "" and st.events == []
 
 
+def test_a_page_that_chose_no_store_steps_through_on_the_messages_pick(runtime):
+    """Issue 29: Chat drafts each message from the stores that fit it (store_pick) until the
+    visitor chooses; the step-through drafted from whatever the list held. It picks the same way
+    now, and says which stores and why above its status, for every step of that answer."""
+    h = teach_handlers(runtime)
+    knobs = step_knobs(**KNOBS)
+    pick = pick_for(MESSAGE, runtime.store_names())
+    assert pick.stores == [STORE]  # the only store this server has
+    session = Session(stores_auto=True)
+    out = h.next(MESSAGE, session, [], 16, **knobs)  # the list holds nothing
+    said = unescape(out[h.ui.status])
+    assert pick.text in said and 'id="step-store-pick"' in said
+    assert {m.source for m in session.steps.events[0].matches} == {STORE, "context"}
+    assert pick.text in unescape(h.next(MESSAGE, session, [], 16, **knobs)[h.ui.status])
+    assert h.restart(session)[h.ui.status] == ""  # New answer: no answer, no pick to speak of
+    chose = Session()  # the visitor chose: no store, so none drafts, and nothing is said
+    out = h.next(MESSAGE, chose, [], 16, **knobs)
+    assert {m.source for m in chose.steps.events[0].matches} == {"context"} and "Drafting from" not in out[h.ui.status]
+
+
 def test_clear_and_new_answer_release_the_step_through(runtime):
     """Issue 30: the step-through's state lived beside the visitor's Session, and Clear (as
     expiry and page close) released the Session only: after Clear, Back still showed "Step 1
@@ -334,6 +372,26 @@ def test_why_c_goes_once_the_answer_it_describes_is_no_longer_on_screen(runtime)
     assert "About the last chat answer to" in unescape(h.why_c(session, 16)[h.ui.why_cap])
     list(chat.respond("and once more", session, STORE, **knob_values(**KNOBS)))
     assert h.why_c_current(session) == gone
+
+
+def test_why_c_puts_compares_one_token_forward_beside_its_own(runtime):
+    """Issue 29: Compare's plain decoding (313 ms per token) and Why this c?'s one-token forward
+    (460 ms) sat on the page with nothing saying what each measured. After a Compare, Why this c?
+    names its own measurement and Compare's, both from rest_core.ui.measures; Clear forgets it."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    h, chat = built.teaching, built.handlers
+    session = Session()
+    h.next(MESSAGE, session, STORE, 16, **step_knobs(**KNOBS))
+    assert "Compare's plain decoding" not in unescape(h.why_c(session, 16)[h.ui.why_cap])
+    list(chat.compare(MESSAGE, session, STORE, **knob_values(**KNOBS)))
+    plain = session.plain_forward
+    assert plain is not None and plain.runs > 0 and plain.q == 1
+    caption = unescape(h.why_c(session, 16)[h.ui.why_cap])
+    assert f"{plain.line()}; the first is" in caption and "Why this c?'s measurement" in caption
+    chat.clear(session)
+    assert session.plain_forward is None
 
 
 def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):

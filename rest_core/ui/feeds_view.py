@@ -1,0 +1,63 @@
+"""The Retrieve panel's "what made the heaviest branches": for a step's heaviest first-level trie
+nodes (StepEvent.feeds), whether the step drafted them and the model took them, how many of each
+source's continuations run through them, and the commonest of those continuations."""
+
+from __future__ import annotations
+
+from rest_core.decode.events import StepEvent
+from rest_core.drafting.feeds import Feed
+from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, token_label, visible
+
+
+def feed_status(event: StepEvent, feed: Feed) -> str:
+    """What the step did with the node: "drafted, accepted", "drafted, rejected" (the model's own
+    first token was another) or "not drafted (c = …)"."""
+    draft = event.draft
+    drafted = draft is not None and any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
+    if not drafted:
+        return f"not drafted (c = {event.c})"
+    took = bool(event.accepted) and int(draft.tokens[event.accepted[0]]) == feed.token
+    return "drafted, accepted" if took else "drafted, rejected"
+
+
+def feed_counts(event: StepEvent, feed: Feed) -> str:
+    """How many continuations run through the node: "41 of 200 continuations" (one source), or
+    per source after the total ("43 of 203 continuations: code 41 of 200, conversation 2 of 3")."""
+    names = {m.source_bit: shown_name(m.source_bit, m.source) for m in event.matches}
+    total = f"{feed.fed:,} of {feed.retrieved:,} continuation{'s' if feed.retrieved != 1 else ''}"
+    if len(feed.counts) == 1:
+        bit = feed.counts[0][0]
+        return f"{total} ({names.get(bit, 'the source')})"
+    per = ", ".join(f"{names.get(bit, 'a source')} {n:,} of {k:,}" for bit, n, k in feed.counts)
+    return f"{total}: {per}"
+
+
+def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
+    """The commonest continuations through the node as text, "…" where they go on, "×n" when
+    several continuations begin alike."""
+    out = []
+    for e in feed.examples:
+        text = visible(decode_text(tokenizer, e.tokens), 40) + ("…" if e.more else "")
+        out.append(f"“{text}”" + (f" ×{e.count}" if e.count > 1 else ""))
+    return out
+
+
+def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
+    """A list, heaviest node first, of which retrieved continuations fed it; "" without feeds."""
+    if not event.feeds:
+        return ""
+    items = []
+    for f in event.feeds:
+        examples = ", ".join(f"<code>{esc(x)}</code>" for x in feed_examples(f, tokenizer))
+        items.append(
+            f'<li data-token="{f.token}"><code class="feed-node">{esc(token_label(tokenizer, f.token, 16))}</code> '
+            f'<span class="feed-status">{esc(feed_status(event, f))}</span> ← {esc(feed_counts(event, f))}'
+            + (f", e.g. {examples}" if examples else "")
+            + "</li>"
+        )
+    return (
+        '<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: the '
+        "trie's first tokens with the largest weight, how many of the retrieved continuations start with each, "
+        "and the commonest of them (each source's weight is spread over its own continuations, so one of a few "
+        f'counts for more than one of thousands).</p><ul class="feeds-list">{"".join(items)}</ul></div>'
+    )

@@ -1,0 +1,86 @@
+"""What the page's time figures measure, one definition each, so two figures of the same quantity
+come from one place and say how they differ: a forward's time (`ForwardTime`: Why this c?'s
+measured one-token forward, Compare's plain decoding forwards) and a decode's time per token
+(`PER_TOKEN`: Compare's table). Pure functions over events and the cost curve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rest_core.budget.cost_curve import CostCurve
+from rest_core.decode.events import StepEvent
+from rest_core.ui.style import plural
+
+# Compare's "per token": the decode's wall clock over its new tokens.
+PER_TOKEN = "per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
+
+
+@dataclass(frozen=True)
+class ForwardTime:
+    """Milliseconds of one forward of `q` tokens over a KV cache of `cache` tokens (lo, hi), the
+    `stat` ("median" or "fastest") of `runs` forwards; `where` says whose forwards they were."""
+
+    ms: float
+    q: int
+    cache: tuple[int, int] | None  # None: not recorded
+    runs: int  # 0: not recorded
+    stat: str
+    where: str
+
+    def what(self) -> str:
+        """The definition in words: "one forward of 1 token over a cache of 256 tokens, the fastest of 2 runs"."""
+        if self.cache is None or not self.runs:
+            return f"one forward of {plural(self.q, 'token')}, measured in a way not recorded"
+        lo, hi = self.cache
+        over = f"a cache of {lo:,} tokens" if lo == hi else f"caches of {lo:,}–{hi:,} tokens"
+        return f"one forward of {plural(self.q, 'token')} over {over}, the {self.stat} of {plural(self.runs, 'run')}"
+
+    def line(self) -> str:
+        """ "460.2 ms (one forward of 1 token over …, Why this c?'s measurement)"."""
+        return f"{self.ms:.1f} ms ({self.what()}, {self.where})"
+
+
+def plain_forward(events: Sequence[StepEvent]) -> ForwardTime | None:
+    """The median forward of a plain decoding run (one token each, over the cache the answer had
+    reached); None without plain steps."""
+    plain = [e for e in events if e.method == "ar"]
+    if not plain:
+        return None
+    # before a step, the cache holds the prompt and every earlier token but the step's root
+    caches = [e.totals.prompt_tokens - 1 + e.totals.new_tokens - len(e.tokens) for e in plain]
+    ms = float(np.median([e.timings.forward_ms for e in plain]))
+    return ForwardTime(ms, 1, (min(caches), max(caches)), len(plain), "median", "Compare's plain decoding")
+
+
+def rest_forward(events: Sequence[StepEvent]) -> ForwardTime | None:
+    """The median forward of a REST run's steps, each over the root and its drafts (q: the median
+    of those sizes); None without REST steps."""
+    steps = [e for e in events if e.method == "rest"]
+    if not steps:
+        return None
+    caches = [e.totals.prompt_tokens - 1 + e.totals.new_tokens - len(e.tokens) for e in steps]
+    q = int(np.median([1 + (len(e.draft) if e.draft is not None else 0) for e in steps]))
+    ms = float(np.median([e.timings.forward_ms for e in steps]))
+    return ForwardTime(ms, q, (min(caches), max(caches)), len(steps), "median", "Compare's REST")
+
+
+def curve_forward(curve: CostCurve) -> ForwardTime:
+    """The cost curve's one-token forward, as it was measured (`measure_cost_curve`: the fastest
+    of its runs over a cache of random tokens)."""
+    cache = (curve.cache_len, curve.cache_len) if curve.cache_len else None
+    return ForwardTime(float(curve(1)), 1, cache, curve.reps, "fastest", "Why this c?'s measurement")
+
+
+def same_forward(measured: ForwardTime, compared: ForwardTime | None) -> str:
+    """Why this c?'s one-token forward beside Compare's, both figures and both definitions ("" without
+    a comparison): they time the same forward, on other caches, at other moments, by another statistic."""
+    if compared is None:
+        return ""
+    ratio = measured.ms / compared.ms if compared.ms > 0 else float("inf")
+    return (
+        f"One forward of 1 token: {measured.line()}; {compared.line()}; the first is {ratio:.2f}× the second. Both time the same "
+        "forward; they differ by the cache's size, the statistic and what else the machine was doing meanwhile."
+    )

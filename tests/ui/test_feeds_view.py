@@ -1,0 +1,84 @@
+"""The Retrieve panel's "which continuations made the heaviest branches" (rest_core.ui.feeds_view)
+on a hand-made step: a store whose continuations start "up" (4), "get" (2) or "find" (1), and the
+conversation's two "get(x"s; c = 2 drafts "ge" and the model takes "g"."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html import unescape
+
+import numpy as np
+
+from rest_core.decode.events import MatchInfo
+from rest_core.drafting.draft import build_draft
+from rest_core.drafting.feeds import feeds
+from rest_core.drafting.source import Retrieved
+from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE
+from rest_core.ui import feeds_view, phases
+from tests.tiny_models import tiny_tokenizer
+from tests.ui.test_render import event
+
+TOK = tiny_tokenizer()
+
+
+def ids(text: str) -> list[int]:
+    return list(text.encode())
+
+
+def rows(*texts: str) -> np.ndarray:
+    m = max(len(t) for t in texts)
+    return np.array([ids(t) + [-1] * (m - len(t)) for t in texts], dtype=np.int64)
+
+
+def step():
+    """(event, draft): the store's 7 continuations (first tokens u, u, u, u, g, g, f) and the
+    conversation's 2 (both g); 'g' weighs 2/7 + 2/2, 'u' 4/7, 'f' 1/7."""
+    store = Retrieved(
+        SOURCE_DATASTORE, 3, (1, 2, 3), 40, rows("up to the", "up to the", "up()", "up", "get(", "get", "find")
+    )
+    context = Retrieved(SOURCE_CONTEXT, 2, (1, 2), 2, rows("get(x", "get(x"))
+    draft = build_draft([store, context], c=2)
+    matches = [
+        MatchInfo(SOURCE_DATASTORE, 3, (1, 2, 3), 40, (tuple(ids("find")),), name="code"),
+        MatchInfo(SOURCE_CONTEXT, 2, (1, 2), 2, (tuple(ids("get(x")),)),
+    ]
+    g = int(np.flatnonzero((draft.nodes.tokens == ord("g")) & (draft.nodes.depths == 1))[0])
+    ev = event(
+        0,
+        [ord("g"), ord("e")],
+        [SOURCE_DATASTORE | SOURCE_CONTEXT, 0],
+        trie=draft.trie,
+        draft=draft.nodes,
+        draft_idx=draft.idx,
+        accepted=(g,),
+        matches=matches,
+    )
+    return replace(ev, c=2, feeds=feeds([store, context], draft.trie)), draft
+
+
+def test_the_heaviest_nodes_say_what_fed_them_and_what_the_step_did():
+    ev, draft = step()
+    assert [chr(f.token) for f in ev.feeds] == ["g", "u", "f"]
+    g, u, f = ev.feeds
+    assert feeds_view.feed_status(ev, g) == "drafted, accepted"
+    # c = 2 drafts 'g' and then 'ge' (as heavy as 'g'), not 'u' (4/7)
+    assert [chr(t) for t in draft.nodes.tokens] == ["g", "e"]
+    assert feeds_view.feed_status(ev, u) == "not drafted (c = 2)"
+    assert feeds_view.feed_status(ev, f) == "not drafted (c = 2)"
+    assert feeds_view.feed_counts(ev, g) == "4 of 9 continuations: code 2 of 7, conversation (context) 2 of 2"
+    assert feeds_view.feed_counts(ev, u) == "4 of 9 continuations: code 4 of 7, conversation (context) 0 of 2"
+    assert feeds_view.feed_examples(u, TOK) == ["“up·to·th…” ×2", "“up”", "“up()”"]
+
+
+def test_the_retrieve_panel_shows_them_instead_of_the_first_occurrences():
+    ev, _ = step()
+    html = unescape(re.sub(r"<[^>]+>", "", phases.retrieve_html(ev, ids("say x y z"), TOK)))
+    assert "Which continuations made the heaviest branches" in html
+    assert "g drafted, accepted ← 4 of 9 continuations" in html
+    assert "“get(x” ×2" in html
+    assert (
+        "what followed" not in html and "f not drafted (c = 2)" in html
+    )  # the first occurrences' continuations, sorted, not the heaviest
+    bare = unescape(phases.retrieve_html(replace(ev, feeds=()), ids("say x y z"), TOK))
+    assert "heaviest branches" not in bare and "what followed" in bare
