@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--method", default="hybrid", choices=("rest", "hybrid", "context"))
     p.add_argument("--k", type=int, default=16, help="num_speculative_tokens")
     p.add_argument("--answers-tokens", type=int, default=DEFAULT_ANSWERS)
-    p.add_argument("--costs", type=Path, default=None, help="a draft log to time steps by (default: the run's hybrid)")
+    p.add_argument("--costs", type=Path, default=None, help="a draft log to time steps by (default: the run's hybrid, round 0)")
     args = p.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{work / 'ar-0.json'}: no pass at batch 1")
     answers = [q["token_ids"] for q in first["requests"]]
     prompts = [job["prompts"][q["prompt"]] for q in first["requests"]]
-    costs = step_costs(args.costs or work / "hybrid-drafts.jsonl")
+    logs = [work / "hybrid-0-drafts.jsonl", work / "hybrid-drafts.jsonl"]  # today's bench, and before --rounds
+    costs = step_costs(args.costs or next((x for x in logs if x.is_file()), logs[0]))
     sizes, ms = np.array(sorted(costs)), np.array([costs[t] for t in sorted(costs)])
     slope = (ms[-1] - ms[0]) / max(sizes[-1] - sizes[0], 1)
 
