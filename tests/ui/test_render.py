@@ -346,6 +346,8 @@ def test_trie_figure_data():
     # the context-proposed B is drawn in the context colour
     assert list(by_name["drafted, rejected"].marker.color)[0] == style.SOURCE_COLORS[SOURCE_CONTEXT]
     assert "Step 6" in fig.layout.title.text
+    # the count is of trie nodes (merged continuations), not of retrieved occurrences or continuations
+    assert "· trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
 
 
 def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_sources_colour():
