@@ -150,8 +150,8 @@ def comparison_html(cmp: Comparison) -> str:
     return (
         '<div class="compare">'
         f'<div class="speedup">{head} {badge}</div>'
-        '<table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
-        f'<tbody>{body}</tbody></table><p class="measures">{esc(measures_note(cmp))}</p></div>'
+        '<div class="scroll-x"><table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
+        f'<tbody>{body}</tbody></table></div><p class="measures">{esc(measures_note(cmp))}</p></div>'
     )
 
 

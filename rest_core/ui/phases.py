@@ -238,8 +238,8 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
     return (
         f'<p class="tt-cap" data-phase="verify">{esc(verify_caption(event, context))}</p>'
-        '<table class="tt-rows"><thead><tr><th>row</th><th>position id</th><th>drafted</th><th>model\'s own token at the parent row</th><th></th></tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>{more}"
+        '<div class="scroll-x"><table class="tt-rows"><thead><tr><th>row</th><th>position id</th><th>drafted</th><th>model\'s own token at the parent row</th><th></th></tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
 

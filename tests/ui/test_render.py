@@ -624,3 +624,22 @@ def test_how_rest_works_diagram_agrees_with_the_glossary_and_its_text_fits_its_b
             bottom = float(line.get("y")) + float(line.get("dy", 0))
             assert bottom + 0.25 * size <= height, ("".join(line.itertext()), bottom, height)  # descenders inside
     assert boxes == 6
+
+
+def test_wide_tables_scroll_sideways_on_a_phone():
+    """Issue: a 390-pixel phone clipped the verify table's verdict column ("disag"). Compare's table
+    and the verify rows sit in a box that scrolls sideways (assets/app.css's .scroll-x)."""
+    import re
+    from pathlib import Path
+
+    from rest_core.ui import phases
+
+    ev = trie_event()
+    verify = phases.verify_html(ev, [ord("x"), ord("y")], ByteTokenizer())
+    assert re.search(r'<div class="scroll-x"><table class="tt-rows">.*✗ disagree.*</table></div>', verify)
+    rest = [event(0, [1, 2, 3], (1, 1, 0), elapsed=0.1), event(1, [4], (0,), new=4, elapsed=0.2, finished=True)]
+    ar = [event(i, [i + 1], (0,), method="ar", new=i + 1, elapsed=0.1 * (i + 1)) for i in range(4)]
+    table = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
+    assert re.search(r'<div class="scroll-x"><table class="cmp">.*</table></div>', table)
+    css = (Path(__file__).parents[2] / "assets" / "app.css").read_text()
+    assert ".scroll-x { overflow-x: auto; max-width: 100%; }" in css
