@@ -643,3 +643,17 @@ def test_wide_tables_scroll_sideways_on_a_phone():
     assert re.search(r'<div class="scroll-x"><table class="cmp">.*</table></div>', table)
     css = (Path(__file__).parents[2] / "assets" / "app.css").read_text()
     assert ".scroll-x { overflow-x: auto; max-width: 100%; }" in css
+
+
+def test_live_stats_and_inspector_count_the_same_steps():
+    """Issue: mid-stream the stats said "3 steps" while the inspector, redrawn only with the trie
+    figure, still said "Step 2 of 2". Every live refresh now draws both from the same steps."""
+    from rest_core.ui.chat import live_panels
+
+    steps = [event(i, [i + 1], (0,), new=i + 1) for i in range(3)]
+    for figure in (True, False):
+        stats_, fig, inspector = live_panels(steps, ByteTokenizer(), figure)
+        assert '<div class="v">3</div><div class="k">steps</div>' in stats_ and "Step 3 of 3" in inspector
+        assert (fig is not None) == figure
+    stats_, fig, inspector = live_panels([], ByteTokenizer(), True)
+    assert "Stats appear here" in stats_ and "Pick a step" in inspector and fig is None
