@@ -67,5 +67,6 @@ Either way the text is the same: a draft token is kept only where the model woul
 
 WHY_C_NOTE = (
     "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
-    "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
+    "*measured cost* the auto budget uses. Combined with the acceptance of the answer it names, it predicts the speedup for every c "
+    "(a prediction: Compare times whole runs on the wall clock)."
 )
