@@ -36,6 +36,12 @@ class Feed:
     # begin with `token`, continuations it retrieved)
     counts: tuple[tuple[int, int, int], ...]
     examples: tuple[Example, ...]  # the commonest distinct continuations through it, commonest first
+    first_level: float = 0.0  # the weight of all the trie's first-level nodes together (0: unknown)
+
+    @property
+    def share(self) -> float | None:
+        """Its weight over the first level's: the order the step drafts in (None when unknown)."""
+        return self.weight / self.first_level if self.first_level > 0 else None
 
     @property
     def fed(self) -> int:
@@ -62,6 +68,7 @@ def feeds(
         return ()
     first = np.flatnonzero(trie.depths == 1)
     order = first[np.lexsort((first, -trie.weights[first]))][:nodes]  # weight desc, then BFS order
+    level = float(trie.weights[first].sum())
     out = []
     for i in order:
         tok = int(trie.tokens[i])
@@ -69,7 +76,7 @@ def feeds(
         counts = tuple(
             (int(r.source_bit), int(t.shape[0]), int(r.continuations.shape[0])) for r, t in zip(parts, through)
         )
-        out.append(Feed(tok, float(trie.weights[i]), counts, _commonest(through, examples, length)))
+        out.append(Feed(tok, float(trie.weights[i]), counts, _commonest(through, examples, length), level))
     return tuple(out)
 
 

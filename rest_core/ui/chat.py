@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rest_core.config import ConfigError, GenerationConfig
+from rest_core.decode.events import StepEvent
 from rest_core.knobs import make_config
 from rest_core.ui.answer_view import AnswerView, Turn, conversation_html
 from rest_core.ui.busy import FastestSteps, time_limit_message
@@ -294,13 +295,10 @@ class Chat:
                 if not events or now - last_text < TEXT_EVERY_S:
                     continue
                 self.turns[-1].answer_html = view.html()
-                fig = ins = None
-                if now - last_fig >= FIGURE_EVERY_S and view.events:
-                    fig = trie_figure(view.events[-1], tokenizer)
-                    ins = inspector_html(view.events[-1], tokenizer, n_steps=len(view.events))
-                    last_fig = now
+                figure = now - last_fig >= FIGURE_EVERY_S
+                running, fig, ins = live_panels(view.events, tokenizer, figure)
+                last_fig = now if figure and view.events else last_fig
                 last_text = now
-                running = stats_html(view.events, running=True)
                 yield Update(chat=self.chat_html(), stats=running, trie=fig, inspector=ins, status=status)
             reason, status = _ending(view.events, config, run.timed_out, max_seconds, clock, status)
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
@@ -351,3 +349,14 @@ def blank_view(runtime: Runtime) -> Update:
         status="",
         box="",
     )
+
+
+def live_panels(events: Sequence[StepEvent], tokenizer: Any, figure: bool) -> tuple[str, Any, str]:
+    """A streaming answer's (stats, trie figure, inspector), all of the same steps: the inspector
+    (cheap HTML) comes with every stats refresh, so "3 steps" never stands beside a "Step 2 of 2"
+    drawn earlier; the figure (~10 ms) only when `figure`, else None, and it names its step."""
+    stats = stats_html(events, running=True)
+    if not events:
+        return stats, None, inspector_html(None, tokenizer)
+    fig = trie_figure(events[-1], tokenizer) if figure else None
+    return stats, fig, inspector_html(events[-1], tokenizer, n_steps=len(events))

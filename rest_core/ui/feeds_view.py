@@ -32,6 +32,12 @@ def feed_counts(event: StepEvent, feed: Feed) -> str:
     return f"{total}: {per}"
 
 
+def feed_weight(feed: Feed) -> str:
+    """The node's share of the trie's first-level weight, "weight 0.42": what the step drafts by,
+    where the counts beside it are not ("" when unknown)."""
+    return f"weight {feed.share:.2f}" if feed.share is not None else ""
+
+
 def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
     """The commonest continuations through the node as text, "…" where they go on, "×n" when
     several continuations begin alike."""
@@ -51,13 +57,16 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
         examples = ", ".join(f"<code>{esc(x)}</code>" for x in feed_examples(f, tokenizer))
         items.append(
             f'<li data-token="{f.token}"><code class="feed-node">{esc(token_label(tokenizer, f.token, 16))}</code> '
-            f'<span class="feed-status">{esc(feed_status(event, f))}</span> ← {esc(feed_counts(event, f))}'
+            f'<span class="feed-status">{esc(feed_status(event, f))}</span>'
+            + (f' · <span class="feed-weight">{esc(weight)}</span>' if (weight := feed_weight(f)) else "")
+            + f" ← {esc(feed_counts(event, f))}"
             + (f", e.g. {examples}" if examples else "")
             + "</li>"
         )
     return (
         '<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: the '
-        "trie's first tokens with the largest weight, how many of the retrieved continuations start with each, "
-        "and the commonest of them (each source's weight is spread over its own continuations, so one of a few "
-        f'counts for more than one of thousands).</p><ul class="feeds-list">{"".join(items)}</ul></div>'
+        "trie's first tokens with the largest weight (each one's share of the first level's, the order the step "
+        "drafts in), how many of the retrieved continuations start with each, and the commonest of them (each "
+        "source's weight is spread over its own continuations, so one of a few counts for more than one of "
+        f'thousands).</p><ul class="feeds-list">{"".join(items)}</ul></div>'
     )

@@ -195,10 +195,21 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     return (
         f"One forward pass reads all {n + 1} rows at once (the root at position {root_pos}, each node at the root's "
         f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "
-        f"computes what plain decoding would compute there. The output head then scores only the rows the walk reaches "
-        f"(lazy logits). {agree} drafted token{'s' if agree != 1 else ''} "
-        f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached"
-        + (" (the table shows the model's own token there too)." if event.row_tokens else ".")
+        f"computes what plain decoding would compute there. {_scored(event)} {agree} drafted token{'s' if agree != 1 else ''} "
+        f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached" + "."
+    )
+
+
+def _scored(event: StepEvent) -> str:
+    """Which rows the output head scored: in the engine only those the walk reaches (lazy logits);
+    the step-through's own steps (the engine's `explain` flag) also score the rest, after the
+    step's clock, so the table can show the model's own token at rows never reached."""
+    lazy = "The engine's output head scores only the rows the walk reaches (lazy logits)"
+    if not event.row_tokens:
+        return lazy + "."
+    return (
+        lazy + "; for this view only, the step-through asks it (its explain flag) to score every row too, after the "
+        "step's clock, so the table shows the model's own token at the rows never reached."
     )
 
 
@@ -227,8 +238,8 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
     return (
         f'<p class="tt-cap" data-phase="verify">{esc(verify_caption(event, context))}</p>'
-        '<table class="tt-rows"><thead><tr><th>row</th><th>position id</th><th>drafted</th><th>model\'s own token at the parent row</th><th></th></tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>{more}"
+        '<div class="scroll-x"><table class="tt-rows"><thead><tr><th>row</th><th>position id</th><th>drafted</th><th>model\'s own token at the parent row</th><th></th></tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
 

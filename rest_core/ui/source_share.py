@@ -23,10 +23,17 @@ KINDS = ("context", "datastore", "both")
 LABELS = {"context": "the conversation", "datastore": "the datastore", "both": "both"}
 
 
-def accepted_shares(events: Sequence[StepEvent]) -> dict[str, float]:
-    """Share of the session's accepted draft tokens per kind (context, datastore, both)."""
+def accepted_drafts(events: Sequence[StepEvent]) -> dict[str, int]:
+    """The answer's accepted draft tokens per kind (context, datastore, both): drafted tokens only,
+    not the model's own (the chat stats' "by source" shares are of every token instead)."""
     counts = count_origins(s for e in events if e.method == "rest" for s in e.token_sources if s)
-    total = sum(counts[k] for k in KINDS)
+    return {k: counts[k] for k in KINDS}
+
+
+def accepted_shares(events: Sequence[StepEvent]) -> dict[str, float]:
+    """Share of the answer's accepted draft tokens per kind (context, datastore, both)."""
+    counts = accepted_drafts(events)
+    total = sum(counts.values())
     return {k: counts[k] / total for k in KINDS} if total else {}
 
 
@@ -51,19 +58,23 @@ def verified_by_kind(events: Sequence[StepEvent], c: int) -> tuple[dict[str, flo
     return {k: v / steps for k, v in nodes.items()}, {k: scale * v / steps for k, v in weight.items()}
 
 
-def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int) -> str:
-    """The answer, as a paragraph for the page ("" before any REST step)."""
+def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int, answer: str = "This answer") -> str:
+    """The answer, as a paragraph for the page ("" before any REST step); `answer` names whose
+    steps `events` are, as the page names it ("The step-through's answer")."""
     shares = accepted_shares(events)
     here_nodes, here_acc = verified_by_kind(events, chosen_c)
     gpu_nodes, gpu_acc = verified_by_kind(events, GPU_C)
     if not here_nodes:
         return ""
     came = ", ".join(f"{LABELS[k]} {100 * shares[k]:.0f}%" for k in KINDS if shares.get(k)) or "none yet"
+    drafts = sum(accepted_drafts(events).values())
+    whose = answer.replace("The ", "the ", 1).replace("This ", "this ", 1)
     cost_c = float(curve(1 + chosen_c) / curve(1))
     cost_gpu = float(curve(1 + GPU_C) / curve(1))
     return (
         f'<div class="why-source"><b>{esc(question(here_nodes))}</b> '
-        f"This session's accepted draft tokens came from: {esc(came)}. Each step verifies only the c heaviest "
+        f"Of the {drafts} accepted draft tokens in {esc(whose)} (drafted tokens only; the stats under the chat share out "
+        f"every token of the last chat answer, the model's own included): {esc(came)}. Each step verifies only the c heaviest "
         f"guesses of the merged trie. With c = {chosen_c}, those were on average {_kinds(here_nodes)} per step"
         f"{_why_kinds(here_nodes)} c stays small because "
         f"on this device one forward of 1 + {chosen_c} tokens costs {cost_c:.2f}× one of a single token, and "

@@ -30,7 +30,7 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
     if events[-1].method == "rest":
         shown = {"datastore": "datastore", "context": "conversation", "both": "both"}  # the context is the conversation
         shares = ", ".join(f"{shown[k]} {100 * c[k] / n:.0f}%" for k in shown if c[k])
-        items.append(("by source", shares or "none"))
+        items.append((f"of its {n} tokens, drafted by", shares or "none"))  # every token, the model's own too
     state = '<span class="live">generating…</span>' if running else ""
     cells = "".join(
         f'<div class="stat{" small" if len(v) > 12 else ""}"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'

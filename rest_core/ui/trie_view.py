@@ -449,7 +449,8 @@ class _TrieDrawing:
         shown = len(view.nodes)
         title = (
             f"Step {event.step + 1}: accepted {event.accepted_len} of {len(event.draft) if event.draft is not None else 0} drafted"
-            f" (c={event.c}) · {view.total_nodes} retrieved" + (f", {shown} shown" if shown < view.total_nodes else "")
+            f" (c={event.c}) · trie of {view.total_nodes:,} nodes"
+            + (f", {shown} shown" if shown < view.total_nodes else "")
         )
         return dict(
             title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),

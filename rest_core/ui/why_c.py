@@ -49,7 +49,7 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
         )
     session.why_c_of = answer_of(session)
     about = f'<p class="tt-cap why-of">{style.esc(described(answer, message, len(events)))}</p>' if events else ""
-    return fig, about + f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen)
+    return fig, about + f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen, answer)
 
 
 def answer_of(session: Session) -> tuple[str, int] | None:

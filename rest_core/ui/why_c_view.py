@@ -200,11 +200,32 @@ def why_c_caption(
     same = same_forward(curve_forward(curve), compared)
     text += f" {same}" if same else ""
     if float(speedup[1:].max()) < 1.0:
-        grows = float(curve(1 + max_c) / curve(1))
         text += (
-            f" Here every c is slower than plain decoding (the curve stays under the dotted 1× line): on this device the "
-            f"forward's cost grows with every token it verifies (1 + {max_c} tokens cost {grows:.1f}× one token; a CPU "
-            f"computes every row), and this answer's accepted drafts do not make up for it. A GPU verifies dozens of "
-            f"tokens in about the time of one, so there the same acceptance pays."
+            " Here every c is slower than plain decoding (the curve stays under the dotted 1× line; a prediction from the "
+            "cost curve and this answer's acceptance, where Compare's speedup times two whole runs on the wall clock): "
+            + cost_growth(curve, max_c)
         )
     return text
+
+
+FLAT = 0.15  # a measured curve whose slowest point is within 15% of its fastest reads as flat
+
+
+def cost_growth(curve: CostCurve, max_c: int) -> str:
+    """Why no c pays, from the measured curve: about flat (so the drafts, not the forward, fall
+    short) or growing with the tokens verified, by how much from 1 to 1 + `max_c`."""
+    ms = np.asarray(curve.ms, np.float64)
+    spread = float(ms.max() / ms.min() - 1) if ms.min() > 0 else float("inf")
+    largest = int(curve.sizes[-1])
+    if spread <= FLAT:
+        return (
+            f"the forward's measured cost is about flat on this device now ({float(ms.min()):.0f}–{float(ms.max()):.0f} ms "
+            f"from 1 to {largest} tokens, within {100 * spread:.0f}%), so verifying more tokens costs little here, but "
+            "this answer's accepted drafts do not make up for the step's work beside the forward."
+        )
+    grows = float(curve(1 + max_c) / curve(1))
+    return (
+        f"on this device the forward's cost grows with the tokens it verifies (1 + {max_c} tokens cost {grows:.1f}× one "
+        f"token), and this answer's accepted drafts do not make up for it. A GPU verifies dozens of tokens in about the "
+        "time of one, so there the same acceptance pays."
+    )

@@ -44,8 +44,8 @@ GLOSSARY = """
 | **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
 | **rows** | the tokens of one verify forward, one row each: row 0 is the root, row i the i-th drafted node; in the mask, a row is what that token may attend to |
 | **position id** | the position in the text the model is told a token has: a drafted node sits at its root's position plus its depth, so siblings share one position, as they would in their own branch |
-| **lazy logits** | the output head (the largest matrix of a small model) scores only the rows the acceptance walk reaches, not every drafted row |
-| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M |
+| **lazy logits** | the output head (the largest matrix of a small model) scores only the rows the acceptance walk reaches, not every drafted row (Step through alone scores every row too, after the step's clock, to show the model's token at rows never reached) |
+| **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M (a speedup measured above M means the machine's load changed between the two runs) |
 | **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
 | **prompt lookup** | transformers' own draft method, compared in *Speed*: it drafts from the prompt and answer only: the last few tokens (transformers' default: up to 2) are looked up earlier in the text and the k = 3 tokens that followed them are drafted as one chain; no datastore, no trie |
 | **temperature, top-p, top-k** | sampling settings: temperature 0 is greedy (always the likeliest token); above 0 the model draws from its distribution, flattened by a higher temperature, cut to the k likeliest tokens (top-k) and to the likeliest ones whose chances add up to p (top-p). REST keeps a draft token only when it equals that draw |
@@ -67,5 +67,6 @@ Either way the text is the same: a draft token is kept only where the model woul
 
 WHY_C_NOTE = (
     "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
-    "*measured cost* the auto budget uses. Combined with this session's acceptance it gives the expected speedup for every c."
+    "*measured cost* the auto budget uses. Combined with the acceptance of the answer it names, it predicts the speedup for every c "
+    "(a prediction: Compare times whole runs on the wall clock)."
 )

@@ -75,10 +75,22 @@ def test_the_retrieve_panel_shows_them_instead_of_the_first_occurrences():
     ev, _ = step()
     html = unescape(re.sub(r"<[^>]+>", "", phases.retrieve_html(ev, ids("say x y z"), TOK)))
     assert "Which continuations made the heaviest branches" in html
-    assert "g drafted, accepted ← 4 of 9 continuations" in html
+    assert "g drafted, accepted · weight 0.64 ← 4 of 9 continuations" in html
     assert "“get(x” ×2" in html
     assert (
         "what followed" not in html and "f not drafted (c = 2)" in html
     )  # the first occurrences' continuations, sorted, not the heaviest
     bare = unescape(phases.retrieve_html(replace(ev, feeds=()), ids("say x y z"), TOK))
     assert "heaviest branches" not in bare and "what followed" in bare
+
+
+def test_each_branch_prints_its_weight_so_the_drafting_order_shows():
+    """Issue: a branch fed by "1 of 336 continuations" was drafted and one fed by 21 was not, with
+    nothing on the page to say why. Each listed branch now prints its share of the trie's first-level
+    weight, which is the order the step drafts in, beside the counts that are not."""
+    ev, _ = step()
+    text = re.sub(r"<[^>]+>", "", unescape(feeds_view.feeds_html(ev, TOK)))
+    assert "g drafted, accepted · weight 0.64 ← 4 of 9 continuations" in text
+    assert "u not drafted (c = 2) · weight 0.29 ← 4 of 9 continuations" in text  # as many, half the weight
+    shares = [f.share for f in ev.feeds]
+    assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 1) < 1e-9  # every first-level node listed

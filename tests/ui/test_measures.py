@@ -5,6 +5,7 @@ side by side with both definitions, from one module (rest_core.ui.measures)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from html import unescape
 
@@ -37,12 +38,12 @@ def runs():
     return rest, ar
 
 
-def test_plain_decodings_forward_is_the_median_of_its_one_token_forwards_over_the_caches_it_had():
+def test_plain_decodings_forward_is_the_mean_of_its_one_token_forwards_over_the_caches_it_had():
     _, ar = runs()
     f = measures.plain_forward(ar)
-    assert f.ms == pytest.approx(31.5) and (f.q, f.runs, f.stat) == (1, 4, "median")
+    assert f.ms == pytest.approx(35.75) and (f.q, f.runs, f.stat) == (1, 4, "mean")
     assert f.cache == (4, 7)  # the prompt's 5 tokens but the root, then one more per step
-    assert f.what() == "one forward of 1 token over caches of 4–7 tokens, the median of 4 runs"
+    assert f.what() == "one forward of 1 token over caches of 4–7 tokens, the mean of 4 runs"
     assert measures.plain_forward([e for e in runs()[0]]) is None  # no plain step
 
 
@@ -52,7 +53,7 @@ def test_compares_rows_say_what_they_measure_and_its_note_takes_the_forward_from
     rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
     assert rows["per token (wall clock, whole steps, prefill excluded)"] == ("50.0 ms", "40.0 ms")
     plain = measures.plain_forward(ar)
-    assert rows["one forward (median; REST: root + drafts, plain: 1 token)"] == ("65.0 ms", f"{plain.ms:.1f} ms")
+    assert rows["one forward (mean; REST: root + drafts, plain: 1 token)"] == ("65.0 ms", f"{plain.ms:.1f} ms")
     note = unescape(compare_view.comparison_html(cmp))
     assert measures.PER_TOKEN in note
     assert f"Plain decoding: 40.0 ms per token against its forward's {plain.line()}" in note
@@ -68,7 +69,8 @@ def test_why_this_c_names_its_one_token_forward_and_puts_compares_beside_it():
     plain = measures.plain_forward(runs()[1])
     both = why_c_view.why_c_caption(CURVE, events, 2, max_c=64, compared=plain)
     assert (
-        f"One forward of 1 token: {measured.line()}; {plain.line()}; the first is {40.0 / 31.5:.2f}× the second" in both
+        f"One forward of 1 token: {measured.line()}; {plain.line()}; the first is {40.0 / 35.75:.2f}× the second"
+        in both
     )
     # a curve not measured by measure_cost_curve (a preset) does not claim how it was measured
     preset = measures.curve_forward(CostCurve((1, 64), (10.0, 12.0)))
@@ -82,3 +84,51 @@ def test_the_measured_curve_records_how_it_was_measured():
     with torch_threads(1):
         curve = measure_cost_curve(tiny_loaded("llama").model, 4, context_len=32, reps=3)
     assert (curve.cache_len, curve.reps) == (32, 3)
+
+
+def steady(forwards: list[float], totals: list[float], method: str = "rest", tokens: int = 2):
+    """Steps as the engine times them: each step's `total_ms` is its forward and more, and the
+    decode clock (`elapsed_s`) is their sum."""
+    out, clock = [], 0.0
+    for i, (fwd, tot) in enumerate(zip(forwards, totals)):
+        clock += tot / 1000
+        ids = list(range(tokens * i + 1, tokens * i + 1 + tokens))
+        sources = (1,) * (tokens - 1) + (0,)
+        ev = event(i, ids, sources, method=method, new=tokens * (i + 1), elapsed=clock, finished=i == len(forwards) - 1)
+        out.append(timed(ev, fwd, tot))
+    return out
+
+
+def test_compares_step_never_reads_shorter_than_its_forward():
+    """Issue: "REST step took 699.5 ms" beside "one forward (median) 703.5 ms". A step is its forward
+    and more; with one statistic (the mean) for both rows the step can never read shorter, even when
+    one fast step pulls the mean under the median (forwards 10, 100, 100 ms)."""
+    rest = steady([10.0, 100.0, 100.0], [20.0, 110.0, 110.0])
+    ar = steady([50.0] * 6, [55.0] * 6, method="ar", tokens=1)
+    cmp = compare_view.compare(rest, ar, greedy=False)
+    rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
+    step = float(rows["step (mean; forward + retrieval, trie, acceptance)"][0].split()[0])
+    forward = float(rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0].split()[0])
+    assert (step, forward) == (80.0, 70.0)
+    assert "a REST step took 80.0 ms on average" in compare_view.speedup_explained(rest, ar)
+
+
+def test_compares_headline_does_not_claim_a_speedup_above_m():
+    """Issue: "speedup 3.03×" beside M = 1.90, while the page says the speedup is always below M.
+    Timed under different loads, the headline says so instead of claiming the speedup."""
+    rest = steady([60.0, 60.0], [65.0, 65.0])  # M = 2, 65 ms a step
+    slow_plain = steady([190.0] * 4, [195.0] * 4, method="ar", tokens=1)  # the machine got busier
+    cmp = compare_view.compare(rest, slow_plain, greedy=False)
+    assert cmp.speedup == pytest.approx(6.0) and cmp.rest.mean_generated_length == 2.0
+    head = re.sub(r"<[^>]+>", "", unescape(compare_view.comparison_html(cmp)).split("<table")[0])
+    assert (
+        "speedup 6.00× measured, but above M = 2.00: the machine's load changed between the two runs; rerun Compare"
+        in head
+    )
+    why = compare_view.speedup_explained(rest, slow_plain)
+    assert "so the speedup is" not in why and "always below M" in why and "rerun Compare" in why
+    # a believable pair claims its speedup and explains it as M over the step ratio
+    plain = steady([30.0] * 4, [32.0] * 4, method="ar", tokens=1)
+    fair = compare_view.compare(rest, plain, greedy=False)
+    assert fair.speedup < 2.0 and "load changed" not in compare_view.comparison_html(fair)
+    assert "so the speedup is 2.00 / 2.03 = 0.98×" in compare_view.speedup_explained(rest, plain)

@@ -346,6 +346,8 @@ def test_trie_figure_data():
     # the context-proposed B is drawn in the context colour
     assert list(by_name["drafted, rejected"].marker.color)[0] == style.SOURCE_COLORS[SOURCE_CONTEXT]
     assert "Step 6" in fig.layout.title.text
+    # the count is of trie nodes (merged continuations), not of retrieved occurrences or continuations
+    assert "· trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
 
 
 def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_sources_colour():
@@ -622,3 +624,36 @@ def test_how_rest_works_diagram_agrees_with_the_glossary_and_its_text_fits_its_b
             bottom = float(line.get("y")) + float(line.get("dy", 0))
             assert bottom + 0.25 * size <= height, ("".join(line.itertext()), bottom, height)  # descenders inside
     assert boxes == 6
+
+
+def test_wide_tables_scroll_sideways_on_a_phone():
+    """Issue: a 390-pixel phone clipped the verify table's verdict column ("disag"). Compare's table
+    and the verify rows sit in a box that scrolls sideways (assets/app.css's .scroll-x)."""
+    import re
+    from pathlib import Path
+
+    from rest_core.ui import phases
+
+    ev = trie_event()
+    verify = phases.verify_html(ev, [ord("x"), ord("y")], ByteTokenizer())
+    assert re.search(r'<div class="scroll-x"><table class="tt-rows">.*✗ disagree.*</table></div>', verify)
+    rest = [event(0, [1, 2, 3], (1, 1, 0), elapsed=0.1), event(1, [4], (0,), new=4, elapsed=0.2, finished=True)]
+    ar = [event(i, [i + 1], (0,), method="ar", new=i + 1, elapsed=0.1 * (i + 1)) for i in range(4)]
+    table = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
+    assert re.search(r'<div class="scroll-x"><table class="cmp">.*</table></div>', table)
+    css = (Path(__file__).parents[2] / "assets" / "app.css").read_text()
+    assert ".scroll-x { overflow-x: auto; max-width: 100%; }" in css
+
+
+def test_live_stats_and_inspector_count_the_same_steps():
+    """Issue: mid-stream the stats said "3 steps" while the inspector, redrawn only with the trie
+    figure, still said "Step 2 of 2". Every live refresh now draws both from the same steps."""
+    from rest_core.ui.chat import live_panels
+
+    steps = [event(i, [i + 1], (0,), new=i + 1) for i in range(3)]
+    for figure in (True, False):
+        stats_, fig, inspector = live_panels(steps, ByteTokenizer(), figure)
+        assert '<div class="v">3</div><div class="k">steps</div>' in stats_ and "Step 3 of 3" in inspector
+        assert (fig is not None) == figure
+    stats_, fig, inspector = live_panels([], ByteTokenizer(), True)
+    assert "Stats appear here" in stats_ and "Pick a step" in inspector and fig is None

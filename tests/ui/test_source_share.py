@@ -81,3 +81,23 @@ def test_the_kinds_expected_tokens_add_up_to_why_c_s_chart():
     for c in (2, 8, 64):
         _, acc = source_share.verified_by_kind(events, c)
         assert np.isclose(sum(acc.values()), why_c_view.expected_accepted(events, [c])[0])
+
+
+def test_the_two_source_shares_name_their_answer_and_what_they_count():
+    """Issue: Why this c? said "the datastore 100%" beside the chat stats' "datastore 28%,
+    conversation 11%, both 11%". One counts an answer's accepted draft tokens, the other every
+    token of the last chat answer: each names its answer, its tokens and their number, and over
+    the same steps both come from the same counts."""
+    from html import unescape
+
+    from rest_core.ui import stats
+
+    steps = [
+        event(0, [1, 2, 3], (SOURCE_DATASTORE, SOURCE_CONTEXT, 0), trie=_step(3).trie),
+        event(1, [4, 5], (SOURCE_DATASTORE, 0), new=5, trie=_step(3).trie),
+    ]
+    why = unescape(source_share.source_share_html(steps, CURVE, 2, "The step-through's answer"))
+    assert "Of the 3 accepted draft tokens in the step-through's answer" in why
+    assert "the conversation 33%, the datastore 67%" in why and "This session's" not in why
+    live = unescape(stats.stats_html(steps))
+    assert "datastore 40%, conversation 20%" in live and "of its 5 tokens, drafted by" in live

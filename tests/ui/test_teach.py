@@ -241,6 +241,11 @@ def test_nodes_off_the_path_show_the_models_own_token_there(run, lm):
             checked += 1
         html = phases.verify_html(e, ctx, lm.tokenizer, limit=100)
         assert "· not reached" not in html
+        # rows never reached have a token only because this view scores every row: it says so
+        scored = "for this view only, the step-through asks it (its explain flag) to score every row too"
+        assert "lazy logits" in unescape(html) and scored in unescape(html)
+        lazy = unescape(phases.verify_html(replace(e, row_tokens=()), ctx, lm.tokenizer, limit=100))
+        assert scored not in lazy and "lazy logits" in lazy
     assert checked, "no node off the walk's path to check"
 
 

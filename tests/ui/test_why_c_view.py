@@ -32,3 +32,28 @@ def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
 )
 def test_axis_labels_leave_out_sizes_that_would_overlap(sizes, ticks):
     assert why_c_view._ticks(sizes) == ticks
+
+
+def _slow_steps() -> list:
+    """Two steps whose work beside the forward (5 s) outweighs what their drafts save: no c pays."""
+    from dataclasses import replace
+
+    from rest_core.decode.events import StepTimings
+
+    return [replace(_step(3), timings=StepTimings(forward_ms=40.0, total_ms=5040.0)) for _ in range(2)]
+
+
+def test_why_no_c_pays_is_written_from_the_measured_curve():
+    """Issue: the caption said the forward's cost "grows with every token ... a CPU computes every row"
+    beside a measured curve flat at ~1850 ms from 2 to 65 tokens. The sentence now reads the curve:
+    flat within 15% says so, growing says by how much; and it names what "slower" rests on."""
+    flat = CostCurve((1, 2, 4, 16, 65), (1850.0, 1852.0, 1849.0, 1866.0, 1870.0))
+    caption = why_c_view.why_c_caption(flat, _slow_steps(), 2, max_c=64)
+    assert "every c is slower than plain decoding" in caption
+    assert "about flat on this device now (1849–1870 ms from 1 to 65 tokens, within 1%)" in caption
+    assert "grows with" not in caption and "computes every row" not in caption
+    assert "a prediction from the cost curve and this answer's acceptance" in caption and "Compare's speedup" in caption
+    steep = CostCurve((1, 2, 4, 16, 65), (10.0, 20.0, 40.0, 160.0, 650.0))
+    caption = why_c_view.why_c_caption(steep, _slow_steps(), 2, max_c=64)
+    assert "grows with the tokens it verifies (1 + 64 tokens cost 65.0× one token)" in caption
+    assert "about flat" not in caption
