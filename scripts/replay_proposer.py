@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--method", default="hybrid", choices=("rest", "hybrid", "context"))
     p.add_argument("--k", type=int, default=16, help="num_speculative_tokens")
     p.add_argument("--answers-tokens", type=int, default=DEFAULT_ANSWERS)
-    p.add_argument("--costs", type=Path, default=None, help="a draft log to time steps by (default: the run's hybrid, round 0)")
+    p.add_argument(
+        "--costs", type=Path, default=None, help="a draft log to time steps by (default: the run's hybrid, round 0)"
+    )
     args = p.parse_args(argv)
     from transformers import AutoTokenizer
 
