@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
-from rest_core.ui.measures import PER_TOKEN, ForwardTime, plain_forward, rest_forward
+from rest_core.ui.measures import PER_TOKEN, ForwardTime, divided, minus, plain_forward, ratio, rest_forward, shown
 from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, source_label, visible
 
 # ----------------------------------------------------------------------------------------------
@@ -37,7 +37,8 @@ class Comparison:
 
     @property
     def speedup(self) -> float:
-        return self.rest.tokens_per_s / self.ar.tokens_per_s if self.ar.tokens_per_s > 0 else 0.0
+        """REST's tokens/s over plain decoding's, as the table prints them (0 without plain tokens)."""
+        return ratio(self.rest.tokens_per_s, self.ar.tokens_per_s) if shown(self.ar.tokens_per_s) > 0 else 0.0
 
     def load_note(self) -> str:
         """Why the headline's speedup cannot be believed, or "" (`load_changed`)."""
@@ -298,27 +299,44 @@ def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[Step
     if not (r.steps and a.steps and r.elapsed_s > 0 and a.elapsed_s > 0):
         return ""
     rest_ms, plain_ms = step_ms(r), step_ms(a)
-    ratio = rest_ms / plain_ms
-    retrieval = r.retrieval_ms / r.steps
+    forward = rest_forward(rest_events)
     load = load_changed(r, a)
     why = (
-        f": its forward verifies the root and up to c drafts, and retrieval with the trie adds {retrieval:.1f} ms"
-        if not load
-        else ""
+        f": its forward verifies the root and up to c drafts{_beside_forward(r, rest_ms, forward)}" if not load else ""
     )
     took = (
         f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "
-        f"{rest_ms:.1f} ms on average against {plain_ms:.1f} ms for a plain one-token step ({ratio:.2f}× as long{why})"
+        f"{rest_ms:.1f} ms on average against {plain_ms:.1f} ms for a plain one-token step "
+        f"({divided(rest_ms, plain_ms)}× as long{why})"
     )
     if load:  # M / ratio would print a speedup above M, which no REST step can earn
         return (
             f"{took}. A REST step cannot really be faster than a plain one (it does the same forward and more), so the "
-            f"speedup, M divided by that ratio, is always below M; these runs' {r.tokens_per_s / a.tokens_per_s:.2f}× "
-            f"{load}. "
+            f"speedup, M divided by that ratio, is always below M; these runs' {_headline(r, a)} {load}. "
         ) + _LIVE_NOTE
+    steps = ratio(rest_ms, plain_ms)
+    speedup = divided(r.mean_generated_length, steps, places=2)
+    rounding = ""
+    if shown(ratio(r.mean_generated_length, steps, 2), 2) != shown(ratio(r.tokens_per_s, a.tokens_per_s), 2):
+        rounding = f" (the headline's {_headline(r, a)}; the two differ by rounding only)"
+    return f"{took}, so the speedup is {speedup}×{rounding}. " + _LIVE_NOTE
+
+
+def _headline(r: Totals, a: Totals) -> str:
+    """ "1.64× is 45.3 / 27.6 tokens/s": the headline's speedup and the table's figures it divides."""
+    return f"{ratio(r.tokens_per_s, a.tokens_per_s):.2f}× is {r.tokens_per_s:.1f} / {a.tokens_per_s:.1f} tokens/s"
+
+
+def _beside_forward(r: Totals, step: float, forward: ForwardTime | None) -> str:
+    """What a REST step spends beside its forward, as the difference of the table's two rows, and
+    retrieval's part of it (per step: the table's retrieval row is per token)."""
+    retrieval = r.retrieval_ms / r.steps
+    if forward is None:
+        return f", and retrieval with the trie adds {retrieval:.1f} ms a step"
     return (
-        f"{took}, so the speedup is {r.mean_generated_length:.2f} / {ratio:.2f} = {r.mean_generated_length / ratio:.2f}×. "
-    ) + _LIVE_NOTE
+        f"; beside the forward (the table's step minus one forward: {minus(step, forward.ms)} ms) retrieval with "
+        f"the trie takes {retrieval:.1f} ms a step, the rest is the acceptance and the step's bookkeeping"
+    )
 
 
 _LIVE_NOTE = (

@@ -14,6 +14,31 @@ from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.ui.style import plural
 
+
+def shown(value: float, places: int = 1) -> float:
+    """`value` as the page prints it with `places` decimals. Ratios and differences the page
+    claims are taken of these, so a reader's own arithmetic on the printed figures gets the
+    printed result."""
+    return float(f"{value:.{places}f}")
+
+
+def ratio(a: float, b: float, places: int = 1) -> float:
+    """a / b of the two figures as printed with `places` decimals (inf when b prints as 0)."""
+    b = shown(b, places)
+    return shown(a, places) / b if b else float("inf")
+
+
+def divided(a: float, b: float, places: int = 1, to: int = 2) -> str:
+    """ "55.2 / 41.3 = 1.34": a division of printed figures and its result, `to` decimals."""
+    return f"{shown(a, places):.{places}f} / {shown(b, places):.{places}f} = {ratio(a, b, places):.{to}f}"
+
+
+def minus(a: float, b: float, places: int = 1) -> str:
+    """ "55.2 − 54.1 = 1.1": a difference of printed figures."""
+    a, b = shown(a, places), shown(b, places)
+    return f"{a:.{places}f} − {b:.{places}f} = {a - b:.{places}f}"
+
+
 # Compare's "per token": the decode's wall clock over its new tokens.
 PER_TOKEN = "per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
 
@@ -80,8 +105,8 @@ def same_forward(measured: ForwardTime, compared: ForwardTime | None) -> str:
     a comparison): they time the same forward, on other caches, at other moments, by another statistic."""
     if compared is None:
         return ""
-    ratio = measured.ms / compared.ms if compared.ms > 0 else float("inf")
     return (
-        f"One forward of 1 token: {measured.line()}; {compared.line()}; the first is {ratio:.2f}× the second. Both time the same "
+        f"One forward of 1 token: {measured.line()}; {compared.line()}; the first is "
+        f"{divided(measured.ms, compared.ms)}× the second. Both time the same "
         "forward; they differ by the cache's size, the statistic and what else the machine was doing meanwhile."
     )

@@ -13,7 +13,7 @@ import numpy as np
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
-from rest_core.ui.measures import ForwardTime, curve_forward, same_forward
+from rest_core.ui.measures import ForwardTime, curve_forward, divided, same_forward, shown
 from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR
 
 
@@ -127,11 +127,27 @@ def _expected_speedup(curve: CostCurve, events: Sequence[StepEvent], cs: np.ndar
     over plain decoding (1 + accepted tokens per step, each step costing the session's median
     overhead beside the forward plus one forward of 1 + c tokens)."""
     acc = expected_accepted(events, cs)
-    overheads = [e.timings.total_ms - e.timings.forward_ms for e in events if e.method == "rest"]
-    overhead = float(np.median(overheads)) if overheads else 0.0
-    plain = float(curve(1))
-    speedup = (1.0 + acc) * plain / (overhead + curve(cs + 1))
+    speedup = (1.0 + acc) * float(curve(1)) / (step_overhead(events) + curve(cs + 1))
     return acc, speedup
+
+
+def step_overhead(events: Sequence[StepEvent]) -> float:
+    """The median milliseconds a REST step spends beside its forward (0 without REST steps)."""
+    overheads = [e.timings.total_ms - e.timings.forward_ms for e in events if e.method == "rest"]
+    return float(np.median(overheads)) if overheads else 0.0
+
+
+def chosen_speedup(curve: CostCurve, events: Sequence[StepEvent], c: int) -> tuple[float, str]:
+    """The expected speedup at budget `c` and its sum in printed figures, "(1 + 0.52) × 67.1 /
+    (1.1 + 109.1) = 0.93× (…)", computed from those figures so it reproduces from them."""
+    acc = float(expected_accepted(events, [c])[0])
+    one, verify, overhead = shown(float(curve(1))), shown(float(curve(1 + c))), shown(step_overhead(events))
+    value = (1 + shown(acc, 2)) * one / (overhead + verify)
+    return value, (
+        f"(1 + {acc:.2f}) × {one:.1f} / ({overhead:.1f} + {verify:.1f}) = {value:.2f}× ({acc:.2f}: the draft tokens "
+        f"this answer's tries predict accepted per step at c = {c}, not M − 1; {overhead:.1f} ms: a step's median work "
+        f"beside its forward; {one:.1f} and {verify:.1f} ms: the forwards of 1 and 1 + {c} tokens)"
+    )
 
 
 def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
@@ -181,21 +197,20 @@ def why_c_caption(
         )
     acc = float(np.mean([e.accepted_len for e in rest]))
     totals = rest[-1].totals  # of these steps' answer: every answer has its own M
-    ratio = float(curve(1 + chosen_c) / curve(1))
     measured = "measured" if 1 + chosen_c in curve.sizes else "read off the line between the measured points"
     text = (
         f"Verifying 1 token costs {float(curve(1)):.1f} ms here ({curve_forward(curve).what()}) and 1 + {chosen_c} tokens {float(curve(1 + chosen_c)):.1f} ms "
-        f"({ratio:.2f}× as long; {measured}). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
+        f"({divided(float(curve(1 + chosen_c)), float(curve(1)))}× as long; {measured}). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
         f"{totals.steps} forwards = {totals.mean_generated_length:.2f} (the last step can end early, at the end of the "
         f"text; each answer has its own M, and the stats under the chat show the last chat answer's). So a bigger c pays only "
         f"while the extra accepted tokens outgrow the extra forward cost."
     )
     _, speedup = _expected_speedup(curve, events, np.arange(0, max_c + 1))
     best = int(np.argmax(speedup))
+    _, chosen = chosen_speedup(curve, events, min(chosen_c, max_c))
     text += (
         f" On this device, with this answer's acceptance, the expected speedup is highest at c = {best} "
-        f"({float(speedup[best]):.2f}× plain decoding); your c = {min(chosen_c, max_c)} expects "
-        f"{float(speedup[min(chosen_c, max_c)]):.2f}×."
+        f"({float(speedup[best]):.2f}× plain decoding); your c = {min(chosen_c, max_c)} expects {chosen}."
     )
     same = same_forward(curve_forward(curve), compared)
     text += f" {same}" if same else ""
