@@ -2,8 +2,9 @@
 
 A draft node (and so an emitted token) carries a uint8 bitmask of the sources that proposed it;
 0 is the model's own token. The context is bit 2; the datastores take the other bits in the
-order the engine was given them (the first, or only, store keeps bit 1 and blue), so at most
-six stores draft together. A bit's colour and CSS class depend on the bit alone; its name is
+order the engine was given them (the first, or only, store keeps bit 1 and blue), or, for an
+app's fixed stores, by their place in its list (`stable_bits`), so at most six stores draft
+together. A bit's colour and CSS class depend on the bit alone; its name is
 the store's, from the engine's `SourceTable` (or from the step's `MatchInfo`s).
 
 Every consumer (app, renderer, benchmark, CLI) names, colours and counts tokens through this
@@ -82,6 +83,22 @@ def kind_of(mask: int) -> str:
     return "datastore" if stores else ("context" if context else "model")
 
 
+def stable_bits(names: Sequence[str], fixed: Sequence[str] = ()) -> tuple[int, ...]:
+    """The bits of stores named `names`: a name in `fixed` takes the bit of its place there, the
+    others the bits no fixed name holds, in order, then those of fixed names not drafting. With
+    `fixed` empty, the i-th store takes the i-th bit."""
+    if len(fixed) > MAX_STORES:
+        raise ValueError(f"at most {MAX_STORES} stores can keep a bit, got {len(fixed)}")
+    bits = {n: store_bit(i) for i, n in enumerate(fixed) if n in names}
+    free = [b for b in STORE_BITS[len(fixed) :]] + [store_bit(i) for i, n in enumerate(fixed) if n not in names]
+    for name in names:
+        if name not in bits:
+            if not free:
+                raise ValueError(f"at most {MAX_STORES} datastores can draft at once, got {len(names)}")
+            bits[name] = free.pop(0)
+    return tuple(bits[n] for n in names)
+
+
 def store_bit(index: int) -> int:
     """The bit of an engine's index-th store (0-based)."""
     if not 0 <= index < MAX_STORES:
@@ -97,9 +114,11 @@ class SourceTable:
     sources: tuple[Source, ...]
 
     @classmethod
-    def for_stores(cls, names: Sequence[str]) -> SourceTable:
+    def for_stores(cls, names: Sequence[str], fixed: Sequence[str] = ()) -> SourceTable:
         """The table of stores named `names` (in order) plus the context. Refuses more than
-        MAX_STORES stores, empty, repeated or reserved names."""
+        MAX_STORES stores, empty, repeated or reserved names. A store named in `fixed` (at most
+        MAX_STORES names: an app's default stores) keeps the bit of its place there, so its colour,
+        whichever of them a generation drafts from (`stable_bits`)."""
         names = list(names)
         if len(names) > MAX_STORES:
             raise ValueError(
@@ -114,7 +133,7 @@ class SourceTable:
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise ValueError(f"two datastores are named {dup!r}")
-        stores = tuple(Source(store_bit(i), n, "datastore") for i, n in enumerate(names))
+        stores = tuple(Source(b, n, "datastore") for b, n in zip(stable_bits(names, fixed), names))
         return cls(stores + (Source(SOURCE_CONTEXT, "context", "context"),))
 
     @property

@@ -169,6 +169,8 @@ class Engine:
     With the default selector, budget "auto" chooses the nodes itself (`AutoBudget.plan`).
     lazy_logits: run the output head only over the rows the acceptance walk visits
     (`rest_core.decode.heads`); models whose head cannot be split off keep the full forward.
+    fixed_stores: store names that keep one bit (so one colour) whichever of them an engine
+    holds, by their place in this list (`rest_core.sources.stable_bits`); others follow.
     """
 
     def __init__(
@@ -182,6 +184,7 @@ class Engine:
         cost_curve: CostCurve | None = None,
         selector: Selector | None = None,
         lazy_logits: bool = True,
+        fixed_stores: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.selector = selector or select_top_c
@@ -190,7 +193,7 @@ class Engine:
             raise ValueError("give the engine either datastore= (one store) or datastores= (named stores), not both")
         named = dict(datastores) if datastores is not None else ({} if datastore is None else {"datastore": datastore})
         # One table of the engine's sources (names -> bits); refuses more than six stores.
-        self.source_table = SourceTable.for_stores(list(named))
+        self.source_table = SourceTable.for_stores(list(named), fixed_stores)
         self.datastores: dict[str, Any] = {name: as_datastore(store, tokenizer) for name, store in named.items()}
         self.datastore = next(iter(self.datastores.values()), None)  # the first (or only) store
         self.reuse_cache = reuse_cache

@@ -15,6 +15,8 @@ from rest_core.decode.events import StepEvent, Totals
 from rest_core.sources import SourceTable
 from rest_core.ui.style import (
     CONTEXT_NAME,
+    DEFAULT_STORES,
+    SEVERAL_NAME,
     Tokenizer,
     decode_text,
     esc,
@@ -200,7 +202,7 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
-def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
+def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
     """The colour key: one entry per datastore drafting (`stores`, in the engine's order, each
     in its own colour), the context, several sources together, the shades and the model."""
 
@@ -208,8 +210,8 @@ def legend_html(stores: Sequence[str] = ("datastore",)) -> str:
         return f'<span class="{cls}" title="{esc(title)}">{esc(text)}</span>'
 
     levels = ((1, "1"), (2, "2-3"), (3, "4-7"), (4, "8+"))
-    table = SourceTable.for_stores(list(stores))
-    several = "both" if len(table.stores) < 2 else "several"
+    table = SourceTable.for_stores(list(stores), DEFAULT_STORES)
+    several = SEVERAL_NAME
 
     def shades(css: str, name: str) -> str:  # each source's hue darkens the same way
         return (

@@ -20,6 +20,7 @@ from rest_core.ui.compare_view import (
     comparison_html,
     event_blocks,
     lookup_blocks,
+    run_source_names,
     speed_figure,
     speedup_explained,
     timeline_figure,
@@ -170,7 +171,7 @@ def _comparison_views(
     if lookup is not None:
         lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
     lanes.append(("REST", event_blocks(results["rest"])))
-    timeline = timeline_figure(lanes, runtime.loaded().tokenizer)
+    timeline = timeline_figure(lanes, runtime.loaded().tokenizer, run_source_names(results["rest"]))
     why = speedup_explained(results["rest"], results["ar"])
     table = comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
     table += f'<p class="why-m">{esc(why)}</p>' if why else ""

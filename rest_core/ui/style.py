@@ -19,6 +19,12 @@ SOURCE_COLORS: dict[int, str] = {bit: color for bit, (_, color) in STYLES.items(
 ACCEPTED_COLOR = "#16a34a"
 MODEL_COLOR = MODEL.color
 GREY = "#9ca3af"
+# The page's default stores, built at startup when missing. They also keep one bit each, so one
+# colour and one name in every view, whichever of them a message drafts from
+# (`rest_core.sources.stable_bits`): "chat" is blue alone and beside "code".
+DEFAULT_STORES = ("chat", "code")
+# What every view calls a token that more than one source drafted (violet; the hover names them).
+SEVERAL_NAME = "several sources"
 # The context source as the page names it: beside a datastore called "chat", a bare "context"
 # reads like another corpus. Only the page's words change; the engine, the JSON keys and the
 # knobs keep "context".

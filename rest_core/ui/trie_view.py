@@ -19,6 +19,7 @@ from rest_core.ui.style import (
     ACCEPTED_COLOR,
     GREY,
     MODEL_COLOR,
+    SEVERAL_NAME,
     Tokenizer,
     esc,
     source_label,
@@ -435,7 +436,7 @@ class _TrieDrawing:
             (f"from {name}", origin(bit).color) for bit, name in self.names.items() if any(m & bit for m in drawn)
         ]
         if any(m & (m - 1) for m in drawn):  # a node more than one source reached
-            colours.append(("from several sources", SEVERAL[1]))
+            colours.append((f"from {SEVERAL_NAME}", SEVERAL[1]))
         marks += [(name, dict(color=colour)) for name, colour in colours]
         return [
             dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",

@@ -312,8 +312,9 @@ def test_hover_titles_legend_and_trie_name_the_stores(scripted):
     hover = " ".join(t for tr in trie_view.trie_figure(ev, engine.tokenizer).data for t in (tr.hovertext or ()))
     assert "source: code" in hover and "source: datastore" not in hover
     legend = answer_view.legend_html(("code", "my notes"))
-    assert 'class="tok d ds r1 p0" title="draft tokens retrieved from the datastore code">code<' in legend
-    assert 'class="tok d s2 r1 p0"' in legend and ">my notes<" in legend
+    # code keeps its page-wide colour (s2, as beside chat); the visitor's store the next free one
+    assert 'class="tok d s2 r1 p0" title="draft tokens retrieved from the datastore code">code<' in legend
+    assert 'class="tok d s3 r1 p0" title="draft tokens retrieved from the datastore my notes">my notes<' in legend
     assert h_legend_is_per_choice(rt)
 
 
