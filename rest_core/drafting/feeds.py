@@ -40,7 +40,7 @@ class Feed:
 
     @property
     def share(self) -> float | None:
-        """Its weight over the first level's: the order the step drafts in (None when unknown)."""
+        """Its weight over the first level's: what the step picks its nodes by (None when unknown)."""
         return self.weight / self.first_level if self.first_level > 0 else None
 
     @property

@@ -1,6 +1,7 @@
 """The Retrieve panel's "what made the heaviest branches": for a step's heaviest first-level trie
-nodes (StepEvent.feeds), whether the step drafted them and the model took them, how many of each
-source's continuations run through them, and the commonest of those continuations."""
+nodes (StepEvent.feeds), whether the step drafted them (at which verify row) and the model took
+them, how many of each source's continuations run through them, and the commonest of those
+continuations."""
 
 from __future__ import annotations
 
@@ -18,6 +19,18 @@ def feed_status(event: StepEvent, feed: Feed) -> str:
         return f"not drafted (c = {event.c})"
     took = bool(event.accepted) and int(draft.tokens[event.accepted[0]]) == feed.token
     return "drafted, accepted" if took else "drafted, rejected"
+
+
+def feed_row(event: StepEvent, feed: Feed) -> int | None:
+    """The verify table's row of the node when the step drafted it (row 0 is the root, drafted
+    nodes follow breadth first in the trie's order, not by weight); None when not drafted."""
+    draft = event.draft
+    if draft is None:
+        return None
+    for i, (t, d) in enumerate(zip(draft.tokens, draft.depths)):
+        if int(d) == 1 and int(t) == feed.token:
+            return i + 1
+    return None
 
 
 def feed_counts(event: StepEvent, feed: Feed) -> str:
@@ -58,6 +71,7 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
         items.append(
             f'<li data-token="{f.token}"><code class="feed-node">{esc(token_label(tokenizer, f.token, 16))}</code> '
             f'<span class="feed-status">{esc(feed_status(event, f))}</span>'
+            + (f' · <span class="feed-row">verify row {row}</span>' if (row := feed_row(event, f)) else "")
             + (f' · <span class="feed-weight">{esc(weight)}</span>' if (weight := feed_weight(f)) else "")
             + f" ← {esc(feed_counts(event, f))}"
             + (f", e.g. {examples}" if examples else "")
@@ -65,8 +79,10 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
         )
     return (
         '<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: the '
-        "trie's first tokens with the largest weight (each one's share of the first level's, the order the step "
-        "drafts in), how many of the retrieved continuations start with each, and the commonest of them (each "
-        "source's weight is spread over its own continuations, so one of a few counts for more than one of "
-        f'thousands).</p><ul class="feeds-list">{"".join(items)}</ul></div>'
+        "trie's first tokens with the largest weight, heaviest first (each one's share of the first level's: the "
+        "step picks its c nodes by weight, not by the counts), how many of the retrieved continuations start "
+        "with each, and the commonest of them (each source's weight is spread over its own continuations, so one "
+        "of a few counts for more than one of thousands). The verify table lists the drafted nodes in another "
+        "order, breadth first as the trie holds them, so each drafted one here names its row there."
+        f'</p><ul class="feeds-list">{"".join(items)}</ul></div>'
     )

@@ -42,7 +42,7 @@ GLOSSARY = """
 | **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
 | **KV cache** | the keys and values the model computed for every earlier token, kept so that a step computes only its new tokens; after a step the rejected drafts' entries are dropped |
 | **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet) |
-| **rows** | the tokens of one verify forward, one row each: row 0 is the root, row i the i-th drafted node; in the mask, a row is what that token may attend to |
+| **rows** | the tokens of one verify forward, one row each: row 0 is the root, row i the i-th drafted node in the trie's breadth-first order (depth 1 first; not heaviest first); in the mask, a row is what that token may attend to |
 | **position id** | the position in the text the model is told a token has: a drafted node sits at its root's position plus its depth, so siblings share one position, as they would in their own branch |
 | **lazy logits** | the output head (the largest matrix of a small model) scores only the rows the acceptance walk reaches, not every drafted row (Step through alone scores every row too, after the step's clock, to show the model's token at rows never reached) |
 | **M** | mean tokens emitted per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M (a speedup measured above M means the machine's load changed between the two runs) |

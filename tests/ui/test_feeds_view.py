@@ -75,7 +75,7 @@ def test_the_retrieve_panel_shows_them_instead_of_the_first_occurrences():
     ev, _ = step()
     html = unescape(re.sub(r"<[^>]+>", "", phases.retrieve_html(ev, ids("say x y z"), TOK)))
     assert "Which continuations made the heaviest branches" in html
-    assert "g drafted, accepted · weight 0.64 ← 4 of 9 continuations" in html
+    assert "g drafted, accepted · verify row 1 · weight 0.64 ← 4 of 9 continuations" in html
     assert "“get(x” ×2" in html
     assert (
         "what followed" not in html and "f not drafted (c = 2)" in html
@@ -87,10 +87,39 @@ def test_the_retrieve_panel_shows_them_instead_of_the_first_occurrences():
 def test_each_branch_prints_its_weight_so_the_drafting_order_shows():
     """Issue: a branch fed by "1 of 336 continuations" was drafted and one fed by 21 was not, with
     nothing on the page to say why. Each listed branch now prints its share of the trie's first-level
-    weight, which is the order the step drafts in, beside the counts that are not."""
+    weight, which the step picks its nodes by, beside the counts that are not."""
     ev, _ = step()
     text = re.sub(r"<[^>]+>", "", unescape(feeds_view.feeds_html(ev, TOK)))
-    assert "g drafted, accepted · weight 0.64 ← 4 of 9 continuations" in text
+    assert "g drafted, accepted · verify row 1 · weight 0.64 ← 4 of 9 continuations" in text
     assert "u not drafted (c = 2) · weight 0.29 ← 4 of 9 continuations" in text  # as many, half the weight
     shares = [f.share for f in ev.feeds]
     assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 1) < 1e-9  # every first-level node listed
+
+
+def test_each_drafted_branch_names_its_verify_row_and_the_caption_no_order_it_does_not_keep():
+    """Issue: the list claimed to be "in the order the step drafts in", while the verify table put
+    those nodes at other rows. Here 'u' (3 of 4 continuations) is the heaviest, but the draft is
+    breadth first in token order: 'g' row 1, 'u' row 2, 'up' row 3."""
+    store = Retrieved(SOURCE_DATASTORE, 3, (1, 2, 3), 4, rows("up", "up", "up", "get"))
+    draft = build_draft([store], c=3)
+    assert [chr(t) for t in draft.nodes.tokens] == ["g", "u", "p"]
+    matches = [MatchInfo(SOURCE_DATASTORE, 3, (1, 2, 3), 4, (), name="code")]
+    u_first = int(np.flatnonzero(draft.nodes.tokens == ord("u"))[0])
+    ev = event(
+        0,
+        [ord("u"), ord("x")],
+        [SOURCE_DATASTORE, 0],
+        trie=draft.trie,
+        draft=draft.nodes,
+        draft_idx=draft.idx,
+        accepted=(u_first,),
+        matches=matches,
+    )
+    ev = replace(ev, c=3, feeds=feeds([store], draft.trie))
+    assert [chr(f.token) for f in ev.feeds] == ["u", "g"]  # heaviest first
+    assert [feeds_view.feed_row(ev, f) for f in ev.feeds] == [2, 1]
+    table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, ids("say x y z"), TOK)))
+    assert re.search(r"\b2 \(parent root\)\s+\d+\s+u\b", table) and re.search(r"\b1 \(parent root\)\s+\d+\s+g\b", table)
+    panel = unescape(re.sub(r"<[^>]+>", "", feeds_view.feeds_html(ev, TOK)))
+    assert "u drafted, accepted · verify row 2" in panel and "g drafted, rejected · verify row 1" in panel
+    assert "the order the step drafts in" not in panel and "breadth first" in panel
