@@ -81,12 +81,20 @@ def mask_view(
     )
 
 
+def mask_ticks(labels: Sequence[str], positions: Sequence[int]) -> list[str]:
+    """One axis's tick labels, "label (position id)" on one line: a tree column reads as its row
+    ("root ↵ (41)"), and a label stays under its own column when the axis turns them sideways (a
+    second line, as "<br>" made it, lands beside the next column once turned). Unique as Plotly's
+    categories must be: context columns differ by position, tree rows by their "i:" number."""
+    return [f"{esc(lab)} ({p})" for lab, p in zip(labels, positions)]
+
+
 MASK_COLORS = ("#f3f4f6", "#93c5fd", "#16a34a", "#065f46")  # hidden, cached context, root/ancestor, itself
 
 
 def mask_figure(view: MaskView):
-    """Plotly heatmap of a MaskView: one row per token verified (its position id in brackets),
-    one column per token it could see (the position id under it); the last cached context
+    """Plotly heatmap of a MaskView: one row per token verified, one column per token it could
+    see, each labelled with its position id in brackets (`mask_ticks`); the last cached context
     column is followed by a dotted line."""
     import plotly.graph_objects as go
 
@@ -94,11 +102,8 @@ def mask_figure(view: MaskView):
     scale = []
     for i, color in enumerate(MASK_COLORS):  # discrete colours for the values 0..3
         scale += [[i / 4, color], [(i + 1) / 4, color]]
-    # Unique category names (the same token can sit in several rows), the position id under each.
-    cols_cat = [
-        f"{i}:{lab}<br><sub>{p}</sub>" for i, (lab, p) in enumerate(zip(map(esc, view.col_labels), view.col_positions))
-    ]
-    rows_cat = [f"{esc(lab)} ({p})" for lab, p in zip(view.row_labels, view.row_positions)]
+    rows_cat = mask_ticks(view.row_labels, view.row_positions)
+    cols_cat = mask_ticks(view.col_labels, view.col_positions)
     # No per-cell hover text: with c = 64 that is ~4,500 strings and most of the figure's cost;
     # the colour bar names the four values instead.
     fig = go.Figure(
