@@ -45,7 +45,7 @@ def request_config(
     stores: str | Sequence[str] | None, knobs: dict[str, Any], base: GenerationConfig
 ) -> tuple[GenerationConfig, tuple[str, ...]]:
     """The page's settings (knob name -> value, checked against the knobs' ranges) on `base`, and
-    the datastores to draft from: each chosen store a source of its own, at an equal share of the
+    the datastores to draft from: each chosen store a source of its own, each at the whole
     datastore weight (none when no store is chosen or the datastore source is off)."""
     names = selected_names(stores)
     config = make_config(knobs, base)

@@ -15,7 +15,7 @@ from rest_core.drafting.draft import build_draft
 from rest_core.drafting.feeds import feeds
 from rest_core.drafting.source import Retrieved
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE
-from rest_core.ui import feeds_view, phases
+from rest_core.ui import feeds_view, phases, trie_view
 from tests.tiny_models import tiny_tokenizer
 from tests.ui.test_render import event
 
@@ -123,3 +123,22 @@ def test_each_drafted_branch_names_its_verify_row_and_the_caption_no_order_it_do
     panel = unescape(re.sub(r"<[^>]+>", "", feeds_view.feeds_html(ev, TOK)))
     assert "u drafted, accepted · verify row 2" in panel and "g drafted, rejected · verify row 1" in panel
     assert "the order the step drafts in" not in panel and "breadth first" in panel
+
+
+def test_the_weight_rule_the_glossary_states_is_the_one_the_panel_shows():
+    """Issue: How REST works said a node's weight adds shares "from both sources" while three drafted
+    (code, chat, the conversation), and never said the shares shown are over the sum of the sources'
+    weights. Its example, checked: at weight 1 each, a token starting all of one source's continuations
+    and none of the others' weighs 1/3 of the first level."""
+    from rest_core.ui.words import GLOSSARY
+
+    code = Retrieved(SOURCE_DATASTORE, 2, (1, 2), 3, rows("xa", "xb", "xc"))
+    chat = Retrieved(4, 2, (1, 2), 2, rows("ya", "zb"))
+    conversation = Retrieved(SOURCE_CONTEXT, 2, (1, 2), 1, rows("yq"))
+    draft = build_draft([code, chat, conversation], c=2)
+    shares = {chr(f.token): f.share for f in feeds([code, chat, conversation], draft.trie)}
+    assert shares["x"] == 1 / 3  # all of code's, none of the others'
+    assert abs(shares["y"] - (1 / 2 + 1) / 3) < 1e-12  # half of chat's and all of the conversation's
+    weight = next(line for line in GLOSSARY.splitlines() if line.startswith("| **weight**"))
+    assert "both" not in weight and "from every source" in weight and "gets 1/3" in weight
+    assert "both sources" not in trie_view.TREE_LEGEND and "several sources reach" in trie_view.TREE_LEGEND

@@ -237,7 +237,7 @@ def test_tree_legend_names_every_mark_of_the_figure():
         "heaviest",
         "weight",
         "split evenly",
-        "both sources",
+        "several sources reach",
     ):
         assert mark in out, mark
 
