@@ -74,6 +74,16 @@ def retrieve_caption(
     return " ".join(parts)
 
 
+def match_underline(bits: Sequence[int]) -> str:
+    """The style attribute underlining a context token in the colour of every source whose match
+    covers it, one 3 px stripe each, the first lowest ("" for none): where code matched 3 tokens
+    and chat 5, the last 3 carry both stripes and the 2 before them chat's alone."""
+    if not bits:
+        return ""
+    stripes = ", ".join(f"inset 0 -{3 * (i + 1)}px 0 {origin(b).color}" for i, b in enumerate(bits))
+    return f' style="box-shadow: {stripes}"'
+
+
 def retrieve_html(
     event: StepEvent,
     context: Sequence[int],
@@ -91,8 +101,11 @@ def retrieve_html(
     spans = []
     for i, t in enumerate(shown):
         from_end = len(shown) - i
-        cls = " ".join(f"m-{source_class(m.source_bit)}" for m in event.matches if m.suffix_len >= from_end)
-        spans.append(f'<span class="tt-tok {cls}">{esc(visible(token_text(tokenizer, t), 24))}</span>')
+        bits = [m.source_bit for m in event.matches if m.suffix_len >= from_end]
+        cls = " ".join(f"m-{source_class(b)}" for b in bits)
+        spans.append(
+            f'<span class="tt-tok {cls}"{match_underline(bits)}>{esc(visible(token_text(tokenizer, t), 24))}</span>'
+        )
     lead = "…" if cut > 0 else ""
     rows = [feeds_html(event, tokenizer)]
     for m in event.matches:
