@@ -107,13 +107,23 @@ def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
         ),
         ("retrieval per token", f"{r.retrieval_ms_per_token:.2f} ms", "-"),
         ("tokens from drafts", f"{100 * r.draft_share:.0f}%", "-"),
-        ("prefill (the prompt's part not already in the KV cache)", f"{r.prefill_ms:.0f} ms", f"{a.prefill_ms:.0f} ms"),
+        (PREFILL_ROW, prefill_cell(r.prefill_ms), prefill_cell(a.prefill_ms)),
     ]
     if cmp.identical is not None:
         rows.append(
             ("same output (greedy)", ("yes" if cmp.identical else "NO") + f", {cmp.compared} tokens compared", "")
         )
     return rows
+
+
+# Prefill is timed apart and left out of every other row; its row says so, and why it can read 0.
+PREFILL_ROW = "prefill (apart: in no row above; the prompt's part not already in the KV cache)"
+
+
+def prefill_cell(ms: float) -> str:
+    """ "120 ms", or "0 ms (the prompt was cached)": a run over a prompt whose KV the last answer
+    left in the cache prefills nothing new."""
+    return f"{ms:.0f} ms" + (" (the prompt was cached)" if round(ms) == 0 else "")
 
 
 def _ms(forward: ForwardTime | None) -> str:

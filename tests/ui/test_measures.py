@@ -189,3 +189,14 @@ def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acce
     )
     assert f"{(1 + acc) * one / (overhead + verify):.2f}" == f"{value:.2f}"
     assert "predict accepted per step at c = 16, not M − 1" in words and words in caption
+
+
+def test_compares_prefill_row_says_it_is_apart_and_why_it_can_read_0():
+    """Issue: the prefill row read 0 ms while the text said prefill is excluded, with no word of why."""
+    rest, ar = runs()
+    rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(compare_view.compare(rest, ar, greedy=False))}
+    label = next(k for k in rows if k.startswith("prefill"))
+    assert "in no row above" in label
+    assert compare_view.prefill_cell(0.2) == "0 ms (the prompt was cached)"
+    assert compare_view.prefill_cell(120.4) == "120 ms"
+    assert rows[label] == tuple(compare_view.prefill_cell(e[-1].totals.prefill_ms) for e in (rest, ar))
