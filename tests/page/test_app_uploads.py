@@ -274,8 +274,10 @@ def test_two_real_stores_draft_as_two_named_sources(tmp_path):
     for name, text in (("code", "def add(a, b): return a + b\n" * 30), ("chat", NOTES)):
         build_from_files([], rt.settings.datastores / name, tok, pasted=text)
     engine = rt.engine(["code", "chat"])
-    assert [(s.name, s.bit) for s in engine.source_table.stores] == [("code", 1), ("chat", 4)]
+    # the default stores keep their bits (so colours) whichever of them drafts: chat 1, code 4
+    assert [(s.name, s.bit) for s in engine.source_table.stores] == [("code", 4), ("chat", 1)]
     assert rt.engine(["code", "chat"]) is engine and rt.engine(["chat"]) is not engine  # one per set
+    assert rt.engine(["chat"]).source_table.bit("chat") == 1 and rt.engine(["code"]).source_table.bit("code") == 4
     h = handlers(rt)
     session = Session()
     out = list(h.respond("def add(a, b): return a + b", session, ["code", "chat"], **knob_values(max_new_tokens=12)))[

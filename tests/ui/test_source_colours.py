@@ -45,14 +45,6 @@ def test_a_default_store_keeps_its_colour_whichever_stores_a_message_drafts_from
         stable_bits([*many, "s6"], DEFAULT_STORES)
 
 
-def test_the_runtime_builds_its_engines_with_the_default_stores_bits():
-    import inspect
-
-    from rest_core.ui import runtime
-
-    assert "fixed_stores=DEFAULT_STORES" in inspect.getsource(runtime.Runtime.engine)
-
-
 def test_every_view_calls_tokens_of_several_sources_by_one_name():
     """Issue: the phone's key (one store) said "both", the desktop's "several"; the share line "both"."""
     for stores in (["chat"], ["code", "chat"]):
