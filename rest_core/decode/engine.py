@@ -161,7 +161,7 @@ class Engine:
     datastore: a `rest_core.store.datastore.Datastore`, a path to one, or None (context source only,
     or plain decoding). datastores: instead, several named stores (or paths), {"code": a,
     "chat": b}: each is a draft source of its own (bits and colours in `source_table`, the
-    first store blue), merged into one trie; `DraftConfig.stores` picks them per generation. reuse_cache: keep the KV cache of the last generation, so the next
+    first store blue unless `fixed_stores` names it), merged into one trie; `DraftConfig.stores` picks them per generation. reuse_cache: keep the KV cache of the last generation, so the next
     call whose prompt extends it (a conversation's next turn) only prefills the new tokens.
     cost_curve: the forward-cost curve of the auto budget (measured on first use if None).
     selector: picks the draft from the merged trie, `(trie, c) -> sorted node indices` forming
