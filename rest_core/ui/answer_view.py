@@ -211,7 +211,6 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
 
     levels = ((1, "1"), (2, "2-3"), (3, "4-7"), (4, "8+"))
     table = SourceTable.for_stores(list(stores), DEFAULT_STORES)
-    several = SEVERAL_NAME
 
     def shades(css: str, name: str) -> str:  # each source's hue darkens the same way
         return (
@@ -230,12 +229,12 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
             for s in table.stores
         )
         + sample("tok d cx r1 p0", CONTEXT_NAME, "draft tokens found earlier in this conversation")
-        + sample("tok d both r1 p0", several, "draft tokens proposed by several sources")
+        + sample("tok d both r1 p0", SEVERAL_NAME, "draft tokens proposed by several sources")
         + sample("tok m p0", "model", "the model's own token that ends every step")
         + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
         + "".join(shades(st.css, st.name) for st in table.stores)
         + shades("cx", "conversation")
-        + shades("both", several)
+        + shades("both", SEVERAL_NAME)
         + "</span>"
         + '<span class="legend-item">a dotted underline marks the model\'s own token, one at the end of every step; '
         "drafted indentation and line breaks get a thin line, not a block; click (or tap) a token to see its step in "
