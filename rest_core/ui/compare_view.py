@@ -356,13 +356,14 @@ def _headline(r: Totals, a: Totals) -> str:
 
 def _beside_forward(r: Totals, step: float, forward: ForwardTime | None) -> str:
     """What a REST step spends beside its forward, as the difference of the table's two rows, and
-    retrieval's part of it (per step: the table's retrieval row is per token)."""
-    retrieval = r.retrieval_ms / r.steps
+    retrieval's part of it, a step's: the table's retrieval per token times M, both as printed."""
+    per_token, m = shown(r.retrieval_ms_per_token, 2), shown(r.mean_generated_length, 2)
+    retrieval = f"{per_token:.2f} × {m:.2f} = {per_token * m:.1f} ms a step (the table's retrieval per token × M)"
     if forward is None:
-        return f", and retrieval with the trie adds {retrieval:.1f} ms a step"
+        return f", and retrieval with the trie adds {retrieval}"
     return (
         f"; beside the forward (the table's step minus one forward: {minus(step, forward.ms)} ms) retrieval with "
-        f"the trie takes {retrieval:.1f} ms a step, the rest is the acceptance and the step's bookkeeping"
+        f"the trie takes {retrieval}, the rest is the acceptance and the step's bookkeeping"
     )
 
 

@@ -138,8 +138,8 @@ def test_compares_headline_does_not_claim_a_speedup_above_m():
 
 
 def _claims(text: str) -> list[tuple[float, str, float, float]]:
-    """Every "a / b = r" and "a − b = r" the text prints, as (a, op, b, r)."""
-    found = re.findall(r"(\d+\.\d+) ([/−]) (\d+\.\d+) = (\d+\.\d+)", text)
+    """Every "a / b = r", "a − b = r" and "a × b = r" the text prints, as (a, op, b, r)."""
+    found = re.findall(r"(\d+\.\d+) ([/−×]) (\d+\.\d+) = (\d+\.\d+)", text)
     return [(float(a), op, float(b), float(r)) for a, op, b, r in found]
 
 
@@ -147,7 +147,7 @@ def _reproduces(text: str) -> None:
     claims = _claims(text)
     assert claims, text
     for a, op, b, r in claims:
-        exact = a / b if op == "/" else a - b
+        exact = a / b if op == "/" else a - b if op == "−" else a * b
         places = len(str(r).split(".")[1])
         assert abs(exact - r) <= 0.5 * 10**-places + 1e-9, (a, op, b, r, text)
 
@@ -167,6 +167,8 @@ def test_every_ratio_compare_prints_reproduces_from_the_figures_it_prints():
         rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0],
     )
     assert f"{step.split()[0]} − {forward.split()[0]} = 1.1 ms" in why
+    per_token = rows["retrieval per token"][0].split()[0]  # retrieval per step: the printed row × M
+    assert re.search(rf"{per_token} × 3\.00 = \d+\.\d ms a step", why)
     cmp = compare_view.compare(rest, ar, greedy=False)
     tps = [float(x) for x in rows["tokens / s"]]
     assert f"{cmp.speedup:.2f}" == f"{tps[0] / tps[1]:.2f}"
@@ -181,8 +183,8 @@ def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acce
     events = [_step(100), _step(100)]
     caption = why_c_view.why_c_caption(curve, events, 16, max_c=64)
     assert "1 + 16 tokens 109.1 ms (109.1 / 67.1 = 1.63× as long" in caption
-    for a, _, b, r in _claims(caption):
-        assert abs(a / b - r) <= 0.005 + 1e-9
+    for a, op, b, r in _claims(caption):
+        assert op == "/" and abs(a / b - r) <= 0.005 + 1e-9
     value, words = why_c_view.chosen_speedup(curve, events, 16)
     acc, one, overhead, verify = (
         float(x) for x in re.match(r"\(1 \+ ([\d.]+)\) × ([\d.]+) / \(([\d.]+) \+ ([\d.]+)\)", words).groups()
