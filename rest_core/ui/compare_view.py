@@ -339,19 +339,18 @@ def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[Step
     if load:  # M / ratio would print a speedup above M, which no REST step can earn
         return (
             f"{took}. A REST step cannot really be faster than a plain one (it does the same forward and more), so the "
-            f"speedup, M divided by that ratio, is always below M; these runs' {_headline(r, a)} {load}. "
+            f"speedup, M divided by that ratio, is always below M; these runs' tokens/s, "
+            f"{divided(r.tokens_per_s, a.tokens_per_s)}×, were {load}. "
         ) + _LIVE_NOTE
     steps = ratio(rest_ms, plain_ms)
     speedup = divided(r.mean_generated_length, steps, places=2)
     rounding = ""
     if shown(ratio(r.mean_generated_length, steps, 2), 2) != shown(ratio(r.tokens_per_s, a.tokens_per_s), 2):
-        rounding = f" (the headline's {_headline(r, a)}; the two differ by rounding only)"
+        rounding = (
+            f" (the headline divides the tokens/s instead: {divided(r.tokens_per_s, a.tokens_per_s)}×, "
+            "the same but for rounding)"
+        )
     return f"{took}, so the speedup is {speedup}×{rounding}. " + _LIVE_NOTE
-
-
-def _headline(r: Totals, a: Totals) -> str:
-    """ "1.64× is 45.3 / 27.6 tokens/s": the headline's speedup and the table's figures it divides."""
-    return f"{ratio(r.tokens_per_s, a.tokens_per_s):.2f}× is {r.tokens_per_s:.1f} / {a.tokens_per_s:.1f} tokens/s"
 
 
 def _beside_forward(r: Totals, step: float, forward: ForwardTime | None) -> str:
