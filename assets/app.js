@@ -84,3 +84,18 @@ new MutationObserver((changes) => {
     if (views()[here] !== tab.dataset.tabId) history.replaceState(null, "", `#${tab.dataset.tabId}`);
   }
 }).observe(document.documentElement, { subtree: true, attributes: true, attributeFilter: ["aria-selected"] });
+
+// A control's status (why Send or Compare did nothing, a load in progress, an upload's progress)
+// appears under the control: when it appears below (or above) the window, as a longer colour key
+// or an open settings panel can push it, the page scrolls just enough to show it, once per status.
+const STATUS_BOXES = ["#chat-status", "#compare-status", "#teach-status", "#corpus-status"];
+const shownStatuses = new WeakSet();
+new MutationObserver(() => {
+  for (const box of STATUS_BOXES) {
+    const status = document.querySelector(`${box} .status`);
+    if (!status || shownStatuses.has(status)) continue;
+    shownStatuses.add(status);
+    const r = status.getBoundingClientRect();
+    if (r.height && (r.top < 0 || r.bottom > window.innerHeight)) status.scrollIntoView({ block: "nearest" });
+  }
+}).observe(document.documentElement, { subtree: true, childList: true });
