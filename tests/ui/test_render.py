@@ -647,13 +647,41 @@ def test_wide_tables_scroll_sideways_on_a_phone():
 
 def test_live_stats_and_inspector_count_the_same_steps():
     """Issue: mid-stream the stats said "3 steps" while the inspector, redrawn only with the trie
-    figure, still said "Step 2 of 2". Every live refresh now draws both from the same steps."""
+    figure, still said "Step 2 of 2". Every live refresh draws all three from the same steps."""
     from rest_core.ui.chat import live_panels
 
     steps = [event(i, [i + 1], (0,), new=i + 1) for i in range(3)]
-    for figure in (True, False):
-        stats_, fig, inspector = live_panels(steps, ByteTokenizer(), figure)
-        assert '<div class="v">3</div><div class="k">steps</div>' in stats_ and "Step 3 of 3" in inspector
-        assert (fig is not None) == figure
-    stats_, fig, inspector = live_panels([], ByteTokenizer(), True)
+    stats_, fig, inspector = live_panels(steps, ByteTokenizer())
+    assert '<div class="v">3</div><div class="k">steps</div>' in stats_ and "Step 3 of 3" in inspector
+    assert "Step 3" in str(fig.layout)
+    stats_, fig, inspector = live_panels([], ByteTokenizer())
     assert "Stats appear here" in stats_ and "Pick a step" in inspector and fig is None
+
+
+def test_a_streaming_answer_never_shows_two_steps_at_once(scripted):
+    """Issue 29: while an answer streamed, the tree said Step 5 and the inspector Step 6 (the tree
+    was redrawn every 0.3 s, the inspector every 0.08 s). Every Update of a real stream now carries
+    the stats, the tree and the inspector together, or none of them, and they name one step."""
+    import re
+
+    from rest_core.ui.runtime import NO_STORE
+    from rest_core.ui.session import Session
+    from tests.app_fixtures import knob_values, respond
+
+    rt, engine = scripted
+    engine.step_s = 0.03  # several text refreshes between two panel refreshes
+    session = Session()
+    live = texts = 0
+    for u in respond(session, rt, "go", NO_STORE, knob_values()):
+        parts = (u.stats, u.trie, u.inspector)
+        if u.stats is None:
+            texts += u.chat is not None
+            assert u.trie is None and u.inspector is None, parts
+            continue
+        if "live" not in u.stats:
+            continue
+        assert all(p is not None for p in parts), parts
+        n = re.search(r'<div class="v">(\d+)</div><div class="k">steps</div>', u.stats).group(1)
+        assert f"Step {n} of {n}" in u.inspector and f"Step {n}" in str(u.trie.layout), n
+        live += 1
+    assert live >= 2 and texts >= 2, (live, texts)
