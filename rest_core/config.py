@@ -161,7 +161,7 @@ class GenerationConfig:
 # measurements behind them: docs/results.md, "The presets").
 PRESETS: dict[str, GenerationConfig] = {
     "paper": GenerationConfig(draft=DraftConfig(c=64)),
-    "cpu": GenerationConfig(draft=DraftConfig(c=2, use_context=True)),
+    "cpu": GenerationConfig(draft=DraftConfig(c=16, budget="auto", use_context=True)),
     "gpu": GenerationConfig(draft=DraftConfig(c=64, use_context=True)),
 }
 
