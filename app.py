@@ -34,6 +34,7 @@ from gradio.utils import get_upload_folder as gradio_upload_folder
 import chat_tab
 import teach_tab
 from rest_core.ui import answer_view, fairness, lifecycle, words
+from rest_core.ui.run import stop_all
 from rest_core.ui.runtime import Runtime, StoreBuilds, model_spec, start_warm_up
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
@@ -149,9 +150,19 @@ def head_html(links: dict[str, str] | None = None) -> str:
 demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 
 
-def _exit_cleanly(signum: int, frame: Any) -> None:
+EXIT_WAIT_S = 10.0  # at SIGTERM, how long the answers under way get to end their step
+
+
+def _exit_cleanly(signum: int, frame: Any, runtime: Runtime | None = None) -> None:
     """SIGTERM (docker stop, systemd, a Space restart): exit as Ctrl-C does, so that the exit
-    handlers run (they remove this instance's uploads folder: private uploads never stay)."""
+    handlers run (they remove this instance's uploads folder: private uploads never stay). The
+    answers under way are cancelled and the model's gate shut first: a thread still inside the
+    model when the interpreter finalizes aborts the process (exit code -6)."""
+    if runtime is not None:
+        left = stop_all(EXIT_WAIT_S)
+        free = runtime.lock.shut(EXIT_WAIT_S)
+        if left or not free:
+            print(f"exiting with the model still busy ({left} answer(s) under way)", flush=True)
     raise SystemExit(0)
 
 
@@ -174,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         atexit.register(close_backend, backend)
         calls = VllmCalls(backend, gpu)
     runtime = Runtime(settings, gpu=gpu, calls=calls)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _exit_cleanly(signum, frame, runtime))
     start_warm_up()  # the retrieval kernels compile or load meanwhile, not in the first answer
     if settings.zero_gpu:  # ZeroGPU moves the weights onto the GPU inside each decorated call
         runtime.loaded()

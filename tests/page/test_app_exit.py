@@ -82,3 +82,35 @@ def test_sigterm_removes_the_uploads_folder_and_start_removes_stale_ones(tmp_pat
     assert not mine.exists(), log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert running.is_dir() and all(p.is_dir() for p in others) and a_file.is_file()
+
+
+def test_sigterm_mid_answer_exits_cleanly(tmp_path):
+    """SIGTERM while the model is writing an answer: the app ends the answer's step and exits 0.
+    Before, the worker thread was still inside torch when the interpreter finalized and the
+    process aborted ("terminate called without an active exception", exit code -6). The real
+    embedded model: a tiny one answers 1,024 tokens before the signal could land."""
+    from tests.app_fixtures import knob_values
+
+    tmp = tmp_path / "tmp"
+    (tmp / "datastores").mkdir(parents=True)
+    port = free_port()
+    env = {**os.environ, "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
+    cmd = [sys.executable, "app.py", "--no-build", "--device", "cpu", "--port", str(port)]
+    cmd += ["--datastores", str(tmp / "datastores")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client = connect(f"http://127.0.0.1:{port}/", proc)
+        values = knob_values(max_new_tokens=1024).values()
+        job = client.submit("Write a long essay about the history of computing.", [], *values, api_name="/respond")
+        end = time.monotonic() + 120
+        while len(job.outputs()) < 3 and time.monotonic() < end:  # a few streamed updates: it is decoding
+            time.sleep(0.2)
+        assert len(job.outputs()) >= 3 and not job.done()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = proc.stdout.read()
+    assert "terminate called" not in log and "Traceback" not in log, log[-3000:]
