@@ -34,11 +34,18 @@ def dead_pid() -> int:
     return int(done.stdout)
 
 
-def start_app(tmp: Path, model: Path, port: int) -> subprocess.Popen:
+def start_app(tmp: Path, model: Path | str, port: int) -> subprocess.Popen:
     env = {**os.environ, "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     cmd = [sys.executable, "app.py", "--no-build", "--model", str(model), "--device", "cpu", "--port", str(port)]
     cmd += ["--datastores", str(tmp / "datastores")]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def end_app(proc: subprocess.Popen) -> None:
+    """Kill the app if a failed assertion left it running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def connect(url: str, proc: subprocess.Popen, timeout: float = 180):
@@ -75,9 +82,7 @@ def test_sigterm_removes_the_uploads_folder_and_start_removes_stale_ones(tmp_pat
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end_app(proc)
     log = proc.stdout.read()
     assert not mine.exists(), log[-3000:]
     assert "Traceback" not in log, log[-3000:]
@@ -94,10 +99,7 @@ def test_sigterm_mid_answer_exits_cleanly(tmp_path):
     tmp = tmp_path / "tmp"
     (tmp / "datastores").mkdir(parents=True)
     port = free_port()
-    env = {**os.environ, "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
-    cmd = [sys.executable, "app.py", "--no-build", "--device", "cpu", "--port", str(port)]
-    cmd += ["--datastores", str(tmp / "datastores")]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_app(tmp, "embedded", port)
     try:
         client = connect(f"http://127.0.0.1:{port}/", proc)
         values = knob_values(max_new_tokens=1024).values()
@@ -109,8 +111,6 @@ def test_sigterm_mid_answer_exits_cleanly(tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end_app(proc)
     log = proc.stdout.read()
     assert "terminate called" not in log and "Traceback" not in log, log[-3000:]
