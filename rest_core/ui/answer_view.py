@@ -202,11 +202,11 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
-# What the dotted underline is, in the key's words (a step cut by the length limit, or ended by
-# the end of text inside its drafts, writes no token of the model's own: no underline there).
+# What the dotted underline is, in the key's words (a step cut by the length limit writes no token
+# of the model's own: no underline there).
 MODEL_TOKEN_NOTE = (
-    "a dotted underline marks the model's own token: the one token a step adds after the drafts it accepted "
-    "(a step cut by the length limit ends without one)"
+    "a dotted underline marks the model's own token, one after each step's accepted drafts "
+    "(none in a step the length limit cuts)"
 )
 # Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
 # stay apart without a colour the key does not show.
@@ -237,7 +237,7 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
     names = ", ".join([*(s.name for s in table.stores), CONTEXT_NAME])
     return (
         '<div class="legend">'
-        + '<span class="legend-item legend-head">Colour key: who drafted each accepted token</span>'
+        + '<span class="legend-item legend-head">Colour key:</span>'
         + "".join(
             sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}")
             for s in table.stores
@@ -249,9 +249,7 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
             f"draft tokens proposed by two or more of: {names}; hover a token to see which",
         )
         + sample("tok m p0", "model", "the model's own token")
-        + '<span class="legend-item">darker shade: more draft tokens accepted in that step; '
-        + PARITY_NOTE
-        + "</span>"
+        + '<span class="legend-item">darker: more draft tokens accepted in that step</span>'
         + f'<span class="legend-item">{MODEL_TOKEN_NOTE}</span>'
         + '<details class="legend-more"><summary>Shades by source, line breaks, clicking a token</summary>'
         + '<span class="legend-item">shade = draft tokens accepted in that step: '
@@ -259,6 +257,7 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
         + shades("cx", CONTEXT_NAME)
         + shades("both", SEVERAL_NAME)
         + "</span>"
+        + f'<span class="legend-item">{PARITY_NOTE}</span>'
         + '<span class="legend-item">drafted indentation and line breaks get a thin line, not a block; '
         "click (or tap) a token to see its step in the inspector; hovering shows a summary</span>" + "</details></div>"
     )

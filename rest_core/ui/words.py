@@ -10,8 +10,7 @@ def header_html(model: str, device: str, small_model: bool = False) -> str:
     gets the warning that its own mistakes are plain decoding's too."""
     cpu = "CPU" in device
     gpu = (
-        "on a GPU a step costs about the same for 1 token or dozens, so the speedup approaches M, the tokens written "
-        "per step."
+        "on a GPU a step costs about the same for 1 token or dozens, so the speedup approaches M, the tokens per step."
     )
     expect = (
         "On a CPU, verifying several tokens costs more than verifying one, so speedups here are small (the auto "
@@ -19,24 +18,26 @@ def header_html(model: str, device: str, small_model: bool = False) -> str:
         if cpu
         else gpu[0].upper() + gpu[1:]
     )
+    # A phone gets the same in fewer words (the reasons are in How REST works).
+    short = "Speedups are small on a CPU; on a GPU they approach M, the tokens per step." if cpu else expect
     caveat = (
-        f" · {model} is small and makes mistakes of its own (it may drop a word); REST writes exactly what plain "
-        "decoding writes with it."
+        f"{model} is small and makes mistakes of its own (it may drop a word): plain decoding makes the same ones."
         if small_model
-        else f" · REST writes exactly what plain decoding writes with {model}."
+        else f"REST writes exactly what plain decoding writes with {model}, mistakes included."
     )
     return f"""
 <div id="header">
 <h1>REST: retrieval-based speculative decoding, live</h1>
-<p class="machine">Running <b>{model}</b> on <b>{device}</b>. {expect}</p>
+<p class="machine">Running <b>{model}</b> on <b>{device}</b>. <span class="wide-only">{expect}</span><span
+class="phone-only">{short}</span></p>
 <ol class="steps">
-<li><b>1. Look up.</b> The last few tokens are found in a <b>datastore</b> (a real corpus) and in the
-<b>conversation</b>; the tokens that followed them there are <b>drafts</b>.</li>
-<li><b>2. Verify.</b> The model checks all drafts in <b>one</b> forward pass.</li>
-<li><b>3. Keep.</b> The drafts the model agrees with are accepted, plus one token of its own: the text is exactly
+<li><b>1. Look up:</b> the last few tokens are found in a <b>datastore</b> and in the <b>conversation</b>; what
+followed them there are <b>drafts</b>.</li>
+<li><b>2. Verify:</b> the model checks all drafts in <b>one</b> forward pass.</li>
+<li><b>3. Keep:</b> the drafts the model agrees with are accepted, plus one token of its own: the text is exactly
 what plain decoding writes.</li>
 </ol>
-<p class="more"><a href="#how-rest">How REST works: the diagram and the glossary →</a>{caveat}</p>
+<p class="more"><a href="#how-rest">How REST works →</a> <span class="caveat">{caveat}</span></p>
 </div>
 """
 
