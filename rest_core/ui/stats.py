@@ -50,6 +50,17 @@ def origin_shares(events: Sequence[StepEvent]) -> dict[str, int]:
     return out
 
 
+def percentages(counts: dict[str, int]) -> dict[str, int]:
+    """Whole percentages of `counts` that add up to 100 (largest remainders: each is its exact
+    share rounded up or down)."""
+    n = sum(counts.values())
+    exact = {k: 100 * v / n for k, v in counts.items()}
+    out = {k: int(x) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: out[k] - exact[k])[: 100 - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
 def _named(group: str) -> str:
     """A group of origin_shares as the sentence names it: "the conversation", "the datastore
     code", "several sources (code + chat)"."""
@@ -68,8 +79,8 @@ def origin_sentence(events: Sequence[StepEvent]) -> str:
     n = sum(shares.values())
     if not n:
         return ""
-    pct = {k: round(100 * v / n) for k, v in shares.items() if k != "model"}
-    model = max(0, 100 - sum(pct.values()))  # the shares add up to 100
+    pct = percentages(shares)
+    model = pct.pop("model")
     parts = [f"{p}% by {_named(k)}" for k, p in pct.items()]
     tokens = f"{n} token{'' if n == 1 else 's'}"
     if not parts:
