@@ -19,6 +19,7 @@ per request, jobs per session, session lifetime, uploads) are flags too: rest_co
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -33,6 +34,9 @@ from gradio.utils import get_upload_folder as gradio_upload_folder
 
 import chat_tab
 import teach_tab
+from rest_core.cpus import available_cpus
+from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_NAME
+from rest_core.devices import device_type
 from rest_core.ui import answer_view, fairness, lifecycle, words
 from rest_core.ui.run import stop_all
 from rest_core.ui.runtime import Runtime, StoreBuilds, model_spec, start_warm_up
@@ -57,12 +61,56 @@ except ImportError:  # anywhere else the calls run as they are
 
 QUEUE_SIZE = fairness.QUEUE_SIZE  # requests waiting for the model, all sessions together
 
+# Body copy (subtitles, keys, captions, a knob's help) in a grey dark enough to read: the Soft
+# theme's #9ca3af on its #f9fafb background is 2.4:1, below WCAG AA's 4.5:1; #4b5563 is 7.3:1.
+SUBDUED_TEXT = "#4b5563"
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
     primary_hue="blue",
     font=["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"],
     font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
-)
+).set(body_text_color_subdued=SUBDUED_TEXT, block_info_text_color=SUBDUED_TEXT)
+
+
+def model_name(spec: str) -> str:
+    """The model as the page names it: the embedded default's own name, a hub id's or a path's last part."""
+    if spec == DEFAULT_MODEL:
+        return EMBEDDED_NAME
+    name = spec.rstrip("/").rsplit("/", 1)[-1]
+    return name.removesuffix(".gguf") or spec
+
+
+def gpu_model() -> str:
+    """The first NVIDIA GPU's model, read from the driver without importing torch ("" if none)."""
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                if line.startswith("Model:"):
+                    return line.split(":", 1)[1].strip()
+    return ""
+
+
+def device_words(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
+    """Where the model runs, in words: "this machine's CPU (2 cores)", "a GPU (NVIDIA H200)"...
+    `cores` and `gpu` are for tests (None: read from this machine)."""
+    kind = device_type(settings.device, settings.zero_gpu)
+    if kind == "cpu":
+        n = available_cpus() if cores is None else cores
+        return f"this machine's CPU ({n} core{'' if n == 1 else 's'})"
+    if settings.zero_gpu:
+        return "a GPU (ZeroGPU: attached for each request)"
+    if kind == "cuda":
+        name = gpu_model() if gpu is None else gpu
+        return f"a GPU ({name})" if name else "a GPU"
+    if kind == "mps":
+        return "this Mac's GPU (MPS)"
+    return f"the device {settings.device}"
+
+
+def header_html(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
+    """The page's header for these settings: the model and the device it runs on named."""
+    name = model_name(model_spec(settings.model))
+    return words.header_html(name, device_words(settings, cores, gpu), small_model="135M" in name)
 
 
 def new_session() -> Session:
@@ -77,7 +125,7 @@ def _layout(
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
-    gr.HTML(words.HEADER)
+    gr.HTML(header_html(settings), elem_id="header-box")
     if isinstance(runtime.calls, VllmCalls):
         gr.HTML(backend_note(runtime.calls.backend), elem_id="backend-note")
     legend = gr.HTML(answer_view.legend_html(), elem_id="legend")

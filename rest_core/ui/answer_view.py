@@ -202,9 +202,21 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
+# What the dotted underline is, in the key's words (a step cut by the length limit writes no token
+# of the model's own: no underline there).
+MODEL_TOKEN_NOTE = (
+    "a dotted underline marks the model's own token, one after each step's accepted drafts "
+    "(none in a step the length limit cuts)"
+)
+# Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
+# stay apart without a colour the key does not show.
+PARITY_NOTE = "every other step is a little greyer, so two steps side by side stay apart"
+
+
 def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
-    """The colour key: one entry per datastore drafting (`stores`, in the engine's order, each
-    in its own colour), the context, several sources together, the shades and the model."""
+    """The colour key, short: one entry per datastore drafting (`stores`, in the engine's order,
+    each in its own colour), the conversation, several sources together and the model; what the
+    shade and the dotted underline say; the shade scale of every source folded below."""
 
     def sample(cls: str, text: str, title: str) -> str:
         return f'<span class="{cls}" title="{esc(title)}">{esc(text)}</span>'
@@ -222,23 +234,32 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
             + "</span>"
         )
 
+    names = ", ".join([*(s.name for s in table.stores), CONTEXT_NAME])
     return (
         '<div class="legend">'
+        + '<span class="legend-item legend-head">Colour key:</span>'
         + "".join(
             sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}")
             for s in table.stores
         )
         + sample("tok d cx r1 p0", CONTEXT_NAME, "draft tokens found earlier in this conversation")
-        + sample("tok d both r1 p0", SEVERAL_NAME, "draft tokens proposed by several sources")
-        + sample("tok m p0", "model", "the model's own token that ends every step")
-        + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
+        + sample(
+            "tok d both r1 p0",
+            SEVERAL_NAME,
+            f"draft tokens proposed by two or more of: {names}; hover a token to see which",
+        )
+        + sample("tok m p0", "model", "the model's own token")
+        + '<span class="legend-item">darker: more draft tokens accepted in that step</span>'
+        + f'<span class="legend-item">{MODEL_TOKEN_NOTE}</span>'
+        + '<details class="legend-more"><summary>Shades by source, line breaks, clicking a token</summary>'
+        + '<span class="legend-item">shade = draft tokens accepted in that step: '
         + "".join(shades(st.css, st.name) for st in table.stores)
-        + shades("cx", "conversation")
+        + shades("cx", CONTEXT_NAME)
         + shades("both", SEVERAL_NAME)
         + "</span>"
-        + '<span class="legend-item">a dotted underline marks the model\'s own token, one at the end of every step; '
-        "drafted indentation and line breaks get a thin line, not a block; click (or tap) a token to see its step in "
-        "the inspector; hovering shows a summary</span>" + "</div>"
+        + f'<span class="legend-item">{PARITY_NOTE}</span>'
+        + '<span class="legend-item">drafted indentation and line breaks get a thin line, not a block; '
+        "click (or tap) a token to see its step in the inspector; hovering shows a summary</span>" + "</details></div>"
     )
 
 

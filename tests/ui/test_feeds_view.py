@@ -66,8 +66,8 @@ def test_the_heaviest_nodes_say_what_fed_them_and_what_the_step_did():
     assert [chr(t) for t in draft.nodes.tokens] == ["g", "e"]
     assert feeds_view.feed_status(ev, u) == "not drafted (c = 2)"
     assert feeds_view.feed_status(ev, f) == "not drafted (c = 2)"
-    assert feeds_view.feed_counts(ev, g) == "4 of 9 continuations: code 2 of 7, conversation (context) 2 of 2"
-    assert feeds_view.feed_counts(ev, u) == "4 of 9 continuations: code 4 of 7, conversation (context) 0 of 2"
+    assert feeds_view.feed_counts(ev, g) == "4 of 9 continuations: code 2 of 7, conversation 2 of 2"
+    assert feeds_view.feed_counts(ev, u) == "4 of 9 continuations: code 4 of 7, conversation 0 of 2"
     assert feeds_view.feed_examples(u, TOK) == ["“up·to·th…” ×2", "“up”", "“up()”"]
 
 

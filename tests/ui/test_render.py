@@ -177,7 +177,7 @@ def test_token_boundaries_step_classes_and_titles():
     titles = re.findall(r'title="([^"]*)"', out)
     assert "step 2" in titles[1] and "matched suffix 3" in titles[1] and "2 draft tokens accepted" in titles[1]
     assert "drafted by datastore" in titles[1]
-    assert "drafted by conversation (context)" in titles[4]  # the context named as the page shows it
+    assert "drafted by conversation ·" in titles[4]  # the context named as the page shows it
     assert "model&#x27;s own token" in titles[3]
     assert re.findall(r'data-step="(\d+)"', out) == ["0", "1", "1", "1", "2", "2", "3", "3"]
 
