@@ -1,0 +1,154 @@
+"""Issue 29: the draft tree, its key, the verify table and the Accept panel say the same thing.
+
+A hand-made step that ends on an accepted end-of-text token (07 of the screenshots): the walk
+accepts "d", "." and EOS; "x" is rejected at the root, "q" under it is off the path, and "\\n"
+under the accepted EOS is never checked (the answer ended). Drafted tokens include a quote, as
+`."` did in 06 and 07.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html import unescape
+
+import numpy as np
+
+from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
+from rest_core.drafting.trie import Trie
+from rest_core.ui import answer_view, inspector, phases, trie_view
+from tests.ui.test_render import EOS, ByteTokenizer, event
+
+TOK = ByteTokenizer()
+QUOTE = 257 + ByteTokenizer.words.index(b'"')
+
+
+def eos_step():
+    # draft nodes (breadth first): 0 d, 1 x (root's children); 2 . (under d), 3 q (under x);
+    # 4 EOS (under .), 5 " (under .); 6 \n (under EOS)
+    tokens = np.array([ord("d"), ord("x"), ord("."), ord("q"), EOS, QUOTE, ord("\n")], dtype=np.int64)
+    parents = np.array([-1, -1, 0, 1, 2, 2, 4], dtype=np.int64)
+    depths = np.array([1, 1, 2, 2, 3, 3, 4], dtype=np.int64)
+    weights = np.array([6.0, 2.0, 5.0, 1.0, 4.0, 1.0, 3.0])
+    sources = np.full(7, SOURCE_DATASTORE, dtype=np.uint8)
+    trie = Trie(tokens, parents, depths, weights, sources)
+    ev = event(
+        3,
+        [ord("d"), ord("."), EOS],
+        (SOURCE_DATASTORE,) * 3,
+        trie=trie,
+        draft=trie,
+        draft_idx=range(7),
+        accepted=(0, 2, 4),
+        finished=True,
+        matches=[MatchInfo(SOURCE_DATASTORE, 1, (ord("a"),), 9, ((ord("d"), ord(".")),), name="chat")],
+    )
+    return replace(ev, c=7, row_tokens=(ord("d"), ord("."), ord("\n"), ord("z"), ord("\n"), ord("\n"), ord("\n")))
+
+
+def test_walk_states_are_one_source_for_tree_table_and_key():
+    ev = eos_step()
+    states = trie_view.draft_states(ev)
+    assert states == ("accepted", "rejected", "accepted", "off the path", "accepted", "rejected", "not checked")
+    # the table: the same verdicts, row by row
+    assert [c.status for c in phases.row_checks(ev)] == [phases.ROW_STATUS[s] for s in states]
+    # the tree: the node under the accepted end of text is faded, not crossed (it was crossed,
+    # while the table said the model's token there was the same)
+    fig = trie_view.trie_figure(ev, TOK)
+    by_name = {t.name: t for t in fig.data if t.name}
+    assert list(by_name["not checked"].text) == ["↵"]
+    assert by_name["not checked"].marker.symbol is None
+    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", "q", '"'])
+    # the table says why, and the key has the mark
+    table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
+    assert re.search(r"not checked: the answer ended\s+7 \(parent 5\)\s+↵", table)
+    assert "not checked" in trie_view.TREE_LEGEND and "the answer ended" in trie_view.TREE_LEGEND
+    assert trie_view.key_name("not checked") in [t.name for t in fig.data if t.showlegend]
+
+
+def test_accept_panel_follows_from_the_verify_table():
+    """07: "accepts 3 draft tokens" but "rows 0, 2, 4": the accepted EOS's row was missing with
+    no word why. Now the ✓ rows are named and the last written token's row is explained."""
+    ev = eos_step()
+    agree = [c.node + 1 for c in phases.row_checks(ev) if c.status == "agree"]
+    assert agree == [1, 3, 5]
+    keep, drop = phases.kept_rows(ev)
+    assert keep == [0, 1, 3] and len(drop) == 8 - 3
+    cap = phases.accept_caption(ev, TOK)
+    assert "accepts 3 draft tokens" in cap and "(rows 1, 3, 5, the ✓ rows)" in cap
+    assert "Row 5's token is the last one written" in cap and "rows 0, 1, 3 stays" in cap
+    # a step ending on the model's own token keeps every accepted row
+    own = replace(
+        ev, tokens=(ord("d"), ord("."), ord("z")), token_sources=(SOURCE_DATASTORE,) * 2 + (0,), accepted=(0, 2)
+    )
+    assert phases.kept_rows(own)[0] == [0, 1, 3]
+    assert "last one written" not in phases.accept_caption(own, TOK)
+
+
+def test_plotly_labels_are_escaped_once_for_plotly():
+    """`.&quot;` showed in the tree and the mask: Plotly does not read &quot;."""
+    ev = eos_step()
+    fig = trie_view.trie_figure(ev, TOK)
+    texts = [t for tr in fig.data for t in (tr.text or ()) if t]
+    hovers = " ".join(h for tr in fig.data for h in (tr.hovertext or ()))
+    assert '"' in texts and "&quot;" not in " ".join(texts) + hovers and "&#x27;" not in hovers
+    mask = phases.mask_figure(phases.mask_view(ev, [1, 2, ord("a")], TOK))
+    ticks = list(mask.data[0].y)
+    assert any('"' in t for t in ticks) and not any("&quot;" in t for t in ticks)
+    assert trie_view.plot_esc("<b>&") == "&lt;b&gt;&amp;"
+
+
+def test_accept_chips_shade_like_the_answer():
+    """06_step_3: the answer shaded a 4-token run r3, the Accept line r1."""
+    ev = eos_step()
+    answer = answer_view.highlight_html([ev], TOK)
+    accept = phases.accept_html(ev, TOK)
+    run = f"r{answer_view.run_level(ev.accepted_len)}"
+    assert run == "r2"
+    assert f"tok d ds {run} p1" in answer and f"tok d ds {run} p1" in accept and " r1 " not in accept
+    assert f"tok d ds {run}" in inspector.inspector_html(ev, TOK)
+
+
+def wide_step(siblings: int = 15):
+    """12: fifteen drafted first-level siblings, the model's own token from the root."""
+    tokens = np.arange(ord("a"), ord("a") + siblings, dtype=np.int64)
+    n = siblings
+    trie = Trie(tokens, np.full(n, -1), np.ones(n, dtype=np.int64), np.linspace(2, 1, n), np.ones(n, dtype=np.uint8))
+    ev = event(1, [ord("Z")], (0,), trie=trie, draft=trie, draft_idx=range(n), accepted=())
+    return replace(ev, c=n)
+
+
+def test_no_label_or_marker_shares_a_row_or_a_spot():
+    """06_step_1: the star sat on the "You" node; 12: 15 labels piled into one stack."""
+    for ev in (
+        wide_step(),
+        eos_step(),
+        replace(eos_step(), tokens=(ord("d"), ord("z")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,)),
+    ):
+        view = trie_view.tree_view(ev)
+        fig = trie_view.trie_figure(ev, TOK)
+        spots = [(x, y) for t in fig.data if t.mode == "markers+text" for x, y in zip(t.x, t.y)]
+        assert len(spots) == len(set(spots))
+        # every leaf and the star has a row of its own, one row apart at least
+        leaves = [k for k in range(len(view.nodes)) if k not in set(view.parent_pos.tolist())]
+        rows = sorted([float(view.y[k]) for k in leaves] + ([view.star_y] if view.model_token is not None else []))
+        assert all(b - a >= 1 for a, b in zip(rows, rows[1:]))
+        assert view.rows <= trie_view.MAX_ROWS
+        # labels fit between columns on a phone
+        assert all(len(t) <= trie_view.label_chars(8) + 1 for tr in fig.data for t in (tr.text or ()) if t)
+    view = trie_view.tree_view(wide_step())
+    assert view.star_y < view.y.min()  # the star in its own row under the siblings, from the root
+
+
+def test_title_is_two_short_lines_for_a_phone():
+    title = trie_view.trie_figure(eos_step(), TOK).layout.title.text
+    assert all(len(line) <= 44 for line in title.split("<br>")), title
+
+
+def test_key_is_one_mark_a_line_with_the_figures_words():
+    out = trie_view.tree_legend_html()
+    items = re.findall(r"<li>(.*?)</li>", out)
+    for sym, name, words in trie_view.TREE_MARKS:
+        assert any(sym in i and name in i and unescape(words) in unescape(i) for i in items), name
+        assert trie_view.key_name(name).split(": ", 1)[1] in unescape(out)
+    assert "color:#1f2937" in out  # dark body text, not light grey
