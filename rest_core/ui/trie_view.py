@@ -8,6 +8,7 @@ beside it (`tree_legend_html`).
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -331,29 +332,44 @@ def plot_esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-# The marks of the draft tree, in the order its key lists them: (symbol, name, what it means).
-# The figure's own legend (`key_traces`) and the page's key (`tree_legend_html`) are both built
-# from these, so the two say the same words; a node's mark follows its `draft_states` state.
-TREE_MARKS: tuple[tuple[str, str, str], ...] = (
-    ("■", "root", "the last token written; the step starts here"),
-    ("◯", "accepted", "green ring: drafted, and the model chose the same token"),
-    ("⊗", "rejected", "crossed: drafted; the model chose another token here or on an earlier row of its branch"),
-    ("◌", "not checked", "faded: drafted; the answer ended before the walk reached it"),
-    ("○", "retrieved only", "hollow, unlabelled: in the trie, not among the c heaviest (hover shows its token)"),
+# The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
+# The figure's own legend ("name: look", `key_name`) and the page's key (`tree_legend_html`) are
+# both built from these, so the two say the same words; a node's mark follows its `draft_states`.
+TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
+    ("■", "root", "dark square", "The last token written; the step starts here."),
+    ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
+    ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
+    ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
+    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not among the c heaviest; hover shows its token."),
     (
         "★",
-        "the model's own token",
-        "written after the accepted drafts, in a row of its own; none when a draft ends the answer",
+        "model's own token",
+        "star",
+        "Written after the accepted drafts, on a dashed line, in a row of its own; none when a draft ends the answer.",
     ),
 )
 MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}
 PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
 
 
-def label_chars(columns: float) -> int:
-    """How many characters a node's label may have so that it fits between two columns of the
-    figure on a phone (about 6.2 px a character at the labels' 10 px, beside a node)."""
-    return int(max(2, min(8, (PHONE_PLOT_PX / max(columns, 1.0) - 10) // 6.2)))
+ROWS_FOR_ALTERNATE = 8  # up to this many rows (34 px apart on a phone), labels go above and below their nodes, by depth
+
+
+def label_chars(columns: float, alternate: bool = False) -> int:
+    """How many characters a node's label may have to fit on a phone (about 6.2 px a character
+    at the labels' 10 px): beside its node, within one column; or, where labels alternate above
+    and below the nodes by depth, centred within two."""
+    col = PHONE_PLOT_PX / max(columns, 1.0)
+    room = 2 * col - 8 if alternate else col - 10
+    return int(max(2, min(8, room // 6.2)))
+
+
+def label_positions(x: Sequence[float], alternate: bool) -> list[str]:
+    """Where each label sits: beside its node, or, in a tree of few rows, above the nodes of
+    even depth and below those of odd depth, so that the labels of a chain never meet."""
+    if not alternate:
+        return ["middle right"] * len(x)
+    return ["top center" if int(round(v)) % 2 == 0 else "bottom center" for v in x]
 
 
 class _TrieDrawing:
@@ -365,10 +381,13 @@ class _TrieDrawing:
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
         self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
-        self.chars = label_chars(self.columns)
+        self.alternate = view.rows <= ROWS_FOR_ALTERNATE
+        self.chars = label_chars(self.columns, self.alternate)
         self.labels = [plot_esc(visible(token_text(tokenizer, t), self.chars)) for t in self.tok]
         self.w = trie.weights[view.nodes]
-        self.sizes = 6 + 8 * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))
+        # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
+        biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))
+        self.sizes = 5 + (biggest - 5) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))
         self.srcs = trie.sources[view.nodes]
         self.names = dict(step_source_names(event))
         self.marks = np.array([MARK_OF_STATE.get(st, "retrieved only") for st in view.states])
@@ -383,7 +402,7 @@ class _TrieDrawing:
 
     def hover(self, k: int) -> str:
         state = self.view.states[k]
-        says = dict((name, words) for _, name, words in TREE_MARKS)[MARK_OF_STATE.get(state, "retrieved only")]
+        says = {name: meaning for _, name, _, meaning in TREE_MARKS}[MARK_OF_STATE.get(state, "retrieved only")]
         if state == OFF_PATH:
             says = "drafted; the model chose another token on an earlier row of its branch"
         return (
@@ -422,7 +441,7 @@ class _TrieDrawing:
             mode="markers+text",
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[self.labels[k] for k in idx],
-            textposition="middle right",
+            textposition=label_positions(self.view.x[idx].tolist(), self.alternate),
             textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
             hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
@@ -518,7 +537,7 @@ class _TrieDrawing:
                 y=[my],
                 mode="markers+text",
                 text=[label],
-                textposition="middle right",
+                textposition=label_positions([mx], self.alternate)[0],
                 textfont=dict(size=10, color=MODEL_COLOR),
                 marker=dict(symbol="star", size=14, color=MODEL_COLOR),
                 name="model's own token",
@@ -540,11 +559,11 @@ class _TrieDrawing:
             "rejected": dict(symbol="circle-x", color=GREY, opacity=0.4, line=dict(color="#374151", width=1.5)),
             "not checked": dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
-            "the model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),
+            "model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),
         }
         marks = [
             (key_name(name), look[name])
-            for _, name, _ in TREE_MARKS
+            for _, name, _, _ in TREE_MARKS
             if name != "not checked" or self.mask("not checked").any()
         ]
         drawn = {int(m) for m in self.srcs if m}  # the source masks of the drawn nodes
@@ -571,9 +590,9 @@ class _TrieDrawing:
         )
         top, bottom = float(max(view.y.max(), view.star_y)), float(min(view.y.min(), view.star_y))
         return dict(
-            title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left", y=0.985, yanchor="top"),
+            title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left", y=0.975, yanchor="top"),
             height=TRIE_HEIGHT,
-            margin=dict(l=10, r=10, t=50, b=10),
+            margin=dict(l=10, r=10, t=58, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
             yaxis=dict(visible=False, range=[bottom - 0.6, top + 0.6], fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
@@ -586,9 +605,8 @@ class _TrieDrawing:
 
 
 def key_name(name: str) -> str:
-    """A mark's entry in the figure's legend: its name and the first words of its meaning."""
-    words = dict((n, w) for _, n, w in TREE_MARKS)[name]
-    return f"{name}: {words.split(':')[0].split(';')[0]}"
+    """A mark's entry in the figure's legend: its name and its look, as the page's key says them."""
+    return next(f"{n}: {look}" for _, n, look, _ in TREE_MARKS if n == name)
 
 
 TREE_NOTES = (
@@ -603,15 +621,14 @@ TREE_NOTES = (
 
 
 def _legend_items() -> list[str]:
-    marks = [f'<li><span class="mark">{sym}</span> <b>{name}</b>: {esc(words)}</li>' for sym, name, words in TREE_MARKS]
+    marks = [
+        f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
+        for sym, name, look, meaning in TREE_MARKS
+    ]
     return marks + [f"<li>{note}</li>" for note in TREE_NOTES]
 
 
-TREE_LEGEND = (
-    "<b>Reading the draft tree</b><ul>"
-    + "".join(_legend_items())
-    + "<li>The model's own token hangs on a <b>dashed</b> line from the last accepted draft (or the root).</li></ul>"
-)
+TREE_LEGEND = "<b>Reading the draft tree</b><ul>" + "".join(_legend_items()) + "</ul>"
 
 
 def tree_legend_html() -> str:

@@ -20,9 +20,10 @@ EXAMPLES = [
 ]
 
 STEP_NOTE = (
-    "Step mode runs one forward pass per click, with a fixed draft budget c (up to 64, so the tree is worth looking at) "
-    "and the other settings from the side panel. Timings here are not meaningful as speed figures: the page renders "
-    "between steps and the budget is not the fast one. Use Send and Compare for speed."
+    "Step mode runs one forward pass per click. It verifies a fixed c, the most draft tokens verified per step: "
+    "set it beside the message, up to 64, so the tree is worth looking at. The datastores and the other settings "
+    "are those of the Chat view's Settings panel; each step's header lists the ones it used. Timings here are not "
+    "speed figures: the page renders between steps and c is fixed. Use Send and Compare in Chat for speed."
 )
 
 GLOSSARY = """

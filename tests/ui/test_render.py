@@ -358,8 +358,14 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
     fig = trie_view.trie_figure(ev, ByteTokenizer())
     key = [t for t in fig.data if t.showlegend is not False]
     names = [t.name for t in key]
-    assert names[:5] == [trie_view.key_name(n) for _, n, _ in trie_view.TREE_MARKS if n != "not checked"]
-    assert [n.split(":")[0] for n in names[:5]] == ["root", "accepted", "rejected", "retrieved only", "the model's own token"]
+    assert names[:5] == [trie_view.key_name(n) for _, n, _, _ in trie_view.TREE_MARKS if n != "not checked"]
+    assert [n.split(":")[0] for n in names[:5]] == [
+        "root",
+        "accepted",
+        "rejected",
+        "retrieved only",
+        "model's own token",
+    ]
     colours = {t.name: t.marker.color for t in key[5:]}
     drawn = {int(m) for m in ev.trie.sources if m}  # every node of this small trie is drawn
     assert colours

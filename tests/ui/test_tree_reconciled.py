@@ -135,7 +135,8 @@ def test_no_label_or_marker_shares_a_row_or_a_spot():
         assert all(b - a >= 1 for a, b in zip(rows, rows[1:]))
         assert view.rows <= trie_view.MAX_ROWS
         # labels fit between columns on a phone
-        assert all(len(t) <= trie_view.label_chars(8) + 1 for tr in fig.data for t in (tr.text or ()) if t)
+        drawing = trie_view._TrieDrawing(ev, view, TOK)
+        assert all(len(t) <= drawing.chars for tr in fig.data for t in (tr.text or ()) if t)
     view = trie_view.tree_view(wide_step())
     assert view.star_y < view.y.min()  # the star in its own row under the siblings, from the root
 
@@ -148,7 +149,23 @@ def test_title_is_two_short_lines_for_a_phone():
 def test_key_is_one_mark_a_line_with_the_figures_words():
     out = trie_view.tree_legend_html()
     items = re.findall(r"<li>(.*?)</li>", out)
-    for sym, name, words in trie_view.TREE_MARKS:
-        assert any(sym in i and name in i and unescape(words) in unescape(i) for i in items), name
+    for sym, name, look, meaning in trie_view.TREE_MARKS:
+        assert any(sym in i and name in i and look in i and meaning in unescape(i) for i in items), name
         assert trie_view.key_name(name).split(": ", 1)[1] in unescape(out)
     assert "color:#1f2937" in out  # dark body text, not light grey
+
+
+def test_step_through_names_the_settings_it_uses():
+    """05, 06: the note sent the visitor to a side panel the Step-through tab does not have."""
+    from rest_core.config import GenerationConfig, SamplingConfig
+    from rest_core.ui import step_through, words
+    from rest_core.ui.stepper import Stepper
+
+    assert "side panel" not in words.STEP_NOTE and "Chat view's Settings panel" in words.STEP_NOTE
+    assert "c, the most draft tokens verified per step" in words.STEP_NOTE
+    st = Stepper()
+    st.stores = {"chat": None}
+    st.config = GenerationConfig(sampling=SamplingConfig(temperature=0.8))
+    out = unescape(step_through.settings_used_html(st))
+    assert "Chat view's Settings panel" in out and "drafts from chat" in out and "temperature 0.8" in out
+    assert "K = 5,000" in out
