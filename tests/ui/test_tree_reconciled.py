@@ -169,3 +169,43 @@ def test_step_through_names_the_settings_it_uses():
     out = unescape(step_through.settings_used_html(st))
     assert "Chat view's Settings panel" in out and "drafts from chat" in out and "temperature 0.8" in out
     assert "K = 5,000" in out
+
+
+def test_chat_inspector_shows_what_fed_the_accepted_branch_counted_once():
+    """02: step 9 accepted a token none of the 8 listed continuations started with, and lines
+    repeated. The inspector now lists the continuations through the accepted first token (first)
+    and the heaviest other, alike ones once with ×N, as the step-through's Retrieve panel does."""
+    from rest_core.drafting.draft import build_draft
+    from rest_core.drafting.feeds import feeds
+    from rest_core.drafting.source import Retrieved
+
+    conts = ["up", "up", "up", "up", "get(", "get(", "find"]
+    width = max(map(len, conts))
+    rows = np.array([[ord(ch) for ch in t] + [-1] * (width - len(t)) for t in conts], dtype=np.int64)
+    store = Retrieved(SOURCE_DATASTORE, 1, (ord("a"),), 7, rows)
+    draft = build_draft([store], c=3)
+    g = int(np.flatnonzero((draft.nodes.tokens == ord("g")) & (draft.nodes.depths == 1))[0])
+    matches = [
+        MatchInfo(
+            SOURCE_DATASTORE, 1, (ord("a"),), 7, tuple(tuple(int(t) for t in r if t >= 0) for r in rows), name="chat"
+        )
+    ]
+    ev = event(
+        0,
+        [ord("g"), ord("z")],
+        (SOURCE_DATASTORE, 0),
+        trie=draft.trie,
+        draft=draft.nodes,
+        draft_idx=draft.idx,
+        accepted=(g,),
+        matches=matches,
+    )
+    ev = replace(ev, feeds=feeds([store], draft.trie, nodes=2, lead=ord("g")))
+    out = unescape(re.sub(r"<[^>]+>", " ", inspector.inspector_html(ev, TOK)))
+    out = " ".join(out.split())
+    assert out.index("g drafted, accepted") < out.index("u drafted, rejected")  # the accepted branch first, though lighter
+    assert "“get(” ×2" in out and "“up” ×4" in out
+    assert out.count("“up”") == 1
+    # without feeds (an older event): the sampled continuations, alike ones once with ×N
+    plain = " ".join(unescape(re.sub(r"<[^>]+>", " ", inspector.inspector_html(replace(ev, feeds=()), TOK))).split())
+    assert "up ×4" in plain and plain.count("up ×") == 1
