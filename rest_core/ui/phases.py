@@ -211,14 +211,18 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     root_pos = len(context) - 1
     if not n:
         return f"One forward over the root alone (position {root_pos}): the model's next token, as in plain decoding."
-    agree = count["agree"]
-    unchecked = f", {count['not checked']} never checked: the answer ended first" if count["not checked"] else ""
+    parts = [
+        f"{count['agree']} agree with the model's own (✓)",
+        f"{count['disagree']} disagree (✗)",
+        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} off the path: an earlier row of "
+        "the branch disagreed",
+    ]
+    if count["not checked"]:
+        parts.append(f"{count['not checked']} never checked: the answer ended first")
     return (
         f"One forward pass reads all {n + 1} rows at once (the root at position {root_pos}, each node at the root's "
         f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "
-        f"computes what plain decoding would compute there. {_scored(event)} {agree} drafted token{'s' if agree != 1 else ''} "
-        f"agree{'s' if agree == 1 else ''} with the model's own (✓), {count['disagree']} disagree (✗), "
-        f"{count['not reached']} are off the path: an earlier row of their branch disagreed{unchecked}."
+        f"computes what plain decoding would compute there. {_scored(event)} Of the drafted tokens, {'; '.join(parts)}."
     )
 
 
@@ -291,35 +295,36 @@ def kept_rows(event: StepEvent) -> tuple[list[int], list[int]]:
 
 
 def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
+    """The walk's outcome in short sentences, every number from the verify table (`row_checks`,
+    `kept_rows`): the ✓ rows accepted, the model's own token, the rows kept and dropped."""
     acc = [t for t, s in zip(event.tokens, event.token_sources) if s]
     own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
     keep, drop = kept_rows(event)
     path = [a + 1 for a in event.accepted]
-    walk = (
-        f"The walk from the root follows the drafted child equal to the model's own token: it accepts {plural(len(acc), 'draft token')}"
-        + (
-            f" “{visible(decode_text(tokenizer, acc), 60)}” (rows {', '.join(map(str, path))}, the ✓ rows)"
-            if acc
-            else ""
+    out = ["The walk starts at the root and follows the drafted child that equals the model's own token."]
+    if acc:
+        text = "".join(token_label(tokenizer, t, 20) for t in acc)
+        out.append(
+            f"It accepts {plural(len(acc), 'draft token')}, “{text}”: "
+            f"{'row' if len(path) == 1 else 'rows'} {', '.join(map(str, path))}, the ✓ rows of the table."
         )
-    )
-    if own:
-        tail = f", then appends the model's own token “{visible(decode_text(tokenizer, own), 20)}”"
-    elif event.finish_reason == "eos":
-        tail = ": the last is the end of text, so the answer ends there"
     else:
-        tail = ": the answer reached its length limit there"
-    last = ""
+        out.append("It accepts 0 draft tokens: the table has no ✓ row.")
+    if own:
+        out.append(f"Then it appends the model's own token “{token_label(tokenizer, own[-1], 20)}”.")
+    elif event.finish_reason == "eos":
+        out.append("The last is the end of text, so the answer ends there.")
+    else:
+        out.append("The answer reached its length limit there.")
+    out.append(f"{plural(len(event.tokens), 'token')} from one forward.")
+    out.append(f"The cache keeps the KV of rows {', '.join(map(str, keep))}: the root and the accepted rows.")
     if not own and path:
-        last = (
-            f" Row {path[-1]}'s token is the last one written: like every step's last token it would be the next "
-            "step's root, so its KV is not kept here."
+        out.append(
+            f"Row {path[-1]}'s token is the last one written; like every step's last token it would be the next "
+            "step's root, so its KV is not kept."
         )
-    return (
-        f"{walk}{tail}: {plural(len(event.tokens), 'token')} from one forward. "
-        f"The KV of rows {', '.join(map(str, keep))} stays in the cache (the root and the accepted rows).{last} "
-        f"{plural(len(drop), 'row')} {'is' if len(drop) == 1 else 'are'} dropped."
-    )
+    out.append(f"{plural(len(drop), 'row')} {'is' if len(drop) == 1 else 'are'} dropped.")
+    return " ".join(out)
 
 
 def accept_html(event: StepEvent, tokenizer: Tokenizer) -> str:

@@ -75,8 +75,10 @@ def test_accept_panel_follows_from_the_verify_table():
     keep, drop = phases.kept_rows(ev)
     assert keep == [0, 1, 3] and len(drop) == 8 - 3
     cap = phases.accept_caption(ev, TOK)
-    assert "accepts 3 draft tokens" in cap and "(rows 1, 3, 5, the ✓ rows)" in cap
-    assert "Row 5's token is the last one written" in cap and "rows 0, 1, 3 stays" in cap
+    assert "accepts 3 draft tokens, “d.∅”: rows 1, 3, 5, the ✓ rows" in cap
+    assert (
+        "Row 5's token is the last one written" in cap and "KV of rows 0, 1, 3:" in cap and "5 rows are dropped" in cap
+    )
     # a step ending on the model's own token keeps every accepted row
     own = replace(
         ev, tokens=(ord("d"), ord("."), ord("z")), token_sources=(SOURCE_DATASTORE,) * 2 + (0,), accepted=(0, 2)
@@ -203,7 +205,9 @@ def test_chat_inspector_shows_what_fed_the_accepted_branch_counted_once():
     ev = replace(ev, feeds=feeds([store], draft.trie, nodes=2, lead=ord("g")))
     out = unescape(re.sub(r"<[^>]+>", " ", inspector.inspector_html(ev, TOK)))
     out = " ".join(out.split())
-    assert out.index("g drafted, accepted") < out.index("u drafted, rejected")  # the accepted branch first, though lighter
+    assert out.index("g drafted, accepted") < out.index(
+        "u drafted, rejected"
+    )  # the accepted branch first, though lighter
     assert "“get(” ×2" in out and "“up” ×4" in out
     assert out.count("“up”") == 1
     # without feeds (an older event): the sampled continuations, alike ones once with ×N
