@@ -192,16 +192,17 @@ def row_checks(event: StepEvent) -> list[RowCheck]:
     return out
 
 
-def _mark(check: RowCheck, event: StepEvent | None = None) -> str:
-    """A verify row's first cell, short enough for a phone: agree / disagree, off the walk's path
-    (and how the model's own token there compares, when known), or not checked."""
+def _mark(check: RowCheck) -> str:
+    """A verify row's first cell, short enough for a phone (the caption says what each means):
+    agree / disagree, off the walk's path (and whether the model's own token there is the same,
+    when known), or not checked (the answer ended first)."""
     if check.status in ("agree", "disagree"):
         return {"agree": "✓ agree", "disagree": "✗ disagree"}[check.status]
     if check.status == "not checked":
-        return "· not checked: the answer ended"
+        return "· not checked"
     if check.model is None:
-        return "· off the path"
-    return "· off the path, same" if check.model == check.drafted else "· off the path, other"
+        return "· off path"
+    return "· off path: same" if check.model == check.drafted else "· off path: other"
 
 
 def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
@@ -214,11 +215,11 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     parts = [
         f"{count['agree']} agree with the model's own (✓)",
         f"{count['disagree']} disagree (✗)",
-        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} off the path: an earlier row of "
-        "the branch disagreed",
+        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} off path: an earlier row of "
+        "the branch disagreed (same / other: the model's own token there, scored for this view)",
     ]
     if count["not checked"]:
-        parts.append(f"{count['not checked']} never checked: the answer ended first")
+        parts.append(f"{count['not checked']} not checked: the answer ended first")
     return (
         f"One forward pass reads all {n + 1} rows at once (the root at position {root_pos}, each node at the root's "
         f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "

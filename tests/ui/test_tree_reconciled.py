@@ -61,7 +61,7 @@ def test_walk_states_are_one_source_for_tree_table_and_key():
     assert sorted(by_name["drafted, rejected"].text) == sorted(["x", "q", '"'])
     # the table says why, and the key has the mark
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
-    assert re.search(r"not checked: the answer ended\s+7 \(parent 5\)\s+↵", table)
+    assert re.search(r"· not checked\s+7 \(parent 5\)\s+↵", table) and "not checked: the answer ended first" in table
     assert "not checked" in trie_view.TREE_LEGEND and "the answer ended" in trie_view.TREE_LEGEND
     assert trie_view.key_name("not checked") in [t.name for t in fig.data if t.showlegend]
 
