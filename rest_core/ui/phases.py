@@ -250,7 +250,8 @@ ROW_CLASS = {
 
 def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, limit: int = 24) -> str:
     """The caption and a table: the row's verdict first (so a phone keeps it on screen), the row
-    and its parent, the drafted token, the model's own token at its parent row, the position id."""
+    and its parent, the drafted token, the model's own token at its parent row, the position id
+    (class tt-pos: a phone hides it; the caption gives the rule)."""
     checks = row_checks(event)
     root_pos = len(context) - 1
     draft = event.draft
@@ -258,22 +259,24 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     said = model_tokens_by_row(event)
     root_tok = said.get(0)
     body.append(
-        f'<tr class="tt-root"><td>start</td><td>root</td><td><code>{esc(token_label(tokenizer, context[-1], 16))}</code></td>'
-        f"<td><code>{esc(token_label(tokenizer, root_tok, 16)) if root_tok is not None else '–'}</code></td><td>{root_pos}</td></tr>"
+        f'<tr class="tt-root"><td>start</td><td>root</td><td><code>{esc(token_label(tokenizer, context[-1], 12))}</code></td>'
+        f"<td><code>{esc(token_label(tokenizer, root_tok, 12)) if root_tok is not None else '–'}</code></td>"
+        f'<td class="tt-pos">{root_pos}</td></tr>'
     )
     for c in checks[:limit]:
         assert draft is not None
         pos = root_pos + int(draft.depths[c.node])
-        model = esc(token_label(tokenizer, c.model, 16)) if c.model is not None else "–"
+        model = esc(token_label(tokenizer, c.model, 12)) if c.model is not None else "–"
         body.append(
             f'<tr class="{ROW_CLASS[c.status]}"><td>{esc(_mark(c))}</td><td>{c.node + 1} (parent {c.parent_row or "root"})</td>'
-            f"<td><code>{esc(token_label(tokenizer, c.drafted, 16))}</code></td><td><code>{model}</code></td><td>{pos}</td></tr>"
+            f"<td><code>{esc(token_label(tokenizer, c.drafted, 12))}</code></td><td><code>{model}</code></td>"
+            f'<td class="tt-pos">{pos}</td></tr>'
         )
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
     return (
         f'<p class="tt-cap" data-phase="verify">{esc(verify_caption(event, context))}</p>'
         '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
-        "<th>model's own token at the parent row</th><th>position id</th></tr></thead>"
+        '<th>model\'s token at the parent row</th><th class="tt-pos">position id</th></tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 

@@ -387,7 +387,7 @@ class _TrieDrawing:
         self.w = trie.weights[view.nodes]
         # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
         biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))
-        self.sizes = 5 + (biggest - 5) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))
+        self.sizes = 8 + (biggest - 8) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))  # 8 px: a cross shows
         self.srcs = trie.sources[view.nodes]
         self.names = dict(step_source_names(event))
         self.marks = np.array([MARK_OF_STATE.get(st, "retrieved only") for st in view.states])
