@@ -246,11 +246,15 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
 
     def place(k: int) -> float:
         kids = children[k] if k < n else []
-        if not kids:
+        real = [c for c in kids if c != n]
+        if not real:  # a leaf; a leaf under which the star hangs keeps its row, the star takes the next
             y[k] = next_row[0]
             next_row[0] += 1
-        else:
-            y[k] = float(np.mean([place(c) for c in kids]))
+            if kids:
+                place(n)
+        else:  # a parent sits at the mean of its drawn children's rows, not the star's
+            rows = {c: place(c) for c in kids}
+            y[k] = float(np.mean([rows[c] for c in real]))
         return y[k]
 
     for k in children[n + 1]:
@@ -364,11 +368,12 @@ def label_chars(columns: float, alternate: bool = False) -> int:
     return int(max(2, min(8, room // 6.2)))
 
 
-def label_positions(x: Sequence[float], alternate: bool) -> list[str]:
-    """Where each label sits: beside its node, or, in a tree of few rows, above the nodes of
-    even depth and below those of odd depth, so that the labels of a chain never meet."""
+def label_positions(x: Sequence[float], alternate: bool, has_kids: Sequence[bool] | None = None) -> list[str]:
+    """Where each label sits: beside its node (above and to the right where edges leave the
+    node to the right, clear of them), or, in a tree of few rows, above the nodes of even depth
+    and below those of odd depth, so that the labels of a chain never meet."""
     if not alternate:
-        return ["middle right"] * len(x)
+        return ["top right" if kids else "middle right" for kids in (has_kids or [False] * len(x))]
     return ["top center" if int(round(v)) % 2 == 0 else "bottom center" for v in x]
 
 
@@ -390,6 +395,10 @@ class _TrieDrawing:
         self.sizes = 8 + (biggest - 8) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))  # 8 px: a cross shows
         self.srcs = trie.sources[view.nodes]
         self.names = dict(step_source_names(event))
+        self.has_kids = np.zeros(len(view.nodes), dtype=bool)
+        self.has_kids[view.parent_pos[view.parent_pos >= 0]] = True
+        if view.model_token is not None and view.model_parent_pos >= 0:
+            self.has_kids[view.model_parent_pos] = True
         self.marks = np.array([MARK_OF_STATE.get(st, "retrieved only") for st in view.states])
         # Root sits at the mean row of its children (the model's token among them).
         root_kids = list(view.y[view.parent_pos < 0])
@@ -441,7 +450,7 @@ class _TrieDrawing:
             mode="markers+text",
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[self.labels[k] for k in idx],
-            textposition=label_positions(self.view.x[idx].tolist(), self.alternate),
+            textposition=label_positions(self.view.x[idx].tolist(), self.alternate, self.has_kids[idx].tolist()),
             textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
             hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
@@ -590,9 +599,10 @@ class _TrieDrawing:
         )
         top, bottom = float(max(view.y.max(), view.star_y)), float(min(view.y.min(), view.star_y))
         return dict(
-            title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left", y=0.975, yanchor="top"),
+            # Below the page's label badge (Chat's "Draft tree of the step" covers the top 34 px).
+            title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left", y=1 - 36 / TRIE_HEIGHT, yanchor="top"),
             height=TRIE_HEIGHT,
-            margin=dict(l=10, r=10, t=58, b=10),
+            margin=dict(l=10, r=10, t=76, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
             yaxis=dict(visible=False, range=[bottom - 0.6, top + 0.6], fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),

@@ -213,3 +213,20 @@ def test_chat_inspector_shows_what_fed_the_accepted_branch_counted_once():
     # without feeds (an older event): the sampled continuations, alike ones once with ×N
     plain = " ".join(unescape(re.sub(r"<[^>]+>", " ", inspector.inspector_html(replace(ev, feeds=()), TOK))).split())
     assert "up ×4" in plain and plain.count("up ×") == 1
+
+
+def test_the_star_under_an_accepted_leaf_takes_a_row_of_its_own():
+    """02: the accepted leaf "):" and the star shared a row, the dashed line through the label."""
+    trie = Trie(
+        np.array([ord("a"), ord("b")]),
+        np.array([-1, -1]),
+        np.array([1, 1]),
+        np.array([2.0, 1.0]),
+        np.ones(2, dtype=np.uint8),
+    )
+    ev = event(0, [ord("a"), ord("z")], (SOURCE_DATASTORE, 0), trie=trie, draft=trie, draft_idx=range(2), accepted=(0,))
+    view = trie_view.tree_view(ev)
+    assert view.model_parent_pos == 0 and view.star_y != view.y[0]
+    assert view.y[0] > view.star_y > view.y[1]  # a, then the star under it, then b
+    positions = trie_view.label_positions([1.0, 1.0], False, [True, False])
+    assert positions == ["top right", "middle right"]  # a parent's label clear of its outgoing edge
