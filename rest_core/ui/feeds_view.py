@@ -61,18 +61,18 @@ def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
     return out
 
 
-def feeds_list(event: StepEvent, tokenizer: Tokenizer) -> str:
+def feeds_list(event: StepEvent, tokenizer: Tokenizer, rows: bool = True) -> str:
     """The feeds as a list, one node a line: its token, what the step did with it, its verify
     row and weight, how many continuations run through it and the commonest of them, ×N when
     several begin alike ("" without feeds). The step-through's Retrieve panel and the chat's
-    inspector both show this."""
+    inspector both show this (`rows`: name the verify table's row, which only Step through shows)."""
     items = []
     for f in event.feeds:
         examples = ", ".join(f"<code>{esc(x)}</code>" for x in feed_examples(f, tokenizer))
         items.append(
             f'<li data-token="{f.token}"><code class="feed-node">{esc(token_label(tokenizer, f.token, 16))}</code> '
             f'<span class="feed-status">{esc(feed_status(event, f))}</span>'
-            + (f' · <span class="feed-row">verify row {row}</span>' if (row := feed_row(event, f)) else "")
+            + (f' · <span class="feed-row">verify row {row}</span>' if rows and (row := feed_row(event, f)) else "")
             + (f' · <span class="feed-weight">{esc(weight)}</span>' if (weight := feed_weight(f)) else "")
             + f" ← {esc(feed_counts(event, f))}"
             + (f", e.g. {examples}" if examples else "")

@@ -49,7 +49,7 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
     if event.feeds:
         rows.append(
             '<div class="ins-feeds">What fed the drafted branches (the accepted one first), with how many '
-            f"continuations begin alike:{feeds_list(event, tokenizer)}</div>"
+            f"continuations begin alike:{feeds_list(event, tokenizer, rows=False)}</div>"
         )
     if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
         rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')
