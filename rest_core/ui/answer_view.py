@@ -92,6 +92,15 @@ def run_level(accepted_len: int) -> int:
     return 4
 
 
+def shade_class(source: int, accepted_len: int, step: int) -> str:
+    """The CSS classes of one token of a step: its source's hue, shaded by the step's accepted
+    run (`run_level`), or the model's own; the step's parity. Every view that shades a step's
+    tokens (the answer, the step-through's Accept panel, the inspector) uses this one."""
+    if source:
+        return f"tok d {source_class(source)} r{run_level(accepted_len)} p{step % 2}"
+    return f"tok m p{step % 2}"
+
+
 @dataclass(frozen=True)
 class Span:
     """One highlighted piece of the answer: the text of one token, or of a few tokens when a
@@ -122,11 +131,7 @@ class Span:
         return " · ".join(parts)
 
     def html(self) -> str:
-        parity = self.step % 2
-        if self.source:
-            cls = f"tok d {source_class(self.source)} r{run_level(self.accepted_len)} p{parity}"
-        else:
-            cls = f"tok m p{parity}"
+        cls = shade_class(self.source, self.accepted_len, self.step)
         attrs = f'data-step="{self.step}" title="{esc(self.title())}"'
         # Indentation and line breaks are not words: a run of them gets a thin line in the
         # token's colour, not the block of colour a word gets (class "ws").

@@ -50,9 +50,10 @@ EXAMPLES = [
 ]
 
 STEP_NOTE = (
-    "Step mode runs one forward pass per click. Its budget is fixed: c, the most draft tokens verified per step, is "
-    "verified every step (up to 64, so the tree is worth looking at). The other settings come from the Chat view's "
-    "Settings panel. Timings here are not speed figures: the page draws between steps. Use Send and Compare for speed."
+    "Step mode runs one forward pass per click. It verifies a fixed c, the most draft tokens verified per step: "
+    "set it beside the message, up to 64, so the tree is worth looking at. The datastores and the other settings "
+    "are those of the Chat view's Settings panel; each step's header lists the ones it used. Timings here are not "
+    "speed figures: the page renders between steps and c is fixed. Use Send and Compare in Chat for speed."
 )
 
 GLOSSARY = """
