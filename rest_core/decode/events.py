@@ -124,7 +124,7 @@ class StepEvent:
     # the heaviest first-level nodes of `trie`, heaviest first, each with how many of every
     # source's continuations run through it and the commonest of them (at most FEED_NODES x
     # FEED_EXAMPLES short examples): which retrieved continuations made the drafted branches.
-    # Empty unless asked for (Engine.generate(explain=True)).
+    # Empty unless asked for (Engine.generate(explain=True), or inspect=True: the chat inspector's two).
     feeds: tuple[Feed, ...] = ()
 
     @property

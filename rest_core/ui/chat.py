@@ -254,7 +254,11 @@ class Chat:
         self.store = stores.names
         runtime.claim_cache(stores, owner)
         job = ModelJob(
-            stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=runtime.settings.max_seconds
+            stores=stores,
+            prompt_ids=tuple(prompt_ids),
+            config=config,
+            max_seconds=runtime.settings.max_seconds,
+            inspect=True,
         )
         self.run = Run(runtime.calls.answer, job)
         yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds, runtime.clock)

@@ -60,6 +60,7 @@ class ModelJob:
     max_seconds: float = 0.0
     max_steps: int = 0
     explain: bool = False
+    inspect: bool = False  # the chat inspector's feeds (Engine.generate's inspect)
     lane: str = SHORT  # LONG (Run to end, Compare): gives the model to waiting short jobs between steps
 
 
@@ -94,7 +95,7 @@ def answer_stream(models: Models, job: ModelJob) -> Iterator[StepEvent | TimeLim
     engine = models.engine(job.stores)
     with models.lock.hold(job.lane):
         deadline = time.monotonic() + job.max_seconds if job.max_seconds > 0 else None
-        steps = engine.generate(list(job.prompt_ids), job.config, explain=job.explain)
+        steps = engine.generate(list(job.prompt_ids), job.config, explain=job.explain, inspect=job.inspect)
         try:
             for taken, ev in enumerate(steps, start=1):
                 yield compact_event(ev)

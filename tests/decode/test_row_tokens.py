@@ -30,10 +30,14 @@ def test_row_tokens_are_each_rows_argmax_and_change_nothing_else(lazy):
     engine = Engine(lm.model, lm.tokenizer, store, lazy_logits=lazy, reuse_cache=False)
     config = GenerationConfig(max_new_tokens=40, draft=DraftConfig(c=16, budget="fixed", use_context=True))
     plain = list(engine.generate(prompt, config))
+    inspected = list(engine.generate(prompt, config, inspect=True))
     rows = list(engine.generate(prompt, config, explain=True))
-    assert all(e.row_tokens == () and len(e.feeds) <= INSPECTOR_FEEDS for e in plain)
-    # outside the step-through a step keeps the branch of its accepted first token first (the inspector's)
-    assert all(e.feeds[0].token == e.tokens[0] for e in plain if e.accepted)
+    assert all(e.row_tokens == () and e.feeds == () for e in plain)  # a benchmark pays for no extras
+    assert all(e.row_tokens == () and len(e.feeds) <= INSPECTOR_FEEDS for e in inspected)
+    # the chat inspector's: a step keeps the branch of its accepted first token first
+    assert any(e.accepted for e in inspected)
+    assert all(e.feeds[0].token == e.tokens[0] for e in inspected if e.accepted)
+    assert [e.tokens for e in inspected] == [e.tokens for e in plain]
     # the continuations behind the heaviest first-level nodes come with them: each feed's token
     # is a first-level node of the step's trie, heaviest first
     fed = [e for e in rows if e.feeds]

@@ -160,3 +160,12 @@ def test_real_engine_render_cost_per_step(tiny_runtime):
     print(f"render per step {per_step_ms:.2f} ms, trie figure {fig_ms:.1f} ms")
     assert per_step_ms < 10
     assert fig_ms < 200
+
+
+def test_a_chat_answer_carries_the_inspectors_feeds(tiny_runtime):
+    """Send asks the engine for the inspector's feeds (what fed each step's branches); Compare's
+    runs and the benchmark do not pay for them (Engine.generate(inspect=...))."""
+    session = Session()
+    list(respond(session, tiny_runtime, "abc abc abc abc abc abc", NO_STORE, knobs(max_new_tokens=24)))
+    events = session.chat.view.events
+    assert any(e.feeds for e in events), "no step of the chat answer kept what fed its branches"
