@@ -52,7 +52,7 @@ GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
         "send",
         (("use_datastore", False), ("use_context", True), ("temperature", 0.0)),
         "Send it, then send the same message again. The second answer repeats the first, so the conversation "
-        "source (amber, “conversation (context)”) drafts whole runs of it and M jumps.",
+        "source (amber, “conversation”) drafts whole runs of it and M jumps.",
     ),
     GuidedExample(
         "Sampling at temperature 0.8: still exact",

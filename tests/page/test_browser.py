@@ -261,6 +261,10 @@ def test_stream_highlight_trie_compare_and_stop(page):
         timeout=30_000,
     )
     set_slider(page, "max-new-tokens", 48)
+    # A fixed budget: the CPU default (auto) may draft nothing while the machine is loaded, and this
+    # test is about how accepted drafts are shown.
+    page.click("#budget label:has-text('fixed')")
+    set_slider(page, "c", 4)
     page.fill("#prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog.")
     page.click("#send")
     page.wait_for_function(
@@ -275,7 +279,7 @@ def test_stream_highlight_trie_compare_and_stop(page):
     assert n_tokens > 5
     assert n_drafted > 0, "no accepted draft token highlighted in a repetitive answer"
     title = page.locator("#chat .msg.bot .tok.d").first.get_attribute("title")
-    assert re.search(r"step \d+ · drafted by (chat|conversation \(context\))", title) and "accepted this step" in title
+    assert re.search(r"step \d+ · drafted by (chat|conversation)", title) and "accepted this step" in title
 
     # The draft tree figure of the last step and the inspector.
     page.wait_for_selector("#trie .js-plotly-plot", timeout=30_000)
