@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
 from rest_core.ui.measures import PER_TOKEN, ForwardTime, divided, minus, plain_forward, ratio, rest_forward, shown
 from rest_core.ui.style import (
@@ -311,8 +311,8 @@ def _block_style(sources: int, names: Mapping[int, str] | None = None) -> tuple[
     if sources == 0:
         return "#9ca3af", "model's own token only"
     label = source_label(sources, names)
-    if bin(int(sources)).count("1") > 1:
-        label = f"{SEVERAL_NAME} ({label})"
+    if bin(int(sources)).count("1") > 1:  # the conversation by its short name: no bracket inside the bracket
+        label = f"{SEVERAL_NAME} ({origin(sources, {**(names or {}), SOURCE_CONTEXT: 'conversation'}).label})"
     return origin(sources).color, f"accepted drafts: {label}"
 
 

@@ -195,7 +195,7 @@ def _lay_out(fig: Any, curve: CostCurve) -> None:
     """The two panels' axes (the cost curve's on a log scale at its measured sizes) and the layout."""
     fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=_ticks(curve.sizes), row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(title_text="c, the most drafts verified per step", row=1, col=2)
+    fig.update_xaxes(title_text="c, the most draft tokens verified per step", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
     fig.update_layout(
         height=300,
@@ -253,7 +253,10 @@ def why_c_points(
         f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}.",
     ]
     points.append(_m_words(rest, answer))
-    points.append("So a bigger c pays only while the extra accepted drafts outgrow the extra forward cost.")
+    points.append(
+        "So a bigger c, the most draft tokens verified per step, pays only while the extra accepted drafts outgrow "
+        "the extra forward cost."
+    )
     _, speedup = _expected_speedup(curve, events, np.arange(0, max_c + 1))
     best = int(np.argmax(speedup))
     value, sum_ = chosen_speedup(curve, events, c)

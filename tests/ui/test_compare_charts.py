@@ -38,6 +38,11 @@ def test_the_timeline_names_the_violet_as_the_pages_key_does():
     assert f"accepted drafts: {SEVERAL_NAME} (chat + code)" in names
     assert "accepted drafts: chat + code" not in names
     assert {"accepted drafts: chat", "accepted drafts: code", "accepted drafts: prompt lookup"} <= set(names)
+    # with the conversation among them, no bracket inside the bracket
+    from rest_core.decode.events import SOURCE_CONTEXT
+
+    _, name = compare_view._block_style(1 | SOURCE_CONTEXT, {1: "chat"})
+    assert name == f"accepted drafts: {SEVERAL_NAME} (chat + conversation)"
 
 
 def test_the_timelines_labels_are_dropped_where_they_cannot_fit_and_its_rows_clear_the_label():
