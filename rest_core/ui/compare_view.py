@@ -150,9 +150,9 @@ def measures_note(cmp: Comparison) -> list[str]:
 def live_note(cmp: Comparison, live: float | None) -> str:
     """One sentence on why the live stats under the chat showed other tokens/s for this prompt's
     answer than Compare's REST (`live`: the live figure; "" without one, or when both print alike).
-    Measured on a 2-core CPU: drawing the live panels costs the handler about 5-7 ms every 0.3 s
-    refresh, a few percent; a cold first answer in a fresh process ran at 0.7 tokens/s where warm
-    answers ran at 20-23. So the warm-up, and a browser drawing on the same machine, make the gap."""
+    Measured on a 2-core CPU: the live panels cost the handler about 5-7 ms a 0.3 s refresh, about
+    2%; the first answer of a fresh process ran at 0.7 tokens/s where later ones ran at 16-23; the
+    rest is the load of the moment (other work, a browser on the same cores), either way."""
     if live is None or f"{live:.1f}" == f"{cmp.rest.tokens_per_s:.1f}":
         return ""
     said = f"The live stats showed {live:.1f} tokens/s for this prompt's answer and Compare's REST {cmp.rest.tokens_per_s:.1f}"
@@ -220,8 +220,7 @@ def comparison_html(
         + '<div class="scroll-x"><table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
         f"<tbody>{body}</tbody></table></div>{lookup}"
         + (f'<p class="live-note" id="live-note">{esc(note)}</p>' if note else "")
-        + ""
-        f'<details class="measures"><summary>How these figures follow from each other</summary><ul>{details}</ul></details></div>'
+        + f'<details class="measures"><summary>How these figures follow from each other</summary><ul>{details}</ul></details></div>'
     )
 
 
@@ -433,15 +432,10 @@ def speedup_why(cmp: Comparison, machine: Machine | None = None) -> str:
 
 
 def speedup_details(cmp: Comparison) -> list[str]:
-    """The table's figures and how they follow from each other, one bullet each: M, the headline's
+    """The table's figures and how they follow from each other, one bullet each: the headline's
     division, what a REST step spends beside its forward, and what each time row measures."""
     r, a = cmp.rest, cmp.ar
-    out = []
-    if r.steps and a.steps:
-        out.append(
-            f"M, tokens per step: REST wrote {r.new_tokens} tokens in {r.steps} steps, M = "
-            f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}; plain decoding writes 1 token a step."
-        )
+    out = []  # M is the table's row "tokens / steps (M)": not repeated here
     if shown(a.tokens_per_s) > 0:
         out.append(f"The headline divides the tokens/s: {divided(r.tokens_per_s, a.tokens_per_s)}×.")
     forward = cmp.forwards[0]
