@@ -19,6 +19,7 @@ per request, jobs per session, session lifetime, uploads) are flags too: rest_co
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,11 @@ from gradio.utils import get_upload_folder as gradio_upload_folder
 
 import chat_tab
 import teach_tab
+from rest_core.cpus import available_cpus
+from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_NAME
+from rest_core.devices import device_type
 from rest_core.ui import answer_view, fairness, lifecycle, words
+from rest_core.ui.run import stop_all
 from rest_core.ui.runtime import Runtime, StoreBuilds, model_spec, start_warm_up
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT, Settings, parse_args, settings_from_env
@@ -56,12 +61,56 @@ except ImportError:  # anywhere else the calls run as they are
 
 QUEUE_SIZE = fairness.QUEUE_SIZE  # requests waiting for the model, all sessions together
 
+# Body copy (subtitles, keys, captions, a knob's help) in a grey dark enough to read: the Soft
+# theme's #9ca3af on its #f9fafb background is 2.4:1, below WCAG AA's 4.5:1; #4b5563 is 7.3:1.
+SUBDUED_TEXT = "#4b5563"
 # System fonts only: the page must not wait for a font server (offline machines, firewalled Spaces).
 THEME = gr.themes.Soft(
     primary_hue="blue",
     font=["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"],
     font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"],
-)
+).set(body_text_color_subdued=SUBDUED_TEXT, block_info_text_color=SUBDUED_TEXT)
+
+
+def model_name(spec: str) -> str:
+    """The model as the page names it: the embedded default's own name, a hub id's or a path's last part."""
+    if spec == DEFAULT_MODEL:
+        return EMBEDDED_NAME
+    name = spec.rstrip("/").rsplit("/", 1)[-1]
+    return name.removesuffix(".gguf") or spec
+
+
+def gpu_model() -> str:
+    """The first NVIDIA GPU's model, read from the driver without importing torch ("" if none)."""
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                if line.startswith("Model:"):
+                    return line.split(":", 1)[1].strip()
+    return ""
+
+
+def device_words(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
+    """Where the model runs, in words: "this machine's CPU (2 cores)", "a GPU (NVIDIA H200)"...
+    `cores` and `gpu` are for tests (None: read from this machine)."""
+    kind = device_type(settings.device, settings.zero_gpu)
+    if kind == "cpu":
+        n = available_cpus() if cores is None else cores
+        return f"this machine's CPU ({n} core{'' if n == 1 else 's'})"
+    if settings.zero_gpu:
+        return "a GPU (ZeroGPU: attached for each request)"
+    if kind == "cuda":
+        name = gpu_model() if gpu is None else gpu
+        return f"a GPU ({name})" if name else "a GPU"
+    if kind == "mps":
+        return "this Mac's GPU (MPS)"
+    return f"the device {settings.device}"
+
+
+def header_html(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
+    """The page's header for these settings: the model and the device it runs on named."""
+    name = model_name(model_spec(settings.model))
+    return words.header_html(name, device_words(settings, cores, gpu), small_model="135M" in name)
 
 
 def new_session() -> Session:
@@ -76,7 +125,7 @@ def _layout(
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
-    gr.HTML(words.HEADER)
+    gr.HTML(header_html(settings), elem_id="header-box")
     if isinstance(runtime.calls, VllmCalls):
         gr.HTML(backend_note(runtime.calls.backend), elem_id="backend-note")
     legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
@@ -149,9 +198,19 @@ def head_html(links: dict[str, str] | None = None) -> str:
 demo = create_app(settings_from_env(os.environ, have_spaces=HAVE_SPACES))
 
 
-def _exit_cleanly(signum: int, frame: Any) -> None:
+EXIT_WAIT_S = 10.0  # at SIGTERM, how long the answers under way get to end their step
+
+
+def _exit_cleanly(signum: int, frame: Any, runtime: Runtime | None = None) -> None:
     """SIGTERM (docker stop, systemd, a Space restart): exit as Ctrl-C does, so that the exit
-    handlers run (they remove this instance's uploads folder: private uploads never stay)."""
+    handlers run (they remove this instance's uploads folder: private uploads never stay). The
+    answers under way are cancelled and the model's gate shut first: a thread still inside the
+    model when the interpreter finalizes aborts the process (exit code -6)."""
+    if runtime is not None:
+        left = stop_all(EXIT_WAIT_S)
+        free = runtime.lock.shut(EXIT_WAIT_S)
+        if left or not free:
+            print(f"exiting with the model still busy ({left} answer(s) under way)", flush=True)
     raise SystemExit(0)
 
 
@@ -174,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         atexit.register(close_backend, backend)
         calls = VllmCalls(backend, gpu)
     runtime = Runtime(settings, gpu=gpu, calls=calls)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _exit_cleanly(signum, frame, runtime))
     start_warm_up()  # the retrieval kernels compile or load meanwhile, not in the first answer
     if settings.zero_gpu:  # ZeroGPU moves the weights onto the GPU inside each decorated call
         runtime.loaded()

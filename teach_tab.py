@@ -150,9 +150,7 @@ def _phase_panels() -> dict[str, Any]:
         with gr.Column(min_width=320):
             gr.Markdown("#### 2. Build the trie")
             trie_cap = gr.HTML("", elem_id="teach-trie-cap")
-            trie = gr.Plot(
-                trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-trie", show_label=False
-            )
+            trie = gr.Plot(trie_view.empty_figure("Press Next step."), elem_id="teach-trie", show_label=False)
             gr.HTML(trie_view.tree_legend_html())
         with gr.Column(min_width=320):
             gr.Markdown("#### 3. Verify in one forward")

@@ -106,7 +106,7 @@ KNOBS: tuple[Knob, ...] = (
         "use_context",
         "draft.use_context",
         bool,
-        "Draft from the conversation (context)",
+        "Draft from the conversation",
         widget="checkbox",
         flag="--context",
         help="also draft from the conversation itself: text that repeats earlier text drafts itself",
@@ -126,7 +126,7 @@ KNOBS: tuple[Knob, ...] = (
         "context_weight",
         "draft.context_weight",
         float,
-        "context weight",
+        "conversation weight",
         minimum=0,
         maximum=100,
         step=0.25,
@@ -137,11 +137,14 @@ KNOBS: tuple[Knob, ...] = (
         "c",
         "draft.c",
         int,
-        "c: draft tokens verified per step",
+        "c: the most draft tokens verified per step",
         minimum=1,
         maximum=128,
         step=1,
-        help="how many of the heaviest trie nodes one forward checks: large pays on a GPU (flat cost), small on a CPU",
+        help=(
+            "auto budget: up to c per step, as many as it expects to pay on this device, possibly none; "
+            "fixed: always c. A large c pays on a GPU, where a step costs about the same for 1 token or dozens"
+        ),
     ),
     Knob(
         "budget",
@@ -150,7 +153,10 @@ KNOBS: tuple[Knob, ...] = (
         "draft budget",
         choices=("fixed", "auto"),
         widget="radio",
-        help="fixed: always c; auto: per step, the c (up to this one) whose expected accepted tokens best pay for the forward's cost measured on this device",
+        help=(
+            "auto: per step, how many drafts to verify (up to c, possibly none), from the forward's cost "
+            "measured on this device; fixed: always c"
+        ),
     ),
     Knob(
         "n_max",

@@ -23,31 +23,37 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from memory_soak import start_app  # noqa: E402
 
+from tests.page.test_browser import open_view, set_slider  # noqa: E402  (the browser test's own moves)
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CODE_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 CHAT_PROMPT = "Repeat this sentence three times: the quick brown fox jumps over the lazy dog."
-
-
-def set_slider(page, elem_id: str, value: int) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-    box.blur()
-
-
-def open_view(page, view: str) -> None:
-    page.click(f"#views [role=tab][data-tab-id='{view}']")
-    page.wait_for_function(
-        f"document.querySelector(\"#views [role=tab][data-tab-id='{view}']\").getAttribute('aria-selected') === 'true'",
-        timeout=10_000,
-    )
-    time.sleep(0.5)
 
 
 def shoot(page, out: Path, name: str, full: bool = True) -> None:
     path = out / f"{name}.png"
     page.screenshot(path=str(path), full_page=full)
     print(f"  {path}", flush=True)
+
+
+def compare(page, out: Path, name: str) -> None:
+    """Compare with plain decoding, shot once its result and timeline are drawn."""
+    page.click("#compare")
+    page.wait_for_selector("#speedup-value", timeout=600_000)
+    page.wait_for_selector("#timeline .js-plotly-plot", timeout=60_000)
+    time.sleep(1)
+    shoot(page, out, name)
+
+
+def next_step(page, k: int) -> None:
+    """Next step in the step-through, until step k of k and its mask are drawn."""
+    page.click("#teach-next")
+    page.wait_for_function(
+        f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
+        timeout=300_000,
+    )
+    page.wait_for_selector("#teach-mask .js-plotly-plot", timeout=60_000)
+    time.sleep(1)
 
 
 def laptop(browser, url: str, out: Path, tokens: int) -> None:
@@ -64,23 +70,13 @@ def laptop(browser, url: str, out: Path, tokens: int) -> None:
     pg.wait_for_selector("#stats .live", state="detached", timeout=600_000)
     time.sleep(1)
     shoot(pg, out, "03_answer")
-    pg.click("#compare")
-    pg.wait_for_selector("#speedup-value", timeout=600_000)
-    pg.wait_for_selector("#timeline .js-plotly-plot", timeout=60_000)
-    time.sleep(1)
-    shoot(pg, out, "04_compare")
+    compare(pg, out, "04_compare")
 
     open_view(pg, "step-through")
     shoot(pg, out, "05_step_through_empty")
     pg.fill("#teach-prompt textarea", CHAT_PROMPT)
     for k in range(1, 4):
-        pg.click("#teach-next")
-        pg.wait_for_function(
-            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
-            timeout=300_000,
-        )
-        pg.wait_for_selector("#teach-mask .js-plotly-plot", timeout=60_000)
-        time.sleep(1)
+        next_step(pg, k)
         if k in (1, 3):
             shoot(pg, out, f"06_step_{k}")
     pg.click("#teach-end")
@@ -111,21 +107,11 @@ def phone(browser, url: str, out: Path, tokens: int) -> None:
     pg.wait_for_selector("#stats .live", state="detached", timeout=600_000)
     time.sleep(1)
     shoot(pg, out, "10_phone_answer")
-    pg.click("#compare")
-    pg.wait_for_selector("#speedup-value", timeout=600_000)
-    pg.wait_for_selector("#timeline .js-plotly-plot", timeout=60_000)
-    time.sleep(1)
-    shoot(pg, out, "11_phone_compare")
+    compare(pg, out, "11_phone_compare")
     open_view(pg, "step-through")
     pg.fill("#teach-prompt textarea", CHAT_PROMPT)
     for k in range(1, 3):
-        pg.click("#teach-next")
-        pg.wait_for_function(
-            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
-            timeout=300_000,
-        )
-    pg.wait_for_selector("#teach-mask .js-plotly-plot", timeout=60_000)
-    time.sleep(1)
+        next_step(pg, k)
     shoot(pg, out, "12_phone_step")
     open_view(pg, "how-rest")
     shoot(pg, out, "13_phone_how_rest_works")

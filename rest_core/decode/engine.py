@@ -47,6 +47,7 @@ from rest_core.sources import SourceTable
 from rest_core.store.opened import as_datastore
 
 MATCH_SAMPLE_ROWS = 8  # continuations kept per source in an event (for display)
+INSPECTOR_FEEDS = 2  # first-level branches whose continuations a step keeps outside the step-through
 
 
 # --- results --------------------------------------------------------------------------------
@@ -343,7 +344,11 @@ class Engine:
                     timings=timings,
                     totals=totals,
                     row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
-                    feeds=feeds(retrieved, draft.trie) if each else (),
+                    # the step-through's heaviest branches; elsewhere the inspector's: the accepted
+                    # first token's branch and the heaviest other (a fraction of a millisecond)
+                    feeds=feeds(retrieved, draft.trie)
+                    if each
+                    else feeds(retrieved, draft.trie, nodes=INSPECTOR_FEEDS, lead=tokens[0] if accepted else None),
                 )
                 yield event
                 if event.finished:

@@ -59,15 +59,20 @@ def feeds(
     nodes: int = FEED_NODES,
     examples: int = FEED_EXAMPLES,
     length: int = FEED_TOKENS,
+    lead: int | None = None,
 ) -> tuple[Feed, ...]:
     """The `nodes` heaviest first-level nodes of `trie` (built from `retrieved`), heaviest first,
     each with its continuations per source and its `examples` commonest continuations cut to
-    `length` tokens (ties: the continuation that sorts first)."""
+    `length` tokens (ties: the continuation that sorts first). `lead`: a token whose first-level
+    node goes first, whatever its weight (the step's accepted first token)."""
     parts = [r for r in retrieved if r.continuations.shape[0]]
-    if trie is None or not len(trie) or not parts:
+    if trie is None or not len(trie) or not parts or nodes <= 0:
         return ()
     first = np.flatnonzero(trie.depths == 1)
-    order = first[np.lexsort((first, -trie.weights[first]))][:nodes]  # weight desc, then BFS order
+    order = first[np.lexsort((first, -trie.weights[first]))]  # weight desc, then BFS order
+    if lead is not None:
+        order = np.concatenate([order[trie.tokens[order] == lead], order[trie.tokens[order] != lead]])
+    order = order[:nodes]
     level = float(trie.weights[first].sum())
     out = []
     for i in order:

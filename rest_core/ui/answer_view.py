@@ -92,6 +92,15 @@ def run_level(accepted_len: int) -> int:
     return 4
 
 
+def shade_class(source: int, accepted_len: int, step: int) -> str:
+    """The CSS classes of one token of a step: its source's hue, shaded by the step's accepted
+    run (`run_level`), or the model's own; the step's parity. Every view that shades a step's
+    tokens (the answer, the step-through's Accept panel, the inspector) uses this one."""
+    if source:
+        return f"tok d {source_class(source)} r{run_level(accepted_len)} p{step % 2}"
+    return f"tok m p{step % 2}"
+
+
 @dataclass(frozen=True)
 class Span:
     """One highlighted piece of the answer: the text of one token, or of a few tokens when a
@@ -122,11 +131,7 @@ class Span:
         return " · ".join(parts)
 
     def html(self) -> str:
-        parity = self.step % 2
-        if self.source:
-            cls = f"tok d {source_class(self.source)} r{run_level(self.accepted_len)} p{parity}"
-        else:
-            cls = f"tok m p{parity}"
+        cls = shade_class(self.source, self.accepted_len, self.step)
         attrs = f'data-step="{self.step}" title="{esc(self.title())}"'
         # Indentation and line breaks are not words: a run of them gets a thin line in the
         # token's colour, not the block of colour a word gets (class "ws").
@@ -202,9 +207,21 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
+# What the dotted underline is, in the key's words (a step cut by the length limit writes no token
+# of the model's own: no underline there).
+MODEL_TOKEN_NOTE = (
+    "a dotted underline marks the model's own token, one after each step's accepted drafts "
+    "(none in a step the length limit cuts)"
+)
+# Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
+# stay apart without a colour the key does not show.
+PARITY_NOTE = "every other step is a little greyer, so two steps side by side stay apart"
+
+
 def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
-    """The colour key: one entry per datastore drafting (`stores`, in the engine's order, each
-    in its own colour), the context, several sources together, the shades and the model."""
+    """The colour key, short: one entry per datastore drafting (`stores`, in the engine's order,
+    each in its own colour), the conversation, several sources together and the model; what the
+    shade and the dotted underline say; the shade scale of every source folded below."""
 
     def sample(cls: str, text: str, title: str) -> str:
         return f'<span class="{cls}" title="{esc(title)}">{esc(text)}</span>'
@@ -222,23 +239,32 @@ def legend_html(stores: Sequence[str] = DEFAULT_STORES) -> str:
             + "</span>"
         )
 
+    names = ", ".join([*(s.name for s in table.stores), CONTEXT_NAME])
     return (
         '<div class="legend">'
+        + '<span class="legend-item legend-head">Colour key:</span>'
         + "".join(
             sample(f"tok d {s.css} r1 p0", s.name, f"draft tokens retrieved from the datastore {s.name}")
             for s in table.stores
         )
         + sample("tok d cx r1 p0", CONTEXT_NAME, "draft tokens found earlier in this conversation")
-        + sample("tok d both r1 p0", SEVERAL_NAME, "draft tokens proposed by several sources")
-        + sample("tok m p0", "model", "the model's own token that ends every step")
-        + '<span class="legend-item">shade = draft tokens accepted in that step (darker: a longer accepted run): '
+        + sample(
+            "tok d both r1 p0",
+            SEVERAL_NAME,
+            f"draft tokens proposed by two or more of: {names}; hover a token to see which",
+        )
+        + sample("tok m p0", "model", "the model's own token")
+        + '<span class="legend-item">darker: more draft tokens accepted in that step</span>'
+        + f'<span class="legend-item">{MODEL_TOKEN_NOTE}</span>'
+        + '<details class="legend-more"><summary>Shades by source, line breaks, clicking a token</summary>'
+        + '<span class="legend-item">shade = draft tokens accepted in that step: '
         + "".join(shades(st.css, st.name) for st in table.stores)
-        + shades("cx", "conversation")
+        + shades("cx", CONTEXT_NAME)
         + shades("both", SEVERAL_NAME)
         + "</span>"
-        + '<span class="legend-item">a dotted underline marks the model\'s own token, one at the end of every step; '
-        "drafted indentation and line breaks get a thin line, not a block; click (or tap) a token to see its step in "
-        "the inspector; hovering shows a summary</span>" + "</div>"
+        + f'<span class="legend-item">{PARITY_NOTE}</span>'
+        + '<span class="legend-item">drafted indentation and line breaks get a thin line, not a block; '
+        "click (or tap) a token to see its step in the inspector; hovering shows a summary</span>" + "</details></div>"
     )
 
 

@@ -110,6 +110,7 @@ class ModelGate:
         self._held = False
         self._tickets = itertools.count()
         self._waiting: dict[str, list[int]] = {SHORT: [], LONG: []}
+        self._shut = False
 
     def _next(self) -> int | None:
         for lane in (SHORT, LONG):
@@ -127,7 +128,7 @@ class ModelGate:
             ticket = next(self._tickets)
             self._waiting[lane].append(ticket)
             try:
-                while self._held or self._next() != ticket:
+                while self._held or self._shut or self._next() != ticket:
                     self._cond.wait()
             finally:
                 self._waiting[lane].remove(ticket)
@@ -156,6 +157,17 @@ class ModelGate:
             return 0.0
         self.release()
         return self.acquire(LONG)
+
+    def shut(self, timeout: float) -> bool:
+        """The process is exiting: nobody takes the model again, and this waits (at most
+        `timeout` s) for the holder to give it back, so that no thread is inside the model when
+        the interpreter finalizes. True when the model is free."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            self._shut = True
+            while self._held and time.monotonic() < end:
+                self._cond.wait(max(0.0, end - time.monotonic()))
+            return not self._held
 
     def waiting(self, lane: str | None = None) -> int:
         """Jobs waiting for the model (in one lane, or both)."""

@@ -61,22 +61,30 @@ def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
     return out
 
 
-def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
-    """A list, heaviest node first, of which retrieved continuations fed it; "" without feeds."""
-    if not event.feeds:
-        return ""
+def feeds_list(event: StepEvent, tokenizer: Tokenizer, rows: bool = True) -> str:
+    """The feeds as a list, one node a line: its token, what the step did with it, its verify
+    row and weight, how many continuations run through it and the commonest of them, ×N when
+    several begin alike ("" without feeds). The step-through's Retrieve panel and the chat's
+    inspector both show this (`rows`: name the verify table's row, which only Step through shows)."""
     items = []
     for f in event.feeds:
         examples = ", ".join(f"<code>{esc(x)}</code>" for x in feed_examples(f, tokenizer))
         items.append(
             f'<li data-token="{f.token}"><code class="feed-node">{esc(token_label(tokenizer, f.token, 16))}</code> '
             f'<span class="feed-status">{esc(feed_status(event, f))}</span>'
-            + (f' · <span class="feed-row">verify row {row}</span>' if (row := feed_row(event, f)) else "")
+            + (f' · <span class="feed-row">verify row {row}</span>' if rows and (row := feed_row(event, f)) else "")
             + (f' · <span class="feed-weight">{esc(weight)}</span>' if (weight := feed_weight(f)) else "")
             + f" ← {esc(feed_counts(event, f))}"
             + (f", e.g. {examples}" if examples else "")
             + "</li>"
         )
+    return f'<ul class="feeds-list">{"".join(items)}</ul>' if items else ""
+
+
+def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
+    """A list, heaviest node first, of which retrieved continuations fed it; "" without feeds."""
+    if not event.feeds:
+        return ""
     return (
         '<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: the '
         "trie's first tokens with the largest weight, heaviest first (each one's share of the first level's: the "
@@ -84,5 +92,5 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
         "with each, and the commonest of them (each source's weight is spread over its own continuations, so one "
         "of a few counts for more than one of thousands). The verify table lists the drafted nodes in another "
         "order, breadth first as the trie holds them, so each drafted one here names its row there."
-        f'</p><ul class="feeds-list">{"".join(items)}</ul></div>'
+        f"</p>{feeds_list(event, tokenizer)}</div>"
     )

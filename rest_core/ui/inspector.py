@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rest_core.decode.events import StepEvent
+from rest_core.ui.answer_view import shade_class
+from rest_core.ui.feeds_view import feeds_list
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
+
+
+def sample_list(samples: list[str], limit: int) -> str:
+    """The sampled continuations of a source, alike ones once with ×N, commonest first."""
+    counts = Counter(samples)
+    return "".join(
+        f"<li><code>{esc(text)}</code>{f' ×{n}' if n > 1 else ''}</li>" for text, n in counts.most_common(limit)
+    )
 
 
 def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int | None = None, samples: int = 4) -> str:
@@ -20,7 +32,9 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
     rows = []
     for m in event.matches:
         if m.suffix_len:
-            conts = "".join(f"<li><code>{esc(visible(dec(c), 60))}</code></li>" for c in m.sample[:samples])
+            # With the step's feeds (below) those say which continuations fed the drafted nodes;
+            # without them, the source's first few continuations, alike ones counted once.
+            conts = "" if event.feeds else sample_list([visible(dec(c), 60) for c in m.sample], samples)
             rows.append(
                 f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> '
                 f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
@@ -32,16 +46,24 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
             rows.append(
                 f'<div class="ins-src"><span class="chip">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
             )
+    if event.feeds:
+        rows.append(
+            '<div class="ins-feeds">What fed the drafted branches (the accepted one first), with how many '
+            f"continuations begin alike:{feeds_list(event, tokenizer, rows=False)}</div>"
+        )
     if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
         rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')
     elif not event.matches:
         rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
     acc = "".join(
-        f'<span class="tok d {source_class(s)} r1 p0">{esc(visible(dec([t]), 20))}</span>'
+        f'<span class="{shade_class(s, event.accepted_len, event.step)}">{esc(visible(dec([t]), 20))}</span>'
         for t, s in zip(event.tokens, event.token_sources)
         if s
     )
-    own_html = "".join(f'<span class="tok m p0">{esc(visible(dec([t]), 20))}</span>' for t in own)
+    own_html = "".join(
+        f'<span class="{shade_class(0, event.accepted_len, event.step)}">{esc(visible(dec([t]), 20))}</span>'
+        for t in own
+    )
     t = event.timings
     timing = (
         f"retrieve {t.retrieve_ms:.2f} ms · draft {t.draft_ms:.2f} ms · forward {t.forward_ms:.1f} ms · "

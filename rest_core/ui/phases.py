@@ -17,6 +17,7 @@ from typing import Any
 from rest_core.config import RetrievalConfig
 from rest_core.decode.events import StepEvent
 from rest_core.sources import origin
+from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_html
 from rest_core.ui.provenance import provenance_html
 from rest_core.ui.style import (
@@ -31,7 +32,7 @@ from rest_core.ui.style import (
     visible,
 )
 from rest_core.ui.tree_mask import mask_figure, mask_view
-from rest_core.ui.trie_view import trie_figure
+from rest_core.ui.trie_view import ACCEPTED, OFF_PATH, REJECTED, UNCHECKED, draft_states, trie_figure
 
 # ----------------------------------------------------------------------------------------------
 # Retrieve
@@ -156,7 +157,12 @@ class RowCheck:
     # the model's own token at the parent row; off the walk's path, its likeliest token there
     # (event.row_tokens); None when that is not known
     model: int | None
-    status: str  # "agree" | "disagree" | "not reached" (the walk never got to the parent row)
+    # "agree" | "disagree" | "not reached" (an earlier row of its branch disagreed) | "not checked"
+    # (the answer ended before the walk got to the parent row): `draft_states`, the tree's marks
+    status: str
+
+
+ROW_STATUS = {ACCEPTED: "agree", REJECTED: "disagree", OFF_PATH: "not reached", UNCHECKED: "not checked"}
 
 
 def model_tokens_by_row(event: StepEvent) -> dict[int, int]:
@@ -168,48 +174,56 @@ def model_tokens_by_row(event: StepEvent) -> dict[int, int]:
 
 
 def row_checks(event: StepEvent) -> list[RowCheck]:
-    """agree / disagree / not reached for every draft node, in row order. The agreeing nodes are
-    exactly the accepted ones."""
+    """agree / disagree / not reached / not checked for every draft node, in row order, from
+    `draft_states` (what the tree draws). The agreeing nodes are exactly the accepted ones."""
     draft = event.draft
     if draft is None or not len(draft):
         return []
     said = model_tokens_by_row(event)
     rows = event.row_tokens
     out = []
-    for i in range(len(draft)):
+    for i, state in enumerate(draft_states(event)):
         parent = int(draft.parents[i]) + 1
         tok = int(draft.tokens[i])
         model = said.get(parent)
-        if model is None:  # off the path: what the model would say there, when the event has it
-            out.append(RowCheck(i, parent, tok, rows[parent] if parent < len(rows) else None, "not reached"))
-        else:
-            out.append(RowCheck(i, parent, tok, model, "agree" if model == tok else "disagree"))
+        if model is None:  # the walk chose nothing there: what the model would say, when the event has it
+            model = rows[parent] if parent < len(rows) else None
+        out.append(RowCheck(i, parent, tok, model, ROW_STATUS[state]))
     return out
 
 
 def _mark(check: RowCheck) -> str:
-    """A verify row's last cell: agree / disagree, or off the walk's path (and how the model's own
-    token there compares, when known)."""
-    if check.status != "not reached":
+    """A verify row's first cell, short enough for a phone (the caption says what each means):
+    agree / disagree, off the walk's path (and whether the model's own token there is the same,
+    when known), or not checked (the answer ended first)."""
+    if check.status in ("agree", "disagree"):
         return {"agree": "✓ agree", "disagree": "✗ disagree"}[check.status]
+    if check.status == "not checked":
+        return "· not checked"
     if check.model is None:
-        return "· not reached"
-    return "· off the path (the same)" if check.model == check.drafted else "· off the path (another)"
+        return "· off path"
+    return "· off path: same" if check.model == check.drafted else "· off path: other"
 
 
 def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     n = len(event.draft) if event.draft is not None else 0
     checks = row_checks(event)
-    agree = sum(c.status == "agree" for c in checks)
-    disagree = sum(c.status == "disagree" for c in checks)
+    count = {s: sum(c.status == s for c in checks) for s in ("agree", "disagree", "not reached", "not checked")}
     root_pos = len(context) - 1
     if not n:
         return f"One forward over the root alone (position {root_pos}): the model's next token, as in plain decoding."
+    parts = [
+        f"{count['agree']} agree with the model's own (✓)",
+        f"{count['disagree']} disagree (✗)",
+        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} off path: an earlier row of "
+        "the branch disagreed (same / other: the model's own token there, scored for this view)",
+    ]
+    if count["not checked"]:
+        parts.append(f"{count['not checked']} not checked: the answer ended first")
     return (
         f"One forward pass reads all {n + 1} rows at once (the root at position {root_pos}, each node at the root's "
         f"position plus its depth); the mask lets each row see the cached context, its ancestors and itself, so every row "
-        f"computes what plain decoding would compute there. {_scored(event)} {agree} drafted token{'s' if agree != 1 else ''} "
-        f"agree{'s' if agree == 1 else ''} with the model's own, {disagree} disagree, the rest are never reached" + "."
+        f"computes what plain decoding would compute there. {_scored(event)} Of the drafted tokens, {'; '.join(parts)}."
     )
 
 
@@ -226,9 +240,18 @@ def _scored(event: StepEvent) -> str:
     )
 
 
+ROW_CLASS = {
+    "agree": "tt-agree",
+    "disagree": "tt-disagree",
+    "not reached": "tt-not-reached",
+    "not checked": "tt-not-reached tt-not-checked",
+}
+
+
 def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, limit: int = 24) -> str:
-    """The caption and a table: row, position id, drafted token, the model's own token at its
-    parent row, agree / disagree / not reached."""
+    """The caption and a table: the row's verdict first (so a phone keeps it on screen), the row
+    and its parent, the drafted token, the model's own token at its parent row, the position id
+    (class tt-pos: a phone hides it; the caption gives the rule)."""
     checks = row_checks(event)
     root_pos = len(context) - 1
     draft = event.draft
@@ -236,22 +259,24 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     said = model_tokens_by_row(event)
     root_tok = said.get(0)
     body.append(
-        f'<tr class="tt-root"><td>root</td><td>{root_pos}</td><td><code>{esc(token_label(tokenizer, context[-1], 16))}</code></td>'
-        f"<td><code>{esc(token_label(tokenizer, root_tok, 16)) if root_tok is not None else '–'}</code></td><td>(the step starts here)</td></tr>"
+        f'<tr class="tt-root"><td>start</td><td>root</td><td><code>{esc(token_label(tokenizer, context[-1], 12))}</code></td>'
+        f"<td><code>{esc(token_label(tokenizer, root_tok, 12)) if root_tok is not None else '–'}</code></td>"
+        f'<td class="tt-pos">{root_pos}</td></tr>'
     )
     for c in checks[:limit]:
         assert draft is not None
         pos = root_pos + int(draft.depths[c.node])
-        model = esc(token_label(tokenizer, c.model, 16)) if c.model is not None else "–"
-        mark = _mark(c)
+        model = esc(token_label(tokenizer, c.model, 12)) if c.model is not None else "–"
         body.append(
-            f'<tr class="tt-{c.status.replace(" ", "-")}"><td>{c.node + 1} (parent {c.parent_row or "root"})</td><td>{pos}</td>'
-            f"<td><code>{esc(token_label(tokenizer, c.drafted, 16))}</code></td><td><code>{model}</code></td><td>{mark}</td></tr>"
+            f'<tr class="{ROW_CLASS[c.status]}"><td>{esc(_mark(c))}</td><td>{c.node + 1} (parent {c.parent_row or "root"})</td>'
+            f"<td><code>{esc(token_label(tokenizer, c.drafted, 12))}</code></td><td><code>{model}</code></td>"
+            f'<td class="tt-pos">{pos}</td></tr>'
         )
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
     return (
         f'<p class="tt-cap" data-phase="verify">{esc(verify_caption(event, context))}</p>'
-        '<div class="scroll-x"><table class="tt-rows"><thead><tr><th>row</th><th>position id</th><th>drafted</th><th>model\'s own token at the parent row</th><th></th></tr></thead>'
+        '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
+        '<th>model\'s token at the parent row</th><th class="tt-pos">position id</th></tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
@@ -261,37 +286,56 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
 
 
 def kept_rows(event: StepEvent) -> tuple[list[int], list[int]]:
-    """(rows whose KV stays in the cache, rows dropped) of the verification forward: the root and
-    the accepted rows stay, except the last emitted token's (it is the next step's root)."""
+    """(rows whose KV stays in the cache, rows dropped) of the verification forward, from the
+    verify table: the root and the ✓ rows stay, except the row of the step's last written token
+    when a draft is that token (it is the next step's root, so its KV is computed then)."""
     q = 1 + (len(event.draft) if event.draft is not None else 0)
-    rows = [a + 1 for a in event.accepted]
-    keep = [0] + rows[: len(event.tokens) - 1]
+    agree = [c.node + 1 for c in row_checks(event) if c.status == "agree"]
+    path = [a + 1 for a in event.accepted]  # the same rows, in the walk's order
+    assert sorted(agree) == sorted(path)
+    ends_on_draft = bool(event.tokens) and bool(event.token_sources) and event.token_sources[-1] != 0
+    keep = [0] + (path[:-1] if ends_on_draft else path)
     return keep, [r for r in range(q) if r not in keep]
 
 
 def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
+    """The walk's outcome in short sentences, every number from the verify table (`row_checks`,
+    `kept_rows`): the ✓ rows accepted, the model's own token, the rows kept and dropped."""
     acc = [t for t, s in zip(event.tokens, event.token_sources) if s]
     own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
     keep, drop = kept_rows(event)
-    walk = (
-        f"The walk from the root follows the drafted child equal to the model's own token: it accepts {plural(len(acc), 'draft token')}"
-        + (f" “{visible(decode_text(tokenizer, acc), 60)}”" if acc else "")
-    )
-    tail = (
-        f", then appends the model's own token “{visible(decode_text(tokenizer, own), 20)}”"
-        if own
-        else " (and stops: end of text or length)"
-    )
-    return (
-        f"{walk}{tail}: {plural(len(event.tokens), 'token')} from one forward. "
-        f"The KV of rows {', '.join(map(str, keep))} stays in the cache; {plural(len(drop), 'row')} are dropped."
-    )
+    path = [a + 1 for a in event.accepted]
+    out = ["The walk starts at the root and follows the drafted child that equals the model's own token."]
+    if acc:
+        text = "".join(token_label(tokenizer, t, 20) for t in acc)
+        out.append(
+            f"It accepts {plural(len(acc), 'draft token')}, “{text}”: "
+            f"{'row' if len(path) == 1 else 'rows'} {', '.join(map(str, path))}, the ✓ rows of the table."
+        )
+    else:
+        out.append("It accepts 0 draft tokens: the table has no ✓ row.")
+    if own:
+        out.append(f"Then it appends the model's own token “{token_label(tokenizer, own[-1], 20)}”.")
+    elif event.finish_reason == "eos":
+        out.append("The last is the end of text, so the answer ends there.")
+    else:
+        out.append("The answer reached its length limit there.")
+    out.append(f"{plural(len(event.tokens), 'token')} from one forward.")
+    out.append(f"The cache keeps the KV of rows {', '.join(map(str, keep))}: the root and the accepted rows.")
+    if not own and path:
+        out.append(
+            f"Row {path[-1]}'s token is the last one written; like every step's last token it would be the next "
+            "step's root, so its KV is not kept."
+        )
+    out.append(f"{plural(len(drop), 'row')} {'is' if len(drop) == 1 else 'are'} dropped.")
+    return " ".join(out)
 
 
 def accept_html(event: StepEvent, tokenizer: Tokenizer) -> str:
+    """The caption and the step's tokens, shaded as the answer above shades them (`shade_class`)."""
     chips = []
     for t, s in zip(event.tokens, event.token_sources):
-        cls = f"tok d {origin(s).css} r1 p0" if s else "tok m p0"
+        cls = shade_class(s, event.accepted_len, event.step)
         chips.append(f'<span class="{cls}">{esc(visible(token_text(tokenizer, t), 20))}</span>')
     return f'<p class="tt-cap" data-phase="accept">{esc(accept_caption(event, tokenizer))}</p><div class="tt-acc">{"".join(chips)}</div>'
 

@@ -7,7 +7,9 @@ import contextvars
 import logging
 import queue
 import threading
+import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -15,6 +17,8 @@ from rest_core.ui.model_calls import TimeLimit
 from rest_core.ui.runtime import trim_memory
 
 log = logging.getLogger("rest.app")
+
+_LIVE: weakref.WeakSet[Run] = weakref.WeakSet()  # every run whose worker has not ended
 
 
 class Run:
@@ -34,6 +38,7 @@ class Run:
         # the call uses) from one, and the call starts in this thread.
         context = contextvars.copy_context()
         self._thread = threading.Thread(target=context.run, args=(self._work, steps, job), daemon=True, name="rest-run")
+        _LIVE.add(self)
         self._thread.start()
 
     def _work(self, start: Callable[[Any], Iterable[Any]], job: Any) -> None:
@@ -57,6 +62,7 @@ class Run:
             self.events.put(exc)
         finally:
             self.done.set()
+            _LIVE.discard(self)
             self.events.put(None)
             trim_memory(collect=False)  # the steps' tries were freed in this thread's heap
 
@@ -78,3 +84,17 @@ class Run:
         except queue.Empty:
             pass
         return out, ended
+
+
+def stop_all(timeout: float) -> int:
+    """Cancel every run still working and wait (at most `timeout` s in all) for their workers to
+    end their step: the process exits (SIGTERM) only once no thread is inside the model, since a
+    worker still in torch when the interpreter finalizes aborts it ("terminate called without an
+    active exception", exit code -6). Returns how many runs had not ended in time."""
+    runs = list(_LIVE)
+    for run in runs:
+        run.cancel()
+    end = time.monotonic() + timeout
+    for run in runs:
+        run.done.wait(max(0.0, end - time.monotonic()))
+    return sum(not run.done.is_set() for run in runs)

@@ -1,4 +1,5 @@
-"""The live statistics under the chat: tokens/s, M, steps and where the tokens came from."""
+"""The live statistics under the chat: tokens/s, M, steps, tokens, and one sentence on where the
+tokens came from, in the colour key's groups (who drafted them, and how many are the model's own)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ from collections.abc import Sequence
 
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins
-from rest_core.ui.style import esc
+from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, source_label, step_source_names
+
+# What the tokens/s counts, said under the figures: the steps' own clock, so neither the prefill,
+# nor loading the model, nor the page drawing between steps; but the page draws on the same
+# machine while the model decodes, so on a small CPU the live figure is below Speed's, whose runs
+# go back to back with nothing drawn in between.
+TIMING_NOTE = (
+    "tokens/s counts the decode steps only: the prefill and loading the model are left out. The page draws the "
+    "answer on the same machine while it streams, so Speed (Compare), which runs with nothing drawn, is the speed "
+    "to compare."
+)
 
 
 def source_counts(events: Sequence[StepEvent]) -> dict[str, int]:
@@ -14,26 +25,85 @@ def source_counts(events: Sequence[StepEvent]) -> dict[str, int]:
     return count_origins(s for e in events for s in e.token_sources)
 
 
+def origin_shares(events: Sequence[StepEvent]) -> dict[str, int]:
+    """Emitted tokens by the colour the answer gives them: each source alone by its name ("code",
+    "conversation"), several sources together under "several sources (code + chat)", and
+    "model". The model's own tokens come last, every other group in order of first appearance."""
+    names: dict[int, str] = {}
+    for e in events:
+        names.update(step_source_names(e))
+    alone: dict[str, int] = {}
+    several: dict[str, int] = {}
+    model = 0
+    for e in events:
+        for mask in e.token_sources:
+            if not mask:
+                model += 1
+                continue
+            label = source_label(mask, names)
+            group = several if bin(int(mask)).count("1") > 1 else alone
+            group[label] = group.get(label, 0) + 1
+    out = dict(alone)
+    if several:
+        out[f"{SEVERAL_NAME} ({', '.join(several)})"] = sum(several.values())
+    out["model"] = model
+    return out
+
+
+def percentages(counts: dict[str, int]) -> dict[str, int]:
+    """Whole percentages of `counts` that add up to 100 (largest remainders: each is its exact
+    share rounded up or down)."""
+    n = sum(counts.values())
+    exact = {k: 100 * v / n for k, v in counts.items()}
+    out = {k: int(x) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: out[k] - exact[k])[: 100 - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+def _named(group: str) -> str:
+    """A group of origin_shares as the sentence names it: "the conversation", "the datastore
+    code", "several sources (code + chat)"."""
+    if group == CONTEXT_NAME:
+        return f"the {CONTEXT_NAME}"
+    if group.startswith(SEVERAL_NAME):
+        return group
+    return "the datastore" if group == "datastore" else f"the datastore {group}"
+
+
+def origin_sentence(events: Sequence[StepEvent]) -> str:
+    """ "Of the 64 tokens, 10% were drafted by the datastore code, 8% by the datastore chat, 5% by
+    several sources (code + chat), and 77% are the model's own": the groups of the colour key, every token once, the
+    shares adding up to 100%."""
+    shares = origin_shares(events)
+    n = sum(shares.values())
+    if not n:
+        return ""
+    pct = percentages(shares)
+    model = pct.pop("model")
+    parts = [f"{p}% by {_named(k)}" for k, p in pct.items()]
+    tokens = f"{n} token{'' if n == 1 else 's'}"
+    if not parts:
+        return f"Of the {tokens}, none was drafted: all are the model's own."
+    parts[0] = parts[0].replace("% by ", "% were drafted by ", 1)
+    return f"Of the {tokens}, {', '.join(parts)}, and {model}% are the model's own."
+
+
 def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
     if not events:
         return '<div class="stats muted">Stats appear here while the answer streams.</div>'
     t = events[-1].totals
-    c = source_counts(events)
-    n = max(t.new_tokens, 1)
     items = [
-        ("tokens/s", f"{t.tokens_per_s:.1f}"),
+        ("tokens/s so far" if running else "tokens/s", f"{t.tokens_per_s:.1f}"),
         ("tokens / step (M)", f"{t.mean_generated_length:.2f}"),
         ("steps", f"{t.steps}"),
         ("tokens", f"{t.new_tokens}"),
-        ("from drafts", f"{100 * t.draft_share:.0f}%"),
     ]
-    if events[-1].method == "rest":
-        shown = {"datastore": "datastore", "context": "conversation", "both": "both"}  # the context is the conversation
-        shares = ", ".join(f"{shown[k]} {100 * c[k] / n:.0f}%" for k in shown if c[k])
-        items.append((f"of its {n} tokens, drafted by", shares or "none"))  # every token, the model's own too
     state = '<span class="live">generating…</span>' if running else ""
     cells = "".join(
         f'<div class="stat{" small" if len(v) > 12 else ""}"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
         for k, v in items
     )
-    return f'<div class="stats">{cells}{state}</div>'
+    if events[-1].method == "rest":
+        cells += f'<div class="stat wide"><div class="v origin">{esc(origin_sentence(events))}</div></div>'
+    return f'<div class="stats">{cells}{state}<div class="stats-note">{esc(TIMING_NOTE)}</div></div>'

@@ -48,7 +48,7 @@ def step_view(st: Stepper, status: str = "") -> StepView:
     ev = st.event
     if ev is None:
         empty = trie_view.empty_figure("Press Next step.", height=260)
-        return StepView(trie=empty, mask=empty, status=status)
+        return StepView(trie=trie_view.empty_figure("Press Next step."), mask=empty, status=status)
     p = phases.step_panels(
         ev,
         st.context(),
@@ -59,7 +59,7 @@ def step_view(st: Stepper, status: str = "") -> StepView:
     )
     answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
     return StepView(
-        header=p.header,
+        header=p.header + settings_used_html(st),
         answer=f'<div class="answer">{answer}</div>',
         retrieve=p.retrieve,
         trie_caption=p.trie_caption,
@@ -68,6 +68,35 @@ def step_view(st: Stepper, status: str = "") -> StepView:
         mask=p.mask,
         accept=p.accept,
         status=status,
+    )
+
+
+def settings_used_html(st: Stepper) -> str:
+    """The settings this answer runs with, from Chat's Settings panel (the step-through has no
+    panel of its own): its sources, greedy or sampled, the retrieval's n_max, n_min, m and K."""
+    cfg = st.config
+    if cfg is None:
+        return ""
+    names = [name for name, _ in cfg.draft.stores] if cfg.draft.stores else list(st.stores)
+    sources = names if cfg.draft.use_datastore else []
+    if cfg.draft.use_context:
+        sources.append(style.CONTEXT_NAME)
+    s, r = cfg.sampling, cfg.retrieval
+    how = (
+        "greedy (temperature 0)"
+        if s.temperature <= 0
+        else f"sampling at temperature {s.temperature:g}, top-p {s.top_p:g}"
+    )
+    parts = [
+        "drafts from " + (" + ".join(sources) if sources else "no source"),
+        how,
+        f"suffixes of {r.n_max} down to {r.n_min} tokens, m = {r.m}, K = {r.max_matches:,}",
+        f"at most {cfg.max_new_tokens:,} new tokens",
+    ]
+    return (
+        '<div class="tt-settings">Settings used, from the Chat view\'s Settings panel: '
+        + style.esc(" · ".join(parts))
+        + "</div>"
     )
 
 

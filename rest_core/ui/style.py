@@ -26,9 +26,9 @@ DEFAULT_STORES = ("chat", "code")
 # What every view calls a token that more than one source drafted (violet; the hover names them).
 SEVERAL_NAME = "several sources"
 # The context source as the page names it: beside a datastore called "chat", a bare "context"
-# reads like another corpus. Only the page's words change; the engine, the JSON keys and the
-# knobs keep "context".
-CONTEXT_NAME = "conversation (context)"
+# reads like another corpus, and one term per idea reads best: "conversation" everywhere on the
+# page. Only the page's words change; the engine, the JSON keys and the knobs keep "context".
+CONTEXT_NAME = "conversation"
 
 
 class Tokenizer(Protocol):
@@ -66,7 +66,7 @@ def shown_name(bit: int, name: str) -> str:
 
 
 def source_label(mask: int, names: dict[int, str] | None = None) -> str:
-    """ "code + conversation (context)": the sources of `mask` by name as the page shows them
+    """ "code + conversation": the sources of `mask` by name as the page shows them
     (`names`: bit -> name, e.g. an engine's table or a step's matches; else the default names)."""
     return origin(mask, {**(names or {}), SOURCE_CONTEXT: CONTEXT_NAME}).label
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.tree import layout
-from rest_core.ui.style import Tokenizer, esc, token_label
+from rest_core.ui.style import Tokenizer, token_label
+from rest_core.ui.trie_view import plot_esc
 
 N_CONTEXT_SHOWN = 4  # cached context columns drawn left of the tree in the mask figure
 MAX_MASK_NODES = 64  # the mask figure draws at most this many draft nodes (c is at most 64 here)
@@ -86,7 +87,7 @@ def mask_ticks(labels: Sequence[str], positions: Sequence[int]) -> list[str]:
     ("root ↵ (41)"), and a label stays under its own column when the axis turns them sideways (a
     second line, as "<br>" made it, lands beside the next column once turned). Unique as Plotly's
     categories must be: context columns differ by position, tree rows by their "i:" number."""
-    return [f"{esc(lab)} ({p})" for lab, p in zip(labels, positions)]
+    return [f"{plot_esc(lab)} ({p})" for lab, p in zip(labels, positions)]
 
 
 MASK_COLORS = ("#f3f4f6", "#93c5fd", "#16a34a", "#065f46")  # hidden, cached context, root/ancestor, itself

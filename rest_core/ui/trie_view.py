@@ -7,6 +7,8 @@ beside it (`tree_legend_html`).
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +45,10 @@ class TreeView:
     model_token: int | None  # the token the model emitted itself at the end of the accepted path
     model_parent_pos: int  # where that token hangs (-1 = root)
     model_in_trie_pos: int  # its shown position if the retrieved trie had it (but not drafted), else -1
+    star_x: float = 0.0  # where the model's token is drawn: a row of its own, under its parent
+    star_y: float = 0.0
+    states: tuple[str, ...] = ()  # per shown node: its `DraftState` ("retrieved" when not drafted)
+    rows: int = 0  # rows of the layout: each leaf, and the model's token, has one of its own
 
 
 def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
@@ -153,16 +159,64 @@ def compact_event(event: StepEvent, max_extra: int = TRIE_MAX_EXTRA) -> StepEven
     return replace(event, trie=small, draft_idx=draft_idx, trie_nodes=len(trie))
 
 
+# What the acceptance walk did with each drafted node: the one source of the tree's marks, the
+# verify table's last column and the key (TREE_MARKS), so the three cannot disagree.
+ACCEPTED, REJECTED, OFF_PATH, UNCHECKED = "accepted", "rejected", "off the path", "not checked"
+
+
+def draft_states(event: StepEvent) -> tuple[str, ...]:
+    """Per node of `event.draft`, in its order: ACCEPTED (on the accepted path); REJECTED (the walk
+    reached its parent row and the model chose another token there); OFF_PATH (an ancestor was
+    rejected, so the walk never reached its parent row); UNCHECKED (its parent was accepted, or
+    is the root, but the walk stopped there first: the answer ended on an end-of-text token or
+    at its length limit, so no token was chosen at that row)."""
+    draft = event.draft
+    if draft is None or not len(draft):
+        return ()
+    accepted = set(int(a) for a in event.accepted)
+    path_rows = [0] + [int(a) + 1 for a in event.accepted]
+    chosen = set(path_rows[: len(event.tokens)])  # rows where the walk chose a token: one per token emitted
+    out: list[str] = []
+    for i in range(len(draft)):
+        p = int(draft.parents[i])
+        if i in accepted:
+            out.append(ACCEPTED)
+        elif p + 1 in chosen:
+            out.append(REJECTED)
+        elif p < 0 or p in accepted or out[p] == UNCHECKED:
+            out.append(UNCHECKED)
+        else:
+            out.append(OFF_PATH)
+    return tuple(out)
+
+
+MAX_ROWS = 16  # rows the figure's height holds with readable labels; retrieved-only nodes give way first
+
+
 def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> TreeView | None:
     """Choose which trie nodes to draw (see `_drawn`) and lay them out: depth to the right,
-    heaviest branch on top."""
+    heaviest branch on top, every leaf and the model's own token in a row of its own; fewer
+    retrieved-only nodes where their rows would crowd the drafted ones (at most MAX_ROWS rows
+    unless the draft alone needs more)."""
     trie = event.trie
     if trie is None or len(trie) == 0:
         return None
-    keep, selected, accepted, _ = _drawn(event, max_nodes, max_extra)
+    view = _laid_out(event, max_nodes, max_extra)
+    while view.rows > MAX_ROWS and max_extra > 0:
+        max_extra -= 1
+        view = _laid_out(event, max_nodes, max_extra)
+    return view
+
+
+def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
+    trie = event.trie
+    assert trie is not None
+    keep, selected, accepted, d2t = _drawn(event, max_nodes, max_extra)
     nodes = np.flatnonzero(keep)  # BFS order, so parents come before children
     pos = {int(t): k for k, t in enumerate(nodes)}
     parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
+    state_of = {int(t): st for t, st in zip(d2t, draft_states(event)) if t >= 0}
+    states = tuple(state_of.get(int(t), "retrieved") for t in nodes)
 
     # The model's own last token: where it hangs, and whether the trie had it (retrieved, not drafted).
     model_token = None
@@ -176,42 +230,58 @@ def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int 
             if parent_pos[k] == model_parent_pos and int(trie.tokens[nodes[k]]) == model_token:
                 model_in_trie_pos = k
 
-    # Layout: leaves get consecutive rows in depth-first order (heavy children first); a parent
-    # sits at the mean of its children's rows.
-    children: list[list[int]] = [[] for _ in range(len(nodes) + 1)]  # last list = root's children
+    # Layout: leaves get consecutive rows in depth-first order (heavy children first), the
+    # model's token a leaf of its own, last under its parent; a parent sits at the mean of its
+    # children's rows. Index n is the star, n + 1 the root.
+    n = len(nodes)
+    children: list[list[int]] = [[] for _ in range(n + 2)]
     for k, p in enumerate(parent_pos):
-        children[p if p >= 0 else len(nodes)].append(k)
+        children[p if p >= 0 else n + 1].append(k)
     for ch in children:
         ch.sort(key=lambda k: (-trie.weights[nodes[k]], int(trie.tokens[nodes[k]])))
-    y = np.zeros(len(nodes))
+    if model_token is not None:
+        children[model_parent_pos if model_parent_pos >= 0 else n + 1].append(n)
+    y = np.zeros(n + 1)
     next_row = [0.0]
 
     def place(k: int) -> float:
-        kids = children[k]
-        if not kids:
+        kids = children[k] if k < n else []
+        real = [c for c in kids if c != n]
+        if not real:  # a leaf; a leaf under which the star hangs keeps its row, the star takes the next
             y[k] = next_row[0]
             next_row[0] += 1
-        else:
-            y[k] = float(np.mean([place(c) for c in kids]))
+            if kids:
+                place(n)
+        else:  # a parent sits at the mean of its drawn children's rows, not the star's
+            rows = {c: place(c) for c in kids}
+            y[k] = float(np.mean([rows[c] for c in real]))
         return y[k]
 
-    for k in children[len(nodes)]:
+    for k in children[n + 1]:
         place(k)
+    x = trie.depths[nodes].astype(float)
+    star_x = (float(x[model_parent_pos]) if model_parent_pos >= 0 else 0.0) + 1
     return TreeView(
         nodes=nodes,
         selected=selected[nodes],
         accepted=accepted[nodes],
-        x=trie.depths[nodes].astype(float),
-        y=-y,
+        x=x,
+        y=-y[:n],
         parent_pos=parent_pos,
         total_nodes=event.trie_nodes if event.trie_nodes is not None else len(trie),
         model_token=model_token,
         model_parent_pos=model_parent_pos,
         model_in_trie_pos=model_in_trie_pos,
+        star_x=star_x,
+        star_y=-float(y[n]),
+        states=states,
+        rows=int(next_row[0]),
     )
 
 
-TRIE_HEIGHT = 420  # fixed: Plotly's responsive mode in the page keeps the first figure's height
+TRIE_HEIGHT = (
+    500  # fixed: Plotly's responsive mode in the page keeps the first figure's height; 16 rows and a phone's key fit
+)
 
 
 NO_TRIE_YET = "The draft tree of each step appears here."
@@ -259,6 +329,54 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
     return go.Figure(data=drawing.traces(), layout=drawing.layout())
 
 
+def plot_esc(text: str) -> str:
+    """Text for a Plotly label, title or tick, escaped once for that medium: Plotly reads its
+    own small HTML (<b>, <br>) and only a few entities (&amp; &lt; &gt; and numeric ones), so
+    `esc`'s &quot; and &#x27; would show as typed (a drafted `."` read `.&quot;`)."""
+    return html.escape(text, quote=False)
+
+
+# The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
+# The figure's own legend ("name: look", `key_name`) and the page's key (`tree_legend_html`) are
+# both built from these, so the two say the same words; a node's mark follows its `draft_states`.
+TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
+    ("■", "root", "dark square", "The last token written; the step starts here."),
+    ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
+    ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
+    ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
+    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not among the c heaviest; hover shows its token."),
+    (
+        "★",
+        "model's own token",
+        "star",
+        "Written after the accepted drafts, on a dashed line, in a row of its own; none when a draft ends the answer.",
+    ),
+)
+MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}
+PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
+
+
+ROWS_FOR_ALTERNATE = 8  # up to this many rows (34 px apart on a phone), labels go above and below their nodes, by depth
+
+
+def label_chars(columns: float, alternate: bool = False) -> int:
+    """How many characters a node's label may have to fit on a phone (about 6.2 px a character
+    at the labels' 10 px): beside its node, within one column; or, where labels alternate above
+    and below the nodes by depth, centred within two."""
+    col = PHONE_PLOT_PX / max(columns, 1.0)
+    room = 2 * col - 8 if alternate else col - 10
+    return int(max(2, min(8, room // 6.2)))
+
+
+def label_positions(x: Sequence[float], alternate: bool, has_kids: Sequence[bool] | None = None) -> list[str]:
+    """Where each label sits: beside its node (above and to the right where edges leave the
+    node to the right, clear of them), or, in a tree of few rows, above the nodes of even depth
+    and below those of odd depth, so that the labels of a chain never meet."""
+    if not alternate:
+        return ["top right" if kids else "middle right" for kids in (has_kids or [False] * len(x))]
+    return ["top center" if int(round(v)) % 2 == 0 else "bottom center" for v in x]
+
+
 class _TrieDrawing:
     """The traces and layout of one step's trie figure (see `trie_figure`)."""
 
@@ -267,23 +385,39 @@ class _TrieDrawing:
         assert trie is not None
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
-        self.labels = [esc(visible(token_text(tokenizer, t), 7)) for t in self.tok]  # Plotly reads <b>, <br>... in text
+        self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
+        self.alternate = view.rows <= ROWS_FOR_ALTERNATE
+        self.chars = label_chars(self.columns, self.alternate)
+        self.labels = [plot_esc(visible(token_text(tokenizer, t), self.chars)) for t in self.tok]
         self.w = trie.weights[view.nodes]
-        self.sizes = 7 + 12 * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))
+        # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
+        biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))
+        self.sizes = 8 + (biggest - 8) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))  # 8 px: a cross shows
         self.srcs = trie.sources[view.nodes]
         self.names = dict(step_source_names(event))
-        # Root sits at the mean row of its children.
-        root_kids = np.flatnonzero(view.parent_pos < 0)
-        self.root_y = float(np.mean(view.y[root_kids])) if len(root_kids) else 0.0
+        self.has_kids = np.zeros(len(view.nodes), dtype=bool)
+        self.has_kids[view.parent_pos[view.parent_pos >= 0]] = True
+        if view.model_token is not None and view.model_parent_pos >= 0:
+            self.has_kids[view.model_parent_pos] = True
+        self.marks = np.array([MARK_OF_STATE.get(st, "retrieved only") for st in view.states])
+        # Root sits at the mean row of its children (the model's token among them).
+        root_kids = list(view.y[view.parent_pos < 0])
+        if view.model_token is not None and view.model_parent_pos < 0:
+            root_kids.append(view.star_y)
+        self.root_y = float(np.mean(root_kids)) if root_kids else 0.0
+
+    def mask(self, mark: str) -> np.ndarray:
+        return self.marks == mark
 
     def hover(self, k: int) -> str:
-        view = self.view
-        state = (
-            "accepted" if view.accepted[k] else ("drafted, rejected" if view.selected[k] else "retrieved, not drafted")
-        )
+        state = self.view.states[k]
+        says = {name: meaning for _, name, _, meaning in TREE_MARKS}[MARK_OF_STATE.get(state, "retrieved only")]
+        if state == OFF_PATH:
+            says = "drafted; the model chose another token on an earlier row of its branch"
         return (
-            f"<b>{esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
-            f"weight {self.w[k]:.3g} · depth {int(view.x[k])}<br>source: {esc(source_label(int(self.srcs[k]), self.names))}<br>{state}"
+            f"<b>{plot_esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
+            f"weight {self.w[k]:.3g} · depth {int(self.view.x[k])}<br>source: {plot_esc(source_label(int(self.srcs[k]), self.names))}"
+            f"<br>{plot_esc(says)}"
         )
 
     def parent_xy(self, p: int) -> tuple[float, float]:
@@ -316,7 +450,7 @@ class _TrieDrawing:
             mode="markers+text",
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[self.labels[k] for k in idx],
-            textposition="top center",
+            textposition=label_positions(self.view.x[idx].tolist(), self.alternate, self.has_kids[idx].tolist()),
             textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
             hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
@@ -330,19 +464,20 @@ class _TrieDrawing:
 
     def traces(self) -> list[dict]:
         view = self.view
-        not_sel = ~view.selected
-        rejected = view.selected & ~view.accepted
+        not_sel = self.mask("retrieved only")
+        rejected, unchecked = self.mask("rejected"), self.mask("not checked")
         return [
             self.edge_trace(not_sel, "retrieved", "#d1d5db", 1, "dot"),
-            self.edge_trace(rejected, "drafted", "#9ca3af", 1.2, "solid"),
+            self.edge_trace(rejected | unchecked, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
-            # Retrieved-only nodes keep their label for hover and tests, but draw none: less clutter.
+            # Retrieved-only nodes keep their label for hover and tests, but draw none: less
+            # clutter, and the key says so.
             self.node_trace(
                 not_sel,
                 "retrieved only",
                 color="rgba(255,255,255,0.9)",
                 line=dict(color=GREY, width=1.2),
-                textcolor="#9ca3af",
+                textcolor="#6b7280",
                 labels=False,
             ),
             # Rejected drafts: faded and crossed out, so they never pass for accepted ones.
@@ -353,7 +488,16 @@ class _TrieDrawing:
                 symbol="circle-x",
                 opacity=0.4,
                 line=dict(color="#374151", width=1.5),
-                textcolor="#6b7280",
+                textcolor="#4b5563",
+            ),
+            # Drafted where the walk never got: the answer ended first. Faded, not crossed.
+            self.node_trace(
+                unchecked,
+                "not checked",
+                color=self.colors(unchecked),
+                opacity=0.35,
+                line=dict(color=GREY, width=1),
+                textcolor="#4b5563",
             ),
             self.node_trace(
                 view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)
@@ -366,7 +510,7 @@ class _TrieDrawing:
                 mode="markers",
                 marker=dict(symbol="square", size=12, color="#374151"),
                 name="last token",
-                hovertext=["root: the last accepted token"],
+                hovertext=["root: the last token written; the step starts here"],
                 hoverinfo="text",
                 showlegend=False,
             ),
@@ -374,21 +518,18 @@ class _TrieDrawing:
         ]
 
     def model_token_traces(self) -> list[dict]:
-        """The model's own token that closes the step: a star, dashed from its parent, drawn
-        between the rows, never on a circle (a star on a node reads as "the model chose this
-        draft"); when the trie held that token (retrieved, outside the budget) it sits just
-        below that node and its hover says so."""
+        """The model's own token that closes the step: a star, dashed from its parent, in a row
+        of its own (the layout gives it one, last under its parent), never on a circle (a star
+        on a node reads as "the model chose this draft"); when the trie held that token
+        (retrieved, outside the budget) its hover says so."""
         view = self.view
         if view.model_token is None:
             return []
-        label = esc(visible(token_text(self.tokenizer, view.model_token), 7))
+        label = plot_esc(visible(token_text(self.tokenizer, view.model_token), self.chars))
         px, py = self.parent_xy(view.model_parent_pos)
+        mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
-        if in_trie:
-            mx, my = float(view.x[view.model_in_trie_pos]) + 0.3, float(view.y[view.model_in_trie_pos]) - 0.45
-        else:
-            mx, my = px + 1, py - 0.5  # between rows, clear of the rejected draft child
-        also = "<br>the trie had it too (the hollow circle beside it), outside the budget c" if in_trie else ""
+        also = "<br>the trie had it too (a hollow circle), outside the budget c" if in_trie else ""
         return [
             dict(
                 type="scatter",
@@ -405,12 +546,12 @@ class _TrieDrawing:
                 y=[my],
                 mode="markers+text",
                 text=[label],
-                textposition="bottom center",
+                textposition=label_positions([mx], self.alternate)[0],
                 textfont=dict(size=10, color=MODEL_COLOR),
-                marker=dict(symbol="star", size=15, color=MODEL_COLOR),
+                marker=dict(symbol="star", size=14, color=MODEL_COLOR),
                 name="model's own token",
                 hovertext=[
-                    f"<b>{esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step, not a drafted node{also}"
+                    f"<b>{plot_esc(visible(token_text(self.tokenizer, view.model_token), 24))}</b> (id {view.model_token})<br>the model's own token ending this step, not a drafted node{also}"
                 ],
                 hoverinfo="text",
                 showlegend=False,
@@ -418,18 +559,21 @@ class _TrieDrawing:
         ]
 
     def key_traces(self) -> list[dict]:
-        """The figure's key: every mark TREE_LEGEND describes, whether this step drew it or not,
-        in neutral grey (a mark's fill is its source's colour), then the colour of each source
-        whose nodes are drawn. Legend-only traces: no points."""
+        """The figure's key: every mark of TREE_MARKS ("not checked" only where drawn: it shows
+        only when an answer ends inside a draft), in neutral grey (a mark's fill is its source's
+        colour), then the colour of each source whose nodes are drawn. Legend-only traces."""
+        look = {
+            "root": dict(symbol="square", size=11, color="#374151"),
+            "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
+            "rejected": dict(symbol="circle-x", color=GREY, opacity=0.4, line=dict(color="#374151", width=1.5)),
+            "not checked": dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
+            "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
+            "model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),
+        }
         marks = [
-            ("root: the last token", dict(symbol="square", size=11, color="#374151")),
-            ("accepted: green ring", dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3))),
-            (
-                "drafted, rejected: crossed",
-                dict(symbol="circle-x", color=GREY, opacity=0.4, line=dict(color="#374151", width=1.5)),
-            ),
-            ("retrieved only: hollow", dict(color="white", line=dict(color=GREY, width=1.2))),
-            ("model's token: ends the step", dict(symbol="star", size=14, color=MODEL_COLOR)),
+            (key_name(name), look[name])
+            for _, name, _, _ in TREE_MARKS
+            if name != "not checked" or self.mask("not checked").any()
         ]
         drawn = {int(m) for m in self.srcs if m}  # the source masks of the drawn nodes
         colours = [
@@ -439,26 +583,28 @@ class _TrieDrawing:
             colours.append((f"from {SEVERAL_NAME}", SEVERAL[1]))
         marks += [(name, dict(color=colour)) for name, colour in colours]
         return [
-            dict(type="scatter", x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+            dict(type="scatter", x=[None], y=[None], mode="markers", name=plot_esc(name), hoverinfo="skip",
                  marker={"size": 13, **marker}, showlegend=True)
             for name, marker in marks
         ]  # fmt: skip
 
     def layout(self) -> dict:
         event, view = self.event, self.view
-        max_depth = float(view.x.max()) + (1 if view.model_token is not None else 0)
         shown = len(view.nodes)
+        drafted = len(event.draft) if event.draft is not None else 0
+        # Two short lines, so that a phone shows all of it.
         title = (
-            f"Step {event.step + 1}: accepted {event.accepted_len} of {len(event.draft) if event.draft is not None else 0} drafted"
-            f" (c={event.c}) · trie of {view.total_nodes:,} nodes"
-            + (f", {shown} shown" if shown < view.total_nodes else "")
+            f"Step {event.step + 1}: accepted {event.accepted_len} of {drafted} drafted (c = {event.c})<br>"
+            f"trie of {view.total_nodes:,} nodes" + (f", {shown} drawn" if shown < view.total_nodes else "")
         )
+        top, bottom = float(max(view.y.max(), view.star_y)), float(min(view.y.min(), view.star_y))
         return dict(
-            title=dict(text=esc(title), font=dict(size=13), x=0.01, xanchor="left"),
+            # Below the page's label badge (Chat's "Draft tree of the step" covers the top 34 px).
+            title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left", y=1 - 36 / TRIE_HEIGHT, yanchor="top"),
             height=TRIE_HEIGHT,
-            margin=dict(l=10, r=10, t=36, b=10),
-            xaxis=dict(visible=False, range=[-0.5, max_depth + 0.6], fixedrange=True),
-            yaxis=dict(visible=False, range=[float(view.y.min()) - 0.9, float(view.y.max()) + 1.0], fixedrange=True),
+            margin=dict(l=10, r=10, t=76, b=10),
+            xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
+            yaxis=dict(visible=False, range=[bottom - 0.6, top + 0.6], fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
             plot_bgcolor="rgba(0,0,0,0)",
             paper_bgcolor="rgba(0,0,0,0)",
@@ -468,23 +614,34 @@ class _TrieDrawing:
         )
 
 
-TREE_LEGEND = (
-    "<b>Reading the draft tree.</b> ■ the <b>root</b>: the last token written, where this step starts. "
-    "Each circle to its right is one token of the <b>trie</b> (the retrieved continuations merged, shared beginnings "
-    "sharing a branch), deeper to the right, sized by <b>weight</b>: each source's weight split evenly over its "
-    "continuations, summed over the continuations through the node (a node several sources reach adds each one's "
-    "share). A circle's fill is the source that retrieved it, named in the figure's key (each datastore in a colour "
-    "of its own, the same in every view; amber: the conversation (context); violet: several sources). "
-    "● <b>filled</b> circle: one of the c <b>heaviest</b> nodes, drafted and verified. "
-    "<b>Green</b> outline and thick green edge: accepted (the model agreed). "
-    "⊗ <b>faded and crossed</b> circle: drafted, not accepted (the model chose differently here or earlier on its branch). "
-    "○ <b>hollow</b> grey circle with a dotted edge: retrieved, not drafted (outside the budget c). "
-    "★ on a <b>dashed</b> line, between the rows: the model's own token that ends the step; it is never a drafted "
-    "node (a drafted node with that token would have been accepted). "
-    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline."
+def key_name(name: str) -> str:
+    """A mark's entry in the figure's legend: its name and its look, as the page's key says them."""
+    return next(f"{n}: {look}" for _, n, look, _ in TREE_MARKS if n == name)
+
+
+TREE_NOTES = (
+    "Each circle is one token of the <b>trie</b>: the retrieved continuations merged, shared beginnings sharing a "
+    "branch. Deeper tokens sit further right.",
+    "A circle's size is its <b>weight</b>: each source's weight is split evenly over its continuations and summed "
+    "over those through the circle; a circle several sources reach adds each one's share.",
+    "A <b>filled</b> circle is one of the c <b>heaviest</b> nodes: drafted, and verified in one forward.",
+    "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
+    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
 )
 
 
+def _legend_items() -> list[str]:
+    marks = [
+        f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
+        for sym, name, look, meaning in TREE_MARKS
+    ]
+    return marks + [f"<li>{note}</li>" for note in TREE_NOTES]
+
+
+TREE_LEGEND = "<b>Reading the draft tree</b><ul>" + "".join(_legend_items()) + "</ul>"
+
+
 def tree_legend_html() -> str:
-    """What every mark of `trie_figure` means, for beside it."""
-    return f'<div class="tree-legend">{TREE_LEGEND}</div>'
+    """What every mark of `trie_figure` means, one per line, for beside it (TREE_MARKS: the
+    figure's legend says the same words)."""
+    return f'<div class="tree-legend" style="color:#1f2937">{TREE_LEGEND}</div>'

@@ -260,7 +260,7 @@ def test_compare_reports_speedup_and_identity(h):
         "REST",
         "plain",
     }  # a scripted engine: no prompt lookup lane
-    assert re.search(r'id="speedup-value">[0-9.]+×', html)
+    assert re.search(r'id="speedup-value"[^>]*>[0-9.]+×', html)
     assert "identical output" in html
     assert fig["visible"] is True
     assert [t.name for t in fig["value"].data] == ["REST", "plain"]
@@ -402,3 +402,89 @@ def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
         h.ui.answer.compare_out
     ]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling
+
+
+# ------------------------------------------------------------------ the first screen (issue 29)
+
+
+def _page_order(demo: gradio.Blocks) -> list[str]:
+    """The page's top-level blocks' elem_ids, top to bottom (tabs and HTML alike)."""
+    order: list[str] = []
+
+    def walk(node: dict) -> None:
+        block = demo.blocks.get(node["id"])
+        if block is not None and getattr(block, "elem_id", None):
+            order.append(block.elem_id)
+        for child in node.get("children", []):
+            walk(child)
+
+    walk(demo.config["layout"])
+    return order
+
+
+def test_the_first_screen_tells_the_method_before_the_key_and_the_views(tmp_path):
+    """Issue 29 ("the idea comes last"): a newcomer met shade bins, "trie", "heaviest" and
+    "several sources" before learning what a draft is. The header now tells the method in three
+    steps (look up, verify, keep), links to How REST works, and comes before the colour key, the
+    guided examples and the tabs."""
+    demo = app.create_app(Settings(device="cpu", datastores=tmp_path))
+    order = _page_order(demo)
+    assert order.index("header-box") < order.index("legend") < order.index("views")
+    header = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "header-box").value
+    steps = re.findall(r"<li><b>(\d)\. (\w+ ?\w*):</b>", header)
+    assert steps == [("1", "Look up"), ("2", "Verify"), ("3", "Keep")], steps
+    text = re.sub(r"<[^>]+>", "", header)
+    assert text.index("drafts") < text.index("one forward pass") < text.index("exactly")  # what a draft is, first
+    assert 'href="#how-rest"' in header
+    for late in ("trie", "heaviest", "shade", "several sources"):
+        assert not re.search(rf"\b{late}\b", text), late
+
+
+def test_the_header_names_the_model_and_device_and_what_speed_to_expect():
+    """Issue 29: the device was never named, and the main demo (a slowdown on a 2-core CPU) read
+    against "accepted drafts cost no extra steps". The header names the model and where it runs
+    and says in one sentence why a CPU gains little and a GPU nearly M; the small model's own
+    mistakes are said to be plain decoding's too."""
+    cpu = re.sub(r"<[^>]+>", "", app.header_html(Settings(device="cpu"), cores=2))
+    assert "Running SmolLM2-135M-Instruct on this machine's CPU (2 cores)." in cpu
+    assert "On a CPU, verifying several tokens costs more than verifying one, so speedups here are small" in cpu
+    assert "the auto budget drafts only where it expects to gain" in cpu and "the speedup approaches M" in cpu
+    assert "SmolLM2-135M-Instruct is small and makes mistakes of its own (it may drop a word)" in cpu
+    assert "plain decoding makes the same ones" in cpu
+    one = re.sub(r"<[^>]+>", "", app.header_html(Settings(device="cpu"), cores=1))
+    assert "CPU (1 core)" in one
+    gpu = re.sub(r"<[^>]+>", "", app.header_html(Settings(device="cuda"), gpu="NVIDIA H200"))
+    assert "on a GPU (NVIDIA H200)." in gpu and "On a CPU" not in gpu and "speedup approaches M" in gpu
+    assert "ZeroGPU" in app.header_html(Settings(device="cuda", zero_gpu=True))
+    other = re.sub(r"<[^>]+>", "", app.header_html(Settings(model="org/Some-7B", device="cpu"), cores=4))
+    assert "Running Some-7B on" in other and "is small" not in other
+    assert "REST writes exactly what plain decoding writes with Some-7B" in other
+    assert app.model_name("/models/tiny.gguf") == "tiny"
+
+
+def test_body_text_is_dark_enough_to_read():
+    """Issue 29: subtitle, shade legend and captions in light grey (#9ca3af on #f9fafb, 2.4:1).
+    The theme's subdued text and a knob's help are #4b5563, WCAG AA (>= 4.5:1) on the page's
+    background and on white; so is every text colour app.css sets outside the coloured tokens."""
+
+    def luminance(hex_colour: str) -> float:
+        rgb = [int(hex_colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    def contrast(a: str, b: str) -> float:
+        la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+        return (la + 0.05) / (lb + 0.05)
+
+    theme = app.THEME
+    background = theme.neutral_50  # the page's grey background (the blocks are white)
+    for colour in (theme.body_text_color_subdued, theme.block_info_text_color):
+        for under in (background, "#ffffff"):
+            assert contrast(colour, under) >= 4.5, (colour, under)
+    assert contrast("#9ca3af", background) < 4.5  # the grey it replaces
+    css = (ROOT / "assets" / "app.css").read_text(encoding="utf-8")
+    for selector, body in re.findall(r"([^{}]+)\{([^}]*)\}", css):
+        if ".tok" in selector or ".chip" in selector or ".status" in selector or ".same" in selector:
+            continue  # text on its own coloured fill
+        for colour in re.findall(r"(?<![-\w])color:\s*(#[0-9a-fA-F]{6})", body):
+            assert contrast(colour, background) >= 4.5, (selector.strip(), colour)

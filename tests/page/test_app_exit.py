@@ -34,11 +34,18 @@ def dead_pid() -> int:
     return int(done.stdout)
 
 
-def start_app(tmp: Path, model: Path, port: int) -> subprocess.Popen:
+def start_app(tmp: Path, model: Path | str, port: int) -> subprocess.Popen:
     env = {**os.environ, "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     cmd = [sys.executable, "app.py", "--no-build", "--model", str(model), "--device", "cpu", "--port", str(port)]
     cmd += ["--datastores", str(tmp / "datastores")]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def end_app(proc: subprocess.Popen) -> None:
+    """Kill the app if a failed assertion left it running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def connect(url: str, proc: subprocess.Popen, timeout: float = 180):
@@ -75,10 +82,35 @@ def test_sigterm_removes_the_uploads_folder_and_start_removes_stale_ones(tmp_pat
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end_app(proc)
     log = proc.stdout.read()
     assert not mine.exists(), log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert running.is_dir() and all(p.is_dir() for p in others) and a_file.is_file()
+
+
+def test_sigterm_mid_answer_exits_cleanly(tmp_path):
+    """SIGTERM while the model is writing an answer: the app ends the answer's step and exits 0.
+    Before, the worker thread was still inside torch when the interpreter finalized and the
+    process aborted ("terminate called without an active exception", exit code -6). The real
+    embedded model: a tiny one answers 1,024 tokens before the signal could land."""
+    from tests.app_fixtures import knob_values
+
+    tmp = tmp_path / "tmp"
+    (tmp / "datastores").mkdir(parents=True)
+    port = free_port()
+    proc = start_app(tmp, "embedded", port)
+    try:
+        client = connect(f"http://127.0.0.1:{port}/", proc)
+        values = knob_values(max_new_tokens=1024).values()
+        job = client.submit("Write a long essay about the history of computing.", [], *values, api_name="/respond")
+        end = time.monotonic() + 120
+        while len(job.outputs()) < 3 and time.monotonic() < end:  # a few streamed updates: it is decoding
+            time.sleep(0.2)
+        assert len(job.outputs()) >= 3 and not job.done()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        end_app(proc)
+    log = proc.stdout.read()
+    assert "terminate called" not in log and "Traceback" not in log, log[-3000:]

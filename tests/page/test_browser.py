@@ -215,6 +215,13 @@ def test_first_view_starts_at_the_top(app_url, browser):
             pg.goto(app_url)
             pg.wait_for_selector("#prompt textarea", timeout=60_000)
             assert_first_view_at_top(pg)
+            # Issue 29: the method's three steps and the machine it runs on are on the first screen,
+            # and the settings column shows all of itself (no inner scroll box that cuts it).
+            steps = pg.locator("#header ol.steps").bounding_box()
+            assert steps is not None and steps["y"] + steps["height"] <= size["height"], steps
+            assert "Running " in pg.inner_text("#header .machine")
+            if not phone:
+                assert pg.evaluate("(k => k.scrollHeight <= k.clientHeight + 1)(document.querySelector('#knobs'))")
             shot(pg, f"e2e_first_view_{size['width']}", full=False)
         finally:
             pg.context.close()

@@ -92,3 +92,24 @@ def test_a_long_job_lets_a_waiting_send_in_between_two_steps_and_goes_on():
     send.join(5)
     gate.release()
     assert order == ["send", "step 2"] and paused >= 0.0 and not gate.locked()
+
+
+def test_shut_waits_for_the_holder_and_lets_nobody_in_again():
+    """At exit (SIGTERM) the gate waits for the job inside the model to give it back, then keeps
+    every later job out, so no thread is inside the model while the interpreter finalizes."""
+    import threading
+    import time
+
+    from rest_core.ui.fairness import LONG, ModelGate
+
+    gate = ModelGate()
+    gate.acquire(LONG)
+    threading.Timer(0.3, gate.release).start()
+    t0 = time.monotonic()
+    assert gate.shut(5.0) and time.monotonic() - t0 >= 0.25
+    entered = threading.Event()
+    threading.Thread(target=lambda: (gate.acquire(), entered.set()), daemon=True).start()
+    assert not entered.wait(0.5)  # nobody takes the model after shut
+    gate2 = ModelGate()
+    gate2.acquire()
+    assert not gate2.shut(0.2)  # a holder that does not give it back in time: shut says so

@@ -66,8 +66,8 @@ def test_the_heaviest_nodes_say_what_fed_them_and_what_the_step_did():
     assert [chr(t) for t in draft.nodes.tokens] == ["g", "e"]
     assert feeds_view.feed_status(ev, u) == "not drafted (c = 2)"
     assert feeds_view.feed_status(ev, f) == "not drafted (c = 2)"
-    assert feeds_view.feed_counts(ev, g) == "4 of 9 continuations: code 2 of 7, conversation (context) 2 of 2"
-    assert feeds_view.feed_counts(ev, u) == "4 of 9 continuations: code 4 of 7, conversation (context) 0 of 2"
+    assert feeds_view.feed_counts(ev, g) == "4 of 9 continuations: code 2 of 7, conversation 2 of 2"
+    assert feeds_view.feed_counts(ev, u) == "4 of 9 continuations: code 4 of 7, conversation 0 of 2"
     assert feeds_view.feed_examples(u, TOK) == ["“up·to·th…” ×2", "“up”", "“up()”"]
 
 
@@ -119,7 +119,7 @@ def test_each_drafted_branch_names_its_verify_row_and_the_caption_no_order_it_do
     assert [chr(f.token) for f in ev.feeds] == ["u", "g"]  # heaviest first
     assert [feeds_view.feed_row(ev, f) for f in ev.feeds] == [2, 1]
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, ids("say x y z"), TOK)))
-    assert re.search(r"\b2 \(parent root\)\s+\d+\s+u\b", table) and re.search(r"\b1 \(parent root\)\s+\d+\s+g\b", table)
+    assert re.search(r"\b2 \(parent root\)\s+u\b", table) and re.search(r"\b1 \(parent root\)\s+g\b", table)
     panel = unescape(re.sub(r"<[^>]+>", "", feeds_view.feeds_html(ev, TOK)))
     assert "u drafted, accepted · verify row 2" in panel and "g drafted, rejected · verify row 1" in panel
     assert "the order the step drafts in" not in panel and "breadth first" in panel

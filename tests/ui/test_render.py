@@ -177,7 +177,7 @@ def test_token_boundaries_step_classes_and_titles():
     titles = re.findall(r'title="([^"]*)"', out)
     assert "step 2" in titles[1] and "matched suffix 3" in titles[1] and "2 draft tokens accepted" in titles[1]
     assert "drafted by datastore" in titles[1]
-    assert "drafted by conversation (context)" in titles[4]  # the context named as the page shows it
+    assert "drafted by conversation ·" in titles[4]  # the context named as the page shows it
     assert "model&#x27;s own token" in titles[3]
     assert re.findall(r'data-step="(\d+)"', out) == ["0", "1", "1", "1", "2", "2", "3", "3"]
 
@@ -347,7 +347,7 @@ def test_trie_figure_data():
     assert list(by_name["drafted, rejected"].marker.color)[0] == style.SOURCE_COLORS[SOURCE_CONTEXT]
     assert "Step 6" in fig.layout.title.text
     # the count is of trie nodes (merged continuations), not of retrieved occurrences or continuations
-    assert "· trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
+    assert "<br>trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
 
 
 def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_sources_colour():
@@ -358,12 +358,13 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
     fig = trie_view.trie_figure(ev, ByteTokenizer())
     key = [t for t in fig.data if t.showlegend is not False]
     names = [t.name for t in key]
-    assert names[:5] == [
-        "root: the last token",
-        "accepted: green ring",
-        "drafted, rejected: crossed",
-        "retrieved only: hollow",
-        "model's token: ends the step",
+    assert names[:5] == [trie_view.key_name(n) for _, n, _, _ in trie_view.TREE_MARKS if n != "not checked"]
+    assert [n.split(":")[0] for n in names[:5]] == [
+        "root",
+        "accepted",
+        "rejected",
+        "retrieved only",
+        "model's own token",
     ]
     colours = {t.name: t.marker.color for t in key[5:]}
     drawn = {int(m) for m in ev.trie.sources if m}  # every node of this small trie is drawn
@@ -374,6 +375,8 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
     assert all(t.x == (None,) for t in key)  # key entries only: no points
     for mark in ("root", "green", "crossed", "hollow", "model's own token"):
         assert mark in trie_view.TREE_LEGEND, mark
+    for name in names[:5]:  # the page's key says the figure's words
+        assert name.split(": ", 1)[1] in trie_view.TREE_LEGEND, name
 
 
 def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed():

@@ -101,7 +101,7 @@ def test_the_two_source_shares_name_their_answer_and_what_they_count():
     assert "Of the 3 accepted draft tokens in the step-through's answer" in why
     assert "the conversation 33%, the datastore 67%" in why and "This session's" not in why
     live = unescape(stats.stats_html(steps))
-    assert "datastore 40%, conversation 20%" in live and "of its 5 tokens, drafted by" in live
+    assert "Of the 5 tokens, 40% were drafted by the datastore, 20% by the conversation, and 40% are the model" in live
 
 
 def test_several_sources_are_named_as_the_page_names_the_violet():

@@ -1,0 +1,201 @@
+"""Issue 29 ("one page, one story"): the page's frame and first screen, its words, its colour key
+and the stats under the chat. Each test names the complaint it answers."""
+
+from __future__ import annotations
+
+import html
+import re
+import xml.etree.ElementTree as ET
+
+from rest_core.decode.events import MatchInfo
+from rest_core.knobs import KNOBS
+from rest_core.sources import SOURCE_CONTEXT, SourceTable
+from rest_core.ui import answer_view, stats, words
+from rest_core.ui.settings import ROOT
+from rest_core.ui.style import CONTEXT_NAME, DEFAULT_STORES, SEVERAL_NAME
+from tests.ui.test_render import event
+
+CSS = (ROOT / "assets" / "app.css").read_text(encoding="utf-8")
+
+
+def rule(selector: str) -> str:
+    """The declarations of the first rule whose selector list is exactly `selector`."""
+    found = re.search(rf"(?:^|\}})\s*{re.escape(selector)}\s*\{{([^}}]*)\}}", CSS, re.M)
+    assert found, selector
+    return found.group(1)
+
+
+# ------------------------------------------------------------------ the colour key
+
+
+def test_the_key_is_true_about_the_models_own_token():
+    """Complaint 6: "a dotted underline marks the model's own token, one at the end of every step",
+    but a step the length limit cuts has none (step 50: "then the model's own: none")."""
+    key = html.unescape(answer_view.legend_html())
+    assert answer_view.MODEL_TOKEN_NOTE in key
+    assert "one at the end of every step" not in key and "every step" not in answer_view.MODEL_TOKEN_NOTE
+    assert "length limit" in answer_view.MODEL_TOKEN_NOTE
+    assert "length limit" in words.GLOSSARY.split("**model's own token**")[1].split("\n")[0]
+
+
+def test_alternate_steps_keep_their_hue_and_the_key_says_so():
+    """Complaint 7: "1]" and "dog." wore a lavender-blue (#BBB0EF) no key entry shows: every other
+    step's shade was hue-rotated (violet 266 -> 252, blue). Now it is only a little greyer (less
+    saturated), in its own source's hue, and the key says so."""
+    p1 = rule(".tok.d.p1")
+    assert "filter" not in p1 and "hue" not in p1 and "--h" not in p1
+    assert "--s:" in p1
+    assert answer_view.PARITY_NOTE in answer_view.legend_html()
+
+
+def test_the_key_is_short_and_folds_the_shade_scale():
+    """Complaint 1: the key's shade bins came before the method. The chips and two short notes
+    stay in sight; each source's shade scale (1, 2-3, 4-7, 8+) sits in a fold."""
+    key = answer_view.legend_html(["code", "chat"])
+    shown, folded = key.split('<details class="legend-more">')
+    assert "r2 p0" not in shown and "r4 p0" not in shown
+    for css in ("ds", "cx", "both"):
+        assert f'class="tok d {css} r4 p0"' in folded
+    assert f">{CONTEXT_NAME}<" in shown and f">{SEVERAL_NAME}<" in shown and ">model<" in shown
+
+
+# ------------------------------------------------------------------ the stats
+
+
+def _steps():
+    table = SourceTable.for_stores(["code", "chat"], DEFAULT_STORES)
+    code, chat = table.bit("code"), table.bit("chat")
+    matches = (
+        MatchInfo(code, 2, (5, 6), 3, (), name="code"),
+        MatchInfo(chat, 2, (5, 6), 3, (), name="chat"),
+        MatchInfo(SOURCE_CONTEXT, 2, (5, 6), 1, (), name="context"),
+    )
+    return [
+        event(0, [1, 2, 3], (code, code | chat, 0), matches=matches),
+        event(1, [4, 5, 6], (chat, SOURCE_CONTEXT, 0), new=6, matches=matches),
+        event(2, [7, 8], (code, 0), new=8, matches=matches),
+    ]
+
+
+def test_the_stats_say_where_the_tokens_came_from_in_one_sentence():
+    """Complaint 5: the card read "datastore 23% / of its 64 tokens, drafted by". One sentence now,
+    in the colour key's groups (each store, the conversation, several sources by name, the
+    model), every token once, the shares adding up to 100%."""
+    steps = _steps()
+    sentence = stats.origin_sentence(steps)
+    assert sentence == (
+        "Of the 8 tokens, 25% were drafted by the datastore code, 13% by the datastore chat, 13% by the conversation, "
+        f"12% by {SEVERAL_NAME} (chat + code), and 37% are the model's own."
+    )
+    assert sum(map(int, re.findall(r"(\d+)%", sentence))) == 100  # exact: 25, 12.5, 12.5, 12.5, 37.5
+    out = html.unescape(stats.stats_html(steps))
+    assert sentence in out and "of its" not in out and 'drafted by"' not in out
+
+
+def test_the_live_tokens_per_second_reads_as_live_and_says_what_it_counts():
+    """Complaint 5 (and 02 vs 03: "6.8 mid-stream and 6.8 at the end: reads as never updated"):
+    while the answer streams the figure is "tokens/s so far"; the card says what it counts and
+    why Speed's figure is the one to compare."""
+    steps = _steps()
+    live = stats.stats_html(steps, running=True)
+    assert '<div class="k">tokens/s so far</div>' in live
+    done = stats.stats_html(steps)
+    assert '<div class="k">tokens/s</div>' in done
+    note = html.unescape(done)
+    assert stats.TIMING_NOTE in note and "prefill" in stats.TIMING_NOTE and "Compare" in stats.TIMING_NOTE
+
+
+# ------------------------------------------------------------------ the settings, the words
+
+
+def test_the_settings_column_shows_every_help_text_in_full():
+    """Complaint 8: the Settings panel was cut mid-sentence ("large pays on a GPU (flat"): on a
+    laptop it scrolled in a box of its own, 100vh tall, which a page's screenshot clips."""
+    knobs = re.findall(r"#knobs\s*\{([^}]*)\}", CSS)
+    assert knobs and not any("max-height" in k or "overflow-y: auto" in k for k in knobs)
+
+
+def test_c_is_the_most_verified_per_step_everywhere():
+    """Complaint 8 and the terms: the glossary said "on a CPU every extra token costs time, so a
+    small c wins" while the CPU default is the auto budget up to c = 16. c is introduced as "c, the
+    most draft tokens verified per step"; the knob's help, the budget's and the glossary say the
+    auto budget picks per step, possibly none."""
+    c = next(k for k in KNOBS if k.name == "c")
+    budget = next(k for k in KNOBS if k.name == "budget")
+    assert c.label == "c: the most draft tokens verified per step"
+    assert "possibly none" in c.help and "auto" in c.help
+    assert "possibly none" in budget.help
+    entry = words.GLOSSARY.split("| **c** |")[1].split("\n")[0]
+    assert entry.strip().startswith("c, the most draft tokens verified per step")
+    assert "small c wins" not in words.GLOSSARY and "auto budget" in entry
+    assert "c, the most draft tokens verified per step" in words.STEP_NOTE
+
+
+def test_one_term_per_idea_in_the_words():
+    """Complaint 10: "conversation" vs "context", a glossary without "draft" or "several sources".
+    The page's words say "conversation" for the conversation as a source, and the glossary lists
+    each term the first screen uses."""
+    key = html.unescape(answer_view.legend_html())
+    header = words.header_html("SmolLM2-135M-Instruct", "this machine's CPU (2 cores)", True)
+    for text in (key, header, words.STEP_NOTE, words.ONE_FORWARD):
+        assert "(context)" not in text and "context source" not in text
+    terms = re.findall(r"^\| \*\*([^*]+)\*\* \|", words.GLOSSARY, re.M)
+    for term in ("draft", "datastore", "conversation", "several sources", "c", "auto budget", "accepted", "M"):
+        assert term in terms, term
+    for name in (k.label for k in KNOBS if k.name in ("use_context", "context_weight")):
+        assert "context" not in name
+
+
+def test_the_speed_reasoning_is_one_idea_per_bullet():
+    """Scorer's point 4: walls of text. Why one forward over many tokens pays is a list, one idea
+    each, and says the same as the header: the auto budget drafts only where it expects to gain."""
+    bullets = [line for line in words.ONE_FORWARD.splitlines() if line.startswith("- ")]
+    assert len(bullets) >= 5
+    assert "drafts only where it expects to gain" in words.ONE_FORWARD
+    assert "drafts only where it expects to gain" in words.header_html("m", "this machine's CPU (2 cores)")
+
+
+# ------------------------------------------------------------------ How REST works' diagram
+
+
+def test_the_diagrams_text_fits_its_boxes_and_its_steps_are_the_headers():
+    """Complaint 9: "n = n_max", "≤ K matches, m tokens after", "over root + c nodes" and "same
+    text, fewer steps" ran out of their boxes. Every line's width, estimated generously (0.58 em a
+    character, 0.66 bold, 0.62 monospace; DejaVu Sans measures 0.53 and 0.60), stays inside its
+    box; the boxes sit under the header's three steps."""
+    svg = ET.parse(ROOT / "assets" / "how_rest_works.svg").getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    base = float(svg.get("font-size"))
+    checked = 0
+    for group in svg.findall(f"{ns}g"):
+        box = group.find(f"{ns}rect")
+        if box is None or "translate" not in (group.get("transform") or ""):
+            continue
+        width = float(box.get("width"))
+        for line in group.findall(f"{ns}text"):
+            text = "".join(line.itertext())
+            size = float(line.get("font-size", base))
+            em = 0.62 if "monospace" in (line.get("font-family") or "") else 0.66 if line.get("font-weight") else 0.58
+            assert len(text) * em * size <= width - 8, (text, len(text) * em * size, width)
+            checked += 1
+    assert checked >= 25
+    labels = [" ".join(t.itertext()) for t in svg.iter(f"{ns}text")]
+    assert ["1. Look up", "2. Verify", "3. Keep"] == [t for t in labels if re.match(r"\d\. ", t)]
+
+
+def test_the_diagram_on_a_phone_scrolls_with_a_cue_and_its_caption_in_view():
+    """Complaint 9 (13, phone): the diagram was cut after "weighted trie", the caption at "extend t",
+    with no cue. On a phone the box scrolls sideways under a cue; the caption starts at the
+    diagram's left edge, in two short lines that fit the first 390 pixels."""
+    phone = CSS.split("@media (max-width: 640px)")[-1]
+    assert "swipe sideways" in phone.lower() and ".how-svg::before" in phone
+    svg = ET.parse(ROOT / "assets" / "how_rest_works.svg").getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    scale = 326 / float(re.search(r"min-width: (\d+)px", phone.split(".how-svg svg {")[1]).group(1))
+    caption = [t for t in svg.findall(f"{ns}text") if "conversation" in "".join(t.itertext())]
+    assert caption
+    for line in svg.findall(f"{ns}text"):
+        if float(line.get("y")) > 200:  # under the boxes and the loop-back arrow
+            text = "".join(line.itertext())
+            right = float(line.get("x")) + len(text) * 0.58 * float(svg.get("font-size"))
+            assert line.get("text-anchor") in (None, "start") and right * (1 / scale) ** -1 <= 326, text

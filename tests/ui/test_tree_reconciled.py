@@ -1,0 +1,232 @@
+"""Issue 29: the draft tree, its key, the verify table and the Accept panel say the same thing.
+
+A hand-made step that ends on an accepted end-of-text token (07 of the screenshots): the walk
+accepts "d", "." and EOS; "x" is rejected at the root, "q" under it is off the path, and "\\n"
+under the accepted EOS is never checked (the answer ended). Drafted tokens include a quote, as
+`."` did in 06 and 07.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html import unescape
+
+import numpy as np
+
+from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
+from rest_core.drafting.trie import Trie
+from rest_core.ui import answer_view, inspector, phases, trie_view
+from tests.ui.test_render import EOS, ByteTokenizer, event
+
+TOK = ByteTokenizer()
+QUOTE = 257 + ByteTokenizer.words.index(b'"')
+
+
+def eos_step():
+    # draft nodes (breadth first): 0 d, 1 x (root's children); 2 . (under d), 3 q (under x);
+    # 4 EOS (under .), 5 " (under .); 6 \n (under EOS)
+    tokens = np.array([ord("d"), ord("x"), ord("."), ord("q"), EOS, QUOTE, ord("\n")], dtype=np.int64)
+    parents = np.array([-1, -1, 0, 1, 2, 2, 4], dtype=np.int64)
+    depths = np.array([1, 1, 2, 2, 3, 3, 4], dtype=np.int64)
+    weights = np.array([6.0, 2.0, 5.0, 1.0, 4.0, 1.0, 3.0])
+    sources = np.full(7, SOURCE_DATASTORE, dtype=np.uint8)
+    trie = Trie(tokens, parents, depths, weights, sources)
+    ev = event(
+        3,
+        [ord("d"), ord("."), EOS],
+        (SOURCE_DATASTORE,) * 3,
+        trie=trie,
+        draft=trie,
+        draft_idx=range(7),
+        accepted=(0, 2, 4),
+        finished=True,
+        matches=[MatchInfo(SOURCE_DATASTORE, 1, (ord("a"),), 9, ((ord("d"), ord(".")),), name="chat")],
+    )
+    return replace(ev, c=7, row_tokens=(ord("d"), ord("."), ord("\n"), ord("z"), ord("\n"), ord("\n"), ord("\n")))
+
+
+def test_walk_states_are_one_source_for_tree_table_and_key():
+    ev = eos_step()
+    states = trie_view.draft_states(ev)
+    assert states == ("accepted", "rejected", "accepted", "off the path", "accepted", "rejected", "not checked")
+    # the table: the same verdicts, row by row
+    assert [c.status for c in phases.row_checks(ev)] == [phases.ROW_STATUS[s] for s in states]
+    # the tree: the node under the accepted end of text is faded, not crossed (it was crossed,
+    # while the table said the model's token there was the same)
+    fig = trie_view.trie_figure(ev, TOK)
+    by_name = {t.name: t for t in fig.data if t.name}
+    assert list(by_name["not checked"].text) == ["↵"]
+    assert by_name["not checked"].marker.symbol is None
+    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", "q", '"'])
+    # the table says why, and the key has the mark
+    table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
+    assert re.search(r"· not checked\s+7 \(parent 5\)\s+↵", table) and "not checked: the answer ended first" in table
+    assert "not checked" in trie_view.TREE_LEGEND and "the answer ended" in trie_view.TREE_LEGEND
+    assert trie_view.key_name("not checked") in [t.name for t in fig.data if t.showlegend]
+
+
+def test_accept_panel_follows_from_the_verify_table():
+    """07: "accepts 3 draft tokens" but "rows 0, 2, 4": the accepted EOS's row was missing with
+    no word why. Now the ✓ rows are named and the last written token's row is explained."""
+    ev = eos_step()
+    agree = [c.node + 1 for c in phases.row_checks(ev) if c.status == "agree"]
+    assert agree == [1, 3, 5]
+    keep, drop = phases.kept_rows(ev)
+    assert keep == [0, 1, 3] and len(drop) == 8 - 3
+    cap = phases.accept_caption(ev, TOK)
+    assert "accepts 3 draft tokens, “d.∅”: rows 1, 3, 5, the ✓ rows" in cap
+    assert (
+        "Row 5's token is the last one written" in cap and "KV of rows 0, 1, 3:" in cap and "5 rows are dropped" in cap
+    )
+    # a step ending on the model's own token keeps every accepted row
+    own = replace(
+        ev, tokens=(ord("d"), ord("."), ord("z")), token_sources=(SOURCE_DATASTORE,) * 2 + (0,), accepted=(0, 2)
+    )
+    assert phases.kept_rows(own)[0] == [0, 1, 3]
+    assert "last one written" not in phases.accept_caption(own, TOK)
+
+
+def test_plotly_labels_are_escaped_once_for_plotly():
+    """`.&quot;` showed in the tree and the mask: Plotly does not read &quot;."""
+    ev = eos_step()
+    fig = trie_view.trie_figure(ev, TOK)
+    texts = [t for tr in fig.data for t in (tr.text or ()) if t]
+    hovers = " ".join(h for tr in fig.data for h in (tr.hovertext or ()))
+    assert '"' in texts and "&quot;" not in " ".join(texts) + hovers and "&#x27;" not in hovers
+    mask = phases.mask_figure(phases.mask_view(ev, [1, 2, ord("a")], TOK))
+    ticks = list(mask.data[0].y)
+    assert any('"' in t for t in ticks) and not any("&quot;" in t for t in ticks)
+    assert trie_view.plot_esc("<b>&") == "&lt;b&gt;&amp;"
+
+
+def test_accept_chips_shade_like_the_answer():
+    """06_step_3: the answer shaded a 4-token run r3, the Accept line r1."""
+    ev = eos_step()
+    answer = answer_view.highlight_html([ev], TOK)
+    accept = phases.accept_html(ev, TOK)
+    run = f"r{answer_view.run_level(ev.accepted_len)}"
+    assert run == "r2"
+    assert f"tok d ds {run} p1" in answer and f"tok d ds {run} p1" in accept and " r1 " not in accept
+    assert f"tok d ds {run}" in inspector.inspector_html(ev, TOK)
+
+
+def wide_step(siblings: int = 15):
+    """12: fifteen drafted first-level siblings, the model's own token from the root."""
+    tokens = np.arange(ord("a"), ord("a") + siblings, dtype=np.int64)
+    n = siblings
+    trie = Trie(tokens, np.full(n, -1), np.ones(n, dtype=np.int64), np.linspace(2, 1, n), np.ones(n, dtype=np.uint8))
+    ev = event(1, [ord("Z")], (0,), trie=trie, draft=trie, draft_idx=range(n), accepted=())
+    return replace(ev, c=n)
+
+
+def test_no_label_or_marker_shares_a_row_or_a_spot():
+    """06_step_1: the star sat on the "You" node; 12: 15 labels piled into one stack."""
+    for ev in (
+        wide_step(),
+        eos_step(),
+        replace(eos_step(), tokens=(ord("d"), ord("z")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,)),
+    ):
+        view = trie_view.tree_view(ev)
+        fig = trie_view.trie_figure(ev, TOK)
+        spots = [(x, y) for t in fig.data if t.mode == "markers+text" for x, y in zip(t.x, t.y)]
+        assert len(spots) == len(set(spots))
+        # every leaf and the star has a row of its own, one row apart at least
+        leaves = [k for k in range(len(view.nodes)) if k not in set(view.parent_pos.tolist())]
+        rows = sorted([float(view.y[k]) for k in leaves] + ([view.star_y] if view.model_token is not None else []))
+        assert all(b - a >= 1 for a, b in zip(rows, rows[1:]))
+        assert view.rows <= trie_view.MAX_ROWS
+        # labels fit between columns on a phone
+        drawing = trie_view._TrieDrawing(ev, view, TOK)
+        assert all(len(t) <= drawing.chars for tr in fig.data for t in (tr.text or ()) if t)
+    view = trie_view.tree_view(wide_step())
+    assert view.star_y < view.y.min()  # the star in its own row under the siblings, from the root
+
+
+def test_title_is_two_short_lines_for_a_phone():
+    title = trie_view.trie_figure(eos_step(), TOK).layout.title.text
+    assert all(len(line) <= 44 for line in title.split("<br>")), title
+
+
+def test_key_is_one_mark_a_line_with_the_figures_words():
+    out = trie_view.tree_legend_html()
+    items = re.findall(r"<li>(.*?)</li>", out)
+    for sym, name, look, meaning in trie_view.TREE_MARKS:
+        assert any(sym in i and name in i and look in i and meaning in unescape(i) for i in items), name
+        assert trie_view.key_name(name).split(": ", 1)[1] in unescape(out)
+    assert "color:#1f2937" in out  # dark body text, not light grey
+
+
+def test_step_through_names_the_settings_it_uses():
+    """05, 06: the note sent the visitor to a side panel the Step-through tab does not have."""
+    from rest_core.config import GenerationConfig, SamplingConfig
+    from rest_core.ui import step_through, words
+    from rest_core.ui.stepper import Stepper
+
+    assert "side panel" not in words.STEP_NOTE and "Chat view's Settings panel" in words.STEP_NOTE
+    assert "c, the most draft tokens verified per step" in words.STEP_NOTE
+    st = Stepper()
+    st.stores = {"chat": None}
+    st.config = GenerationConfig(sampling=SamplingConfig(temperature=0.8))
+    out = unescape(step_through.settings_used_html(st))
+    assert "Chat view's Settings panel" in out and "drafts from chat" in out and "temperature 0.8" in out
+    assert "K = 5,000" in out
+
+
+def test_chat_inspector_shows_what_fed_the_accepted_branch_counted_once():
+    """02: step 9 accepted a token none of the 8 listed continuations started with, and lines
+    repeated. The inspector now lists the continuations through the accepted first token (first)
+    and the heaviest other, alike ones once with ×N, as the step-through's Retrieve panel does."""
+    from rest_core.drafting.draft import build_draft
+    from rest_core.drafting.feeds import feeds
+    from rest_core.drafting.source import Retrieved
+
+    conts = ["up", "up", "up", "up", "get(", "get(", "find"]
+    width = max(map(len, conts))
+    rows = np.array([[ord(ch) for ch in t] + [-1] * (width - len(t)) for t in conts], dtype=np.int64)
+    store = Retrieved(SOURCE_DATASTORE, 1, (ord("a"),), 7, rows)
+    draft = build_draft([store], c=3)
+    g = int(np.flatnonzero((draft.nodes.tokens == ord("g")) & (draft.nodes.depths == 1))[0])
+    matches = [
+        MatchInfo(
+            SOURCE_DATASTORE, 1, (ord("a"),), 7, tuple(tuple(int(t) for t in r if t >= 0) for r in rows), name="chat"
+        )
+    ]
+    ev = event(
+        0,
+        [ord("g"), ord("z")],
+        (SOURCE_DATASTORE, 0),
+        trie=draft.trie,
+        draft=draft.nodes,
+        draft_idx=draft.idx,
+        accepted=(g,),
+        matches=matches,
+    )
+    ev = replace(ev, feeds=feeds([store], draft.trie, nodes=2, lead=ord("g")))
+    out = unescape(re.sub(r"<[^>]+>", " ", inspector.inspector_html(ev, TOK)))
+    out = " ".join(out.split())
+    assert out.index("g drafted, accepted") < out.index(
+        "u drafted, rejected"
+    )  # the accepted branch first, though lighter
+    assert "“get(” ×2" in out and "“up” ×4" in out
+    assert out.count("“up”") == 1 and "verify row" not in out  # Chat has no verify table
+    # without feeds (an older event): the sampled continuations, alike ones once with ×N
+    plain = " ".join(unescape(re.sub(r"<[^>]+>", " ", inspector.inspector_html(replace(ev, feeds=()), TOK))).split())
+    assert "up ×4" in plain and plain.count("up ×") == 1
+
+
+def test_the_star_under_an_accepted_leaf_takes_a_row_of_its_own():
+    """02: the accepted leaf "):" and the star shared a row, the dashed line through the label."""
+    trie = Trie(
+        np.array([ord("a"), ord("b")]),
+        np.array([-1, -1]),
+        np.array([1, 1]),
+        np.array([2.0, 1.0]),
+        np.ones(2, dtype=np.uint8),
+    )
+    ev = event(0, [ord("a"), ord("z")], (SOURCE_DATASTORE, 0), trie=trie, draft=trie, draft_idx=range(2), accepted=(0,))
+    view = trie_view.tree_view(ev)
+    assert view.model_parent_pos == 0 and view.star_y != view.y[0]
+    assert view.y[0] > view.star_y > view.y[1]  # a, then the star under it, then b
+    positions = trie_view.label_positions([1.0, 1.0], False, [True, False])
+    assert positions == ["top right", "middle right"]  # a parent's label clear of its outgoing edge
