@@ -39,7 +39,9 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
     except Exception as exc:  # noqa: BLE001
         log.error("cost curve failed:\n%s", traceback.format_exc())
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
-    chosen = events[-1].c if events else asked
+    # a fixed c is every step's; the auto budget's steps record what each chose, so the figure
+    # marks the c asked for, the most a step may verify
+    chosen = events[-1].c if events and not why_c_view.auto_budget(events) else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
     notes = []
     if curve.sizes[-1] <= STEP_C_MAX:

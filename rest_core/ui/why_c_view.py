@@ -174,8 +174,9 @@ def verified_counts(events: Sequence[StepEvent]) -> str:
 
 
 def auto_budget(events: Sequence[StepEvent]) -> bool:
-    """Whether the auto budget chose these steps' drafts (it records a predicted chance per node)."""
-    return any(e.predicted for e in events if e.method == "rest")
+    """Whether the auto budget chose these steps' drafts: it records a predicted chance per node,
+    and a step's c is then what it chose, 0 where it drafted nothing (a fixed c is at least 1)."""
+    return any(e.predicted or e.c == 0 for e in events if e.method == "rest")
 
 
 def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
@@ -313,8 +314,8 @@ def _picked(rest: Sequence[StepEvent], c: int, best: int) -> str:
     counts = verified_counts(rest)
     if auto_budget(rest):
         return (
-            f"The auto budget, with c = {c} the most it may verify, verified {counts}: it picks per step and drafts "
-            f"only where it expects to gain, while the curve's best c = {best} is one c for every step."
+            f"The auto budget verified {counts}: it picks per step and drafts only where it expects to gain, while "
+            f"the curve's best c = {best} is one c for every step."
         )
     return f"With c = {c}, the most verified per step, the steps verified {counts}: fewer where the trie held fewer."
 

@@ -100,7 +100,8 @@ def _auto(n: int, accepted: int):
         np.ones(k, dtype=np.uint8),
     )
     sources = (1,) * accepted + (0,)
-    return replace(step, draft=nodes if n else None, predicted=(0.5,) * n, c=16, token_sources=sources)
+    # the auto budget records its per-step choice as the step's c
+    return replace(step, draft=nodes if n else None, predicted=(0.5,) * n, c=n, token_sources=sources)
 
 
 def test_why_this_c_says_what_the_auto_budget_picked_beside_the_curves_best_c():
@@ -113,9 +114,8 @@ def test_why_this_c_says_what_the_auto_budget_picked_beside_the_curves_best_c():
     best = why_c_view.why_c_figure(CPU, events, 16, max_c=64).layout.meta["best_c"]
     sentence = next(s for s in words.split("  ") if "The auto budget" in s).strip()
     assert sentence == (
-        "The auto budget, with c = 16 the most it may verify, verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: "
-        f"it picks per step and drafts only where it expects to gain, while the curve's best c = {best} is one c "
-        "for every step."
+        "The auto budget verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: it picks per step and drafts "
+        f"only where it expects to gain, while the curve's best c = {best} is one c for every step."
     )
     # a fixed c (step-through) is not called the auto budget
     fixed = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
@@ -134,3 +134,23 @@ def test_the_caption_is_bullets_with_the_arithmetic_folded():
     assert "57.5 / 40.0" not in head and "(1 + " not in head  # the sums are in the fold, their results above
     for item in re.findall(r"<li>(.*?)</li>", head):
         assert not re.search(r"\([^()]*\(", item), item  # no nested brackets
+
+
+def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
+    """A real chat answer's last auto-budget step chose no draft: its c read 0, and the caption spoke
+    of "c = 0". Where the auto budget chose, the figure and caption take the c asked for."""
+    from types import SimpleNamespace
+
+    from rest_core.ui import why_c
+
+    events = [_auto(0, 0), _auto(3, 1), _auto(0, 0)]
+    assert why_c_view.auto_budget(events) and why_c_view.auto_budget([_auto(0, 0)])  # none drafted: still auto
+    assert not why_c_view.auto_budget([_step(100)])
+    runtime = SimpleNamespace(calls=SimpleNamespace(cost=lambda *_: CPU), settings=SimpleNamespace(max_seconds=60.0))
+    chat = SimpleNamespace(view=SimpleNamespace(events=events), messages=[{"role": "user", "content": "hi"}], answers=1)
+    steps = SimpleNamespace(events=[], message="", answers=0)
+    session = SimpleNamespace(steps=steps, chat=chat, plain_forward=None, why_c_of=None)
+    fig, caption = why_c.why_c(runtime, session, 16)
+    marker = next(t for t in fig.data if t.name == "chosen c")
+    assert marker.text == ("your c = 16",)
+    assert "c = 0" not in text(caption) and "verifying 1 + 16 tokens" in text(caption)
