@@ -172,7 +172,7 @@ def drive(runtime: Runtime) -> dict:
     out["status"] = view[t.status]
     before = made()
     caption = teach.why_c(session, 16)[t.why_cap]
-    out["why_c"] = ("ms here" in caption and "On a GPU" in caption, made() - before)
+    out["why_c"] = ("ms on this device" in caption and "On a GPU" in caption, made() - before)
     before = made()
     shown = [u for u in chat.compare("", session, STORE, **knobs) if isinstance(u, dict)]
     table = next(u[chat.ui.answer.compare_out] for u in reversed(shown) if chat.ui.answer.compare_out in u)

@@ -14,22 +14,22 @@ from rest_core.bench.prompt_lookup import LookupRun
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.ui.chat import Chat, failure, fit_context, message_too_long, request_config, time_limit_note
 from rest_core.ui.compare_view import (
-    compare as compare_events,
-)
-from rest_core.ui.compare_view import (
+    Machine,
     comparison_html,
     event_blocks,
     lookup_blocks,
     run_source_names,
     speed_figure,
-    speedup_explained,
     timeline_figure,
 )
+from rest_core.ui.compare_view import (
+    compare as compare_events,
+)
 from rest_core.ui.fairness import LONG
-from rest_core.ui.measures import ForwardTime, plain_forward
+from rest_core.ui.measures import ForwardTime, plain_forward, ratio, shown
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
-from rest_core.ui.style import clean_text, esc, quoted, status_html
+from rest_core.ui.style import clean_text, esc, plural, quoted, status_html
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +80,9 @@ def compare(
         runtime.claim_cache(stores, owner)
         job = ModelJob(stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=limit, lane=LONG)
         results, lookup, cut = yield from _compared_runs(runtime, job, what)
-        table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut)
+        live = chat.view.totals if chat.view is not None and prompt_ids is chat.prompt_ids else None
+        live_tps = live.tokens_per_s if live is not None else None
+        table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut, live_tps)
         done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
         plain = plain_forward(results["ar"])
         del results  # only the figures, the table and plain decoding's forward stay
@@ -117,7 +119,9 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
     if lookup is None:
         return '<p class="pld-line">Prompt lookup could not run on this model.</p>'
     plain = ar_events[-1].totals if ar_events else None
-    speedup = f", {lookup.tokens_per_s / plain.tokens_per_s:.2f}× plain" if plain and plain.tokens_per_s else ""
+    speedup = (
+        f", {ratio(lookup.tokens_per_s, plain.tokens_per_s):.2f}× plain" if plain and shown(plain.tokens_per_s) else ""
+    )
     same = ""
     if greedy and ar_events:
         ar_ids = [t for e in ar_events for t in e.tokens]
@@ -157,7 +161,12 @@ def _compared_runs(
 
 
 def _comparison_views(
-    runtime: Runtime, results: dict[str, list], lookup: LookupRun | None, config: GenerationConfig, cut: list[str]
+    runtime: Runtime,
+    results: dict[str, list],
+    lookup: LookupRun | None,
+    config: GenerationConfig,
+    cut: list[str],
+    live_tps: float | None = None,
 ) -> tuple[str, Any, Any]:
     """Compare's table (with the prompt lookup line and why the speedup is not M), speed figure
     and timeline. When a run was cut short, "same output" compares the text both wrote."""
@@ -172,10 +181,33 @@ def _comparison_views(
         lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
     lanes.append(("REST", event_blocks(results["rest"])))
     timeline = timeline_figure(lanes, runtime.loaded().tokenizer, run_source_names(results["rest"]))
-    why = speedup_explained(results["rest"], results["ar"])
-    table = comparison_html(cmp) + lookup_html(lookup, results["ar"], config.sampling.greedy)
-    table += f'<p class="why-m">{esc(why)}</p>' if why else ""
+    table = comparison_html(
+        cmp, machine(runtime), lookup=lookup_html(lookup, results["ar"], config.sampling.greedy), live=live_tps
+    )
     return table, speed, timeline
+
+
+def machine(runtime: Runtime) -> Machine | None:
+    """The model and the device that ran the comparison ("SmolLM2-135M-Instruct", "CPU", "2
+    threads"), as the loaded model says; None when it does not say."""
+    loaded = runtime.loaded()
+    name, device = getattr(loaded, "name", ""), str(getattr(loaded, "device", ""))
+    if not name or not device:
+        return None
+    if getattr(runtime.settings, "zero_gpu", False):  # the model moves to the GPU inside each call
+        return Machine(name, "GPU", "ZeroGPU")
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            return Machine(name, "GPU", torch.cuda.get_device_name(torch.device(device)))
+        except Exception:  # noqa: BLE001 - the name is a nicety
+            return Machine(name, "GPU")
+    if device.startswith("cpu"):
+        import torch
+
+        return Machine(name, "CPU", plural(torch.get_num_threads(), "thread"))
+    return Machine(name, device.upper())
 
 
 def _compared_note(

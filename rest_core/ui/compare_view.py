@@ -1,6 +1,6 @@
 """What Compare shows: REST against plain decoding (`compare`, `comparison_html`), the tokens
 over decode time (`speed_figure`), the methods' forwards on one clock (`timeline_figure`) and why
-the speedup is not M (`speedup_explained`).
+the speedup is not M (`speedup_why`, `speedup_details`).
 
 Pure functions over the runs' `StepEvent`s (and prompt lookup's per-forward figures); Plotly is
 imported only to build a figure.
@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
+from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
 from rest_core.ui.measures import PER_TOKEN, ForwardTime, divided, minus, plain_forward, ratio, rest_forward, shown
 from rest_core.ui.style import (
+    SEVERAL_NAME,
     SOURCE_COLORS,
     Tokenizer,
     decode_text,
@@ -130,17 +131,40 @@ def _ms(forward: ForwardTime | None) -> str:
     return f"{forward.ms:.1f} ms" if forward is not None else "-"
 
 
-def measures_note(cmp: Comparison) -> str:
-    """What the table's two time rows measure, and plain decoding's per token beside its one-token
-    forward, from the run's own figures."""
-    text = f"Per token: {PER_TOKEN}. Step and one forward: means over the run's steps, so a step (its forward and more) never reads shorter than its forward."
+def measures_note(cmp: Comparison) -> list[str]:
+    """What the table's time rows measure, one bullet each, and plain decoding's per token beside
+    its one-token forward, from the run's own figures."""
+    out = [
+        f"{PER_TOKEN}.",
+        "Step and one forward: means over the run's steps, so a step, its forward and more, never reads shorter than its forward.",
+    ]
     plain = cmp.forwards[1]
     if plain is not None and cmp.ar.new_tokens:
-        text += (
-            f" Plain decoding: {cmp.ar.mean_token_ms:.1f} ms per token against its forward's {plain.line()}: a plain "
+        out.append(
+            f"Plain decoding: {cmp.ar.mean_token_ms:.1f} ms per token against its forward's {plain.line()}: a plain "
             "step is one such forward, plus picking the token and the step's own bookkeeping."
         )
-    return text
+    return out
+
+
+def live_note(cmp: Comparison, live: float | None) -> str:
+    """One sentence on why the live stats under the chat showed other tokens/s for this prompt's
+    answer than Compare's REST (`live`: the live figure; "" without one, or when both print alike).
+    Measured on a 2-core CPU: the live panels cost the handler about 5-7 ms a 0.3 s refresh, about
+    2%; the first answer of a fresh process ran at 0.7 tokens/s where later ones ran at 16-23; the
+    rest is the load of the moment (other work, a browser on the same cores), either way."""
+    if live is None or f"{live:.1f}" == f"{cmp.rest.tokens_per_s:.1f}":
+        return ""
+    said = f"The live stats showed {live:.1f} tokens/s for this prompt's answer and Compare's REST {cmp.rest.tokens_per_s:.1f}"
+    if live < cmp.rest.tokens_per_s:
+        return (
+            f"{said}: a live answer can pay the first request's warm-up and shares the machine with the page it "
+            "streams, while Compare runs each method back to back on a warm model and draws nothing until all are done."
+        )
+    return (
+        f"{said}: on a shared machine tokens/s follow the load of the moment, so Compare runs REST and plain "
+        "decoding back to back, and their ratio, the speedup, is the figure to compare."
+    )
 
 
 def identity_claim(cmp: Comparison) -> str:
@@ -156,7 +180,26 @@ def identity_claim(cmp: Comparison) -> str:
     return f"outputs differ within the first {cmp.compared} tokens ({what})"
 
 
-def comparison_html(cmp: Comparison) -> str:
+@dataclass(frozen=True)
+class Machine:
+    """What ran the comparison: the model's name, "CPU" or "GPU", and a detail ("2 threads", the GPU's name)."""
+
+    model: str
+    device: str  # "CPU" or "GPU"
+    detail: str = ""
+
+    def words(self) -> str:
+        """ "SmolLM2-135M-Instruct on this CPU (2 threads)"."""
+        return f"{self.model} on this {self.device}" + (f" ({self.detail})" if self.detail else "")
+
+
+def comparison_html(
+    cmp: Comparison, machine: Machine | None = None, lookup: str = "", live: float | None = None
+) -> str:
+    """The headline speedup with the machine and, beside it, why it is what it is (`speedup_why`);
+    then the table, the prompt lookup line (`lookup`, HTML), why the live stats' tokens/s for the
+    same prompt differ (`live`: theirs, None when Compare ran on another prompt: `live_note`) and,
+    folded, how the figures follow from each other (`speedup_details`)."""
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in comparison_rows(cmp))
     badge = f'<span class="same ok">{esc(identity_claim(cmp))}</span>' if cmp.identical else ""
     if cmp.identical is False:
@@ -167,11 +210,17 @@ def comparison_html(cmp: Comparison) -> str:
         head = (
             f'speedup <b id="speedup-value" class="unsure">{cmp.speedup:.2f}×</b> <span class="load">{esc(load)}</span>'
         )
+    why = speedup_why(cmp, machine)
+    details = "".join(f"<li>{esc(x)}</li>" for x in speedup_details(cmp))
+    note = live_note(cmp, live)
     return (
         '<div class="compare">'
         f'<div class="speedup">{head} {badge}</div>'
-        '<div class="scroll-x"><table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
-        f'<tbody>{body}</tbody></table></div><p class="measures">{esc(measures_note(cmp))}</p></div>'
+        + (f'<p class="speedup-why" id="speedup-why">{esc(why)}</p>' if why else "")
+        + '<div class="scroll-x"><table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
+        f"<tbody>{body}</tbody></table></div>{lookup}"
+        + (f'<p class="live-note" id="live-note">{esc(note)}</p>' if note else "")
+        + f'<details class="measures"><summary>How these figures follow from each other</summary><ul>{details}</ul></details></div>'
     )
 
 
@@ -182,20 +231,23 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
     def series(events: Sequence[StepEvent]) -> tuple[list[float], list[int]]:
         return [0.0] + [e.totals.elapsed_s for e in events], [0] + [e.totals.new_tokens for e in events]
 
-    data = []
+    data, end = [], 0.0
     for name, events, color in (
         ("REST", rest_events, SOURCE_COLORS[SOURCE_DATASTORE]),
         ("plain", ar_events, "#6b7280"),
     ):
         if events:
             x, y = series(events)
+            end = max(end, x[-1])
             data.append(
                 dict(type="scatter", x=x, y=y, mode="lines", name=name, line=dict(color=color, width=2.5, shape="hv"))
             )
     layout = dict(
-        height=260,
-        margin=dict(l=50, r=10, t=10, b=40),
-        xaxis=dict(title="decode time (s)", rangemode="tozero"),
+        height=300,
+        # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it
+        margin=dict(l=50, r=16, t=TOP_MARGIN, b=44),
+        # a little room past the last step, so the line's end stays inside the figure
+        xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1]),
         yaxis=dict(title="tokens", rangemode="tozero"),
         legend=dict(x=0.99, xanchor="right", y=0.02, yanchor="bottom", bgcolor="rgba(255,255,255,0.6)"),
         plot_bgcolor="rgba(0,0,0,0)",
@@ -207,6 +259,12 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
 # ----------------------------------------------------------------------------------------------
 # Timeline: every method's forwards on one clock
 
+# The page labels each figure over its top-left corner (Gradio's label, two lines on a phone):
+# the plot area starts below it, so no tick or row hides under the label.
+TOP_MARGIN = 56
+# A horizontal legend wraps on a narrow screen: the figure keeps room for its rows as a 390 px
+# phone lays them out (about this wide), below the x axis's title.
+PHONE_WIDTH = 330
 LOOKUP = -1  # a block's `sources` when prompt lookup drafted its accepted tokens
 LOOKUP_COLOR = "#0d9488"  # teal: no engine source uses it
 
@@ -244,12 +302,17 @@ def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequ
 
 
 def _block_style(sources: int, names: Mapping[int, str] | None = None) -> tuple[str, str]:
-    """(colour, legend name) of a block; `names`: bit -> the store's name (`run_source_names`)."""
+    """(colour, legend name) of a block; `names`: bit -> the store's name (`run_source_names`). A
+    block drafted by several sources takes the page's violet and its name, "several sources (chat
+    + code)"."""
     if sources == LOOKUP:
         return LOOKUP_COLOR, "accepted drafts: prompt lookup"
     if sources == 0:
         return "#9ca3af", "model's own token only"
-    return origin(sources).color, f"accepted drafts: {source_label(sources, names)}"
+    label = source_label(sources, names)
+    if bin(int(sources)).count("1") > 1:  # the conversation by its short name: no bracket inside the bracket
+        label = f"{SEVERAL_NAME} ({origin(sources, {**(names or {}), SOURCE_CONTEXT: 'conversation'}).label})"
+    return origin(sources).color, f"accepted drafts: {label}"
 
 
 def run_source_names(events: Sequence[StepEvent]) -> dict[int, str]:
@@ -290,6 +353,7 @@ def timeline_figure(
                 text=g["text"],
                 textposition="inside",
                 insidetextanchor="start",
+                textangle=0,  # labels run along the blocks; one that cannot fit is hidden (uniformtext)
                 textfont=dict(size=10),
                 marker=dict(color=color, line=dict(color="#ffffff", width=1)),
                 name=name,
@@ -300,75 +364,94 @@ def timeline_figure(
             )
         )
     fig = go.Figure(data=data)
+    rows = legend_rows([d.name for d in data if d.showlegend])
+    bottom = 50 + LEGEND_ROW * rows
     fig.update_layout(
         barmode="overlay",
-        height=140 + 45 * len(lanes),
-        margin=dict(l=90, r=10, t=34, b=40),
-        xaxis=dict(title="decode time (ms, prefill excluded)", rangemode="tozero"),
+        height=TOP_MARGIN + 48 * len(lanes) + bottom,
+        margin=dict(l=90, r=16, t=TOP_MARGIN, b=bottom),
+        # prefill is excluded, as the page's text above says: a shorter title fits a phone
+        xaxis=dict(title="decode time (ms)", rangemode="tozero"),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
-        legend=dict(orientation="h", y=-0.45, font=dict(size=11)),
+        legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom", font=dict(size=11)),
+        uniformtext=dict(minsize=9, mode="hide"),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
 
 
+LEGEND_ROW = 21  # px a legend row takes
+
+
+def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:
+    """How many rows a horizontal legend of `names` wraps to in `width` px (Plotly's item: a 40 px
+    symbol and gap, then its text, about 6.2 px a character at 11 px)."""
+    rows, used = 1, 0.0
+    for name in names:
+        item = 40 + 6.2 * len(name)
+        if used and used + item > width:
+            rows, used = rows + 1, 0.0
+        used += item
+    return rows if names else 0
+
+
 # ----------------------------------------------------------------------------------------------
 # Why the speedup is not M
 
 
-def speedup_explained(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]) -> str:
-    """Why the measured speedup is M divided by how much longer a REST step takes, from the two
-    runs' own figures (decode time, prefill excluded); "" when either run is empty."""
-    if not rest_events or not ar_events:
-        return ""
-    r, a = rest_events[-1].totals, ar_events[-1].totals
+def speedup_why(cmp: Comparison, machine: Machine | None = None) -> str:
+    """One sentence beside the headline: on this machine a REST step, one forward over the last
+    token and its drafts, took X times a plain one-token step (the table's step row), so the
+    speedup is M / X; on a GPU X is about 1 and the speedup approaches M. "" when a run is empty.
+    When the runs' figures rule each other out (`load_changed`), it says so instead."""
+    r, a = cmp.rest, cmp.ar
     if not (r.steps and a.steps and r.elapsed_s > 0 and a.elapsed_s > 0):
         return ""
+    where = f"{machine.words()}: a" if machine is not None else "A"
     rest_ms, plain_ms = step_ms(r), step_ms(a)
-    forward = rest_forward(rest_events)
     load = load_changed(r, a)
-    why = (
-        f": its forward verifies the root and up to c drafts{_beside_forward(r, rest_ms, forward)}" if not load else ""
-    )
-    took = (
-        f"Why the speedup is not M: REST wrote M = {r.mean_generated_length:.2f} tokens per forward, but a REST step took "
-        f"{rest_ms:.1f} ms on average against {plain_ms:.1f} ms for a plain one-token step "
-        f"({divided(rest_ms, plain_ms)}× as long{why})"
-    )
     if load:  # M / ratio would print a speedup above M, which no REST step can earn
         return (
-            f"{took}. A REST step cannot really be faster than a plain one (it does the same forward and more), so the "
-            f"speedup, M divided by that ratio, is always below M; these runs' tokens/s, "
-            f"{divided(r.tokens_per_s, a.tokens_per_s)}×, were {load}. "
-        ) + _LIVE_NOTE
-    steps = ratio(rest_ms, plain_ms)
-    speedup = divided(r.mean_generated_length, steps, places=2)
-    rounding = ""
-    if shown(ratio(r.mean_generated_length, steps, 2), 2) != shown(ratio(r.tokens_per_s, a.tokens_per_s), 2):
-        rounding = (
-            f" (the headline divides the tokens/s instead: {divided(r.tokens_per_s, a.tokens_per_s)}×, "
-            "the same but for rounding)"
+            f"{where} REST step took {rest_ms:.1f} ms, shorter than a plain one-token step's {plain_ms:.1f} ms, which "
+            "cannot be: a REST step does a plain step's work and more, so the machine's load changed between the two "
+            "runs; rerun Compare."
         )
-    return f"{took}, so the speedup is {speedup}×{rounding}. " + _LIVE_NOTE
+    x = ratio(rest_ms, plain_ms)
+    m = shown(r.mean_generated_length, 2)
+    text = (
+        f"{where} REST step, one forward over the last token and its drafts, took "
+        f"{divided(rest_ms, plain_ms)}× a plain one-token step, so the speedup is M / {x:.2f} = "
+        f"{divided(m, x, places=2)}×"
+    )
+    if shown(ratio(m, x, 2), 2) != shown(cmp.speedup, 2):
+        text += f", the headline's {cmp.speedup:.2f}× but for rounding"
+    if machine is not None and machine.device == "GPU":
+        return text + f"; the closer that factor comes to 1, the closer the speedup comes to M = {m:.2f}."
+    return text + f"; on a GPU that factor is about 1, so the speedup approaches M = {m:.2f}."
+
+
+def speedup_details(cmp: Comparison) -> list[str]:
+    """The table's figures and how they follow from each other, one bullet each: the headline's
+    division, what a REST step spends beside its forward, and what each time row measures."""
+    r, a = cmp.rest, cmp.ar
+    out = []  # M is the table's row "tokens / steps (M)": not repeated here
+    if shown(a.tokens_per_s) > 0:
+        out.append(f"The headline divides the tokens/s: {divided(r.tokens_per_s, a.tokens_per_s)}×.")
+    forward = cmp.forwards[0]
+    if r.steps and r.elapsed_s > 0 and not cmp.load_note():
+        out.append(_beside_forward(r, step_ms(r), forward))
+    return out + measures_note(cmp)
 
 
 def _beside_forward(r: Totals, step: float, forward: ForwardTime | None) -> str:
     """What a REST step spends beside its forward, as the difference of the table's two rows, and
     retrieval's part of it, a step's: the table's retrieval per token times M, both as printed."""
     per_token, m = shown(r.retrieval_ms_per_token, 2), shown(r.mean_generated_length, 2)
-    retrieval = f"{per_token:.2f} × {m:.2f} = {per_token * m:.1f} ms a step (the table's retrieval per token × M)"
+    retrieval = f"{per_token:.2f} × {m:.2f} = {per_token * m:.1f} ms a step, the table's retrieval per token × M"
     if forward is None:
-        return f", and retrieval with the trie adds {retrieval}"
+        return f"Retrieval with the trie adds {retrieval}."
     return (
-        f"; beside the forward (the table's step minus one forward: {minus(step, forward.ms)} ms) retrieval with "
-        f"the trie takes {retrieval}, the rest is the acceptance and the step's bookkeeping"
+        f"Beside its forward, a REST step spends {minus(step, forward.ms)} ms, the table's step minus one forward: "
+        f"retrieval with the trie takes {retrieval}; the rest is the acceptance and the step's bookkeeping."
     )
-
-
-_LIVE_NOTE = (
-    "These tokens/s can differ from the live stats above: both leave out prefill (the one forward over the whole prompt "
-    "before the first new token), but the live answer may also have paid the first request's warm-up (compiling the "
-    "retrieval kernels, filling caches) and shared the machine with other users, while this comparison runs each method "
-    "back to back on a warm model."
-)

@@ -40,7 +40,7 @@ def minus(a: float, b: float, places: int = 1) -> str:
 
 
 # Compare's "per token": the decode's wall clock over its new tokens.
-PER_TOKEN = "per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
+PER_TOKEN = "Per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,19 @@ from collections.abc import Sequence
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins, kind_of
+from rest_core.ui.measures import divided
 from rest_core.ui.style import SEVERAL_NAME, esc
 from rest_core.ui.why_c_view import acceptance_scale, heaviest_shares
 
 GPU_C = 64  # what a GPU affords per step: verifying 64 tokens costs about as much as one there
 KINDS = ("context", "datastore", "both")
-LABELS = {"context": "the conversation", "datastore": "the datastore", "both": SEVERAL_NAME}
+# "both": drafted by the conversation and a datastore together, the page's violet; tokens several
+# datastores drafted without the conversation count under "datastore"
+LABELS = {
+    "context": "the conversation",
+    "datastore": "the datastore",
+    "both": f"{SEVERAL_NAME} (conversation + datastore)",
+}
 
 
 def accepted_drafts(events: Sequence[StepEvent]) -> dict[str, int]:
@@ -59,8 +66,9 @@ def verified_by_kind(events: Sequence[StepEvent], c: int) -> tuple[dict[str, flo
 
 
 def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int, answer: str = "This answer") -> str:
-    """The answer, as a paragraph for the page ("" before any REST step); `answer` names whose
-    steps `events` are, as the page names it ("The step-through's answer")."""
+    """The answer, as bullets for the page ("" before any REST step); `answer` names whose steps
+    `events` are, as the page names it ("The step-through's answer"). The cost of 1 + c tokens is
+    Why this c?'s caption's, not repeated here; this names the GPU's c's cost only."""
     shares = accepted_shares(events)
     here_nodes, here_acc = verified_by_kind(events, chosen_c)
     gpu_nodes, gpu_acc = verified_by_kind(events, GPU_C)
@@ -69,22 +77,22 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
     came = ", ".join(f"{LABELS[k]} {100 * shares[k]:.0f}%" for k in KINDS if shares.get(k)) or "none yet"
     drafts = sum(accepted_drafts(events).values())
     whose = answer.replace("The ", "the ", 1).replace("This ", "this ", 1)
-    cost_c = float(curve(1 + chosen_c) / curve(1))
-    cost_gpu = float(curve(1 + GPU_C) / curve(1))
-    return (
-        f'<div class="why-source"><b>{esc(question(here_nodes))}</b> '
-        f"Of the {drafts} accepted draft tokens in {esc(whose)} (drafted tokens only; the stats under the chat share out "
-        f"every token of the last chat answer, the model's own included): {esc(came)}. Each step verifies only the c heaviest "
-        f"guesses of the merged trie. With c = {chosen_c}, those were on average {_kinds(here_nodes)} per step"
-        f"{_why_kinds(here_nodes)} c stays small because "
-        f"on this device one forward of 1 + {chosen_c} tokens costs {cost_c:.2f}× one of a single token, and "
-        f"1 + {GPU_C} tokens {cost_gpu:.1f}×. "
-        f"<b>On a GPU</b> verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: of the "
-        f"{GPU_C} heaviest guesses in this session's tries, {_kinds(gpu_nodes)} per step, and the datastore's "
-        f"expected accepted tokens per step rise from {here_acc['datastore'] + here_acc['both']:.2f} to "
-        f"{gpu_acc['datastore'] + gpu_acc['both']:.2f} (the conversation's from {here_acc['context']:.2f} to "
-        f"{gpu_acc['context']:.2f}; trie weights as in the chart above).</div>"
-    )
+    points = [
+        f"Of the {drafts} accepted draft tokens in {whose}: {came}. Drafted tokens only; the stats under the chat "
+        "count every token of the last chat answer, the model's own included.",
+        f"Each step verifies at most the c heaviest drafts of the merged trie. With c = {chosen_c} they were, per "
+        f"step, {_kinds(here_nodes)}.",
+        _why_kinds(here_nodes),
+        f"On this device a forward of 1 + {GPU_C} tokens takes "
+        f"{divided(float(curve(1 + GPU_C)), float(curve(1)))}× one token's.",
+        f"On a GPU verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: the {GPU_C} heaviest "
+        f"drafts per step are {_kinds(gpu_nodes)}.",
+        f"With c = {GPU_C} the datastore's expected accepted drafts per step rise from "
+        f"{here_acc['datastore'] + here_acc['both']:.2f} to {gpu_acc['datastore'] + gpu_acc['both']:.2f}, the "
+        f"conversation's from {here_acc['context']:.2f} to {gpu_acc['context']:.2f}, weighed as in the chart above.",
+    ]
+    items = "".join(f"<li>{esc(x)}</li>" for x in points)
+    return f'<div class="why-source"><b>{esc(question(here_nodes))}</b><ul>{items}</ul></div>'
 
 
 def _datastore_share(nodes: dict[str, float]) -> float:
@@ -105,11 +113,12 @@ def _why_kinds(nodes: dict[str, float]) -> str:
     """Why the verified guesses split as they do (the sentence's end)."""
     if _datastore_share(nodes) < 0.5:
         return (
-            ": text the conversation already holds is one strong continuation, while the datastore's weight is "
-            "spread over up to K continuations, so its guesses are lighter and rarely make the cut."
+            "Text the conversation already holds is one strong continuation; the datastore's weight is spread over "
+            "up to K continuations, so its drafts are lighter and rarely make the cut."
         )
-    return ": the datastore's continuations weigh at least as much as what the conversation offers this answer."
+    return "The datastore's continuations weigh at least as much as what the conversation offers this answer."
 
 
 def _kinds(nodes: dict[str, float]) -> str:
-    return ", ".join(f"{nodes[k]:.1f} from {LABELS[k]}" for k in KINDS)
+    """ "6.0 from the conversation, 7.2 from the datastore": the kinds that drafted any."""
+    return ", ".join(f"{nodes[k]:.1f} from {LABELS[k]}" for k in KINDS if f"{nodes[k]:.1f}" != "0.0") or "none"

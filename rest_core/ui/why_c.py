@@ -39,17 +39,22 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
     except Exception as exc:  # noqa: BLE001
         log.error("cost curve failed:\n%s", traceback.format_exc())
         return None, status_html(style.esc(f"could not measure the forward cost: {exc}"), "err")
-    chosen = events[-1].c if events else asked
+    # a fixed c is every step's; the auto budget's steps record what each chose, so the figure
+    # marks the c asked for, the most a step may verify
+    chosen = events[-1].c if events and not why_c_view.auto_budget(events) else asked
     fig = why_c_view.why_c_figure(curve, events, chosen, max_c=STEP_C_MAX)
-    caption = why_c_view.why_c_caption(curve, events, chosen, answer, max_c=STEP_C_MAX, compared=session.plain_forward)
+    notes = []
     if curve.sizes[-1] <= STEP_C_MAX:
-        caption += (
-            f" Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
+        notes.append(
+            f"Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
             "the cost past it is extrapolated."
         )
+    caption = why_c_view.why_c_caption(
+        curve, events, chosen, answer, max_c=STEP_C_MAX, compared=session.plain_forward, notes=notes
+    )
     session.why_c_of = answer_of(session)
     about = f'<p class="tt-cap why-of">{style.esc(described(answer, message, len(events)))}</p>' if events else ""
-    return fig, about + f'<p class="tt-cap">{style.esc(caption)}</p>' + source_share_html(events, curve, chosen, answer)
+    return fig, about + f'<div class="tt-cap">{caption}</div>' + source_share_html(events, curve, chosen, answer)
 
 
 def answer_of(session: Session) -> tuple[str, int] | None:

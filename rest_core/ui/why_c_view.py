@@ -13,8 +13,8 @@ import numpy as np
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
-from rest_core.ui.measures import ForwardTime, curve_forward, divided, same_forward, shown
-from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR
+from rest_core.ui.measures import ForwardTime, curve_forward, divided, ratio, same_forward, shown
+from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR, esc, plural
 
 
 def expected_accepted(events: Sequence[StepEvent], cs: Sequence[int]) -> np.ndarray:
@@ -118,6 +118,11 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     )
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dot"), row=1, col=2)
     _lay_out(fig, curve)
+    # room above the curve for the chosen c's label, and c = 0 a little right of the y axis, so its
+    # tick does not meet the y axis's 0
+    top = 1.3 * max(float(np.max(speedup)), 1.0)
+    fig.update_yaxes(range=[0, top], row=1, col=2)
+    fig.update_xaxes(range=[-0.04 * max_c, max_c * 1.02], row=1, col=2)
     fig.layout.meta = dict(best_c=best)
     return fig
 
@@ -138,16 +143,40 @@ def step_overhead(events: Sequence[StepEvent]) -> float:
 
 
 def chosen_speedup(curve: CostCurve, events: Sequence[StepEvent], c: int) -> tuple[float, str]:
-    """The expected speedup at budget `c` and its sum in printed figures, "(1 + 0.52) × 67.1 /
-    (1.1 + 109.1) = 0.93× (…)", computed from those figures so it reproduces from them."""
+    """The expected speedup at c and its sum in printed figures, "(1 + 0.52) × 67.1 / (1.1 + 109.1)
+    = 0.93×", computed from those figures so it reproduces from them."""
     acc = float(expected_accepted(events, [c])[0])
     one, verify, overhead = shown(float(curve(1))), shown(float(curve(1 + c))), shown(step_overhead(events))
     value = (1 + shown(acc, 2)) * one / (overhead + verify)
-    return value, (
-        f"(1 + {acc:.2f}) × {one:.1f} / ({overhead:.1f} + {verify:.1f}) = {value:.2f}× ({acc:.2f}: the draft tokens "
-        f"this answer's tries predict accepted per step at c = {c}, not M − 1; {overhead:.1f} ms: a step's median work "
-        f"beside its forward; {one:.1f} and {verify:.1f} ms: the forwards of 1 and 1 + {c} tokens)"
-    )
+    return value, f"(1 + {acc:.2f}) × {one:.1f} / ({overhead:.1f} + {verify:.1f}) = {value:.2f}×"
+
+
+def verified(e: StepEvent) -> int:
+    """How many draft tokens a step verified (its draft's nodes)."""
+    return len(e.draft) if e.draft is not None else 0
+
+
+def verified_counts(events: Sequence[StepEvent]) -> str:
+    """ "0 drafts in 12 steps, 1–3 in 20 and 9–16 in 18": how many drafts the REST steps verified,
+    binned 0, 1–3, 4–7, 8–15, 16–31, 32 and more, each bin by the counts it holds."""
+    counts = [verified(e) for e in events if e.method == "rest"]
+    bins: dict[int, list[int]] = {}
+    for n in counts:
+        bins.setdefault(0 if n == 0 else min(n.bit_length() - 1, 5) if n >= 4 else 1, []).append(n)
+    parts = []
+    for i, (_, ns) in enumerate(sorted(bins.items())):
+        lo, hi = min(ns), max(ns)
+        what = f"{lo}" if lo == hi else f"{lo}–{hi}"
+        if i == 0:
+            what += " draft" if what == "1" else " drafts"
+        parts.append(f"{what} in {plural(len(ns), 'step')}" if i == 0 else f"{what} in {len(ns)}")
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def auto_budget(events: Sequence[StepEvent]) -> bool:
+    """Whether the auto budget chose these steps' drafts: it records a predicted chance per node,
+    and a step's c is then what it chose, 0 where it drafted nothing (a fixed c is at least 1)."""
+    return any(e.predicted or e.c == 0 for e in events if e.method == "rest")
 
 
 def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
@@ -167,7 +196,7 @@ def _lay_out(fig: Any, curve: CostCurve) -> None:
     """The two panels' axes (the cost curve's on a log scale at its measured sizes) and the layout."""
     fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=_ticks(curve.sizes), row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(title_text="c (draft tokens verified)", row=1, col=2)
+    fig.update_xaxes(title_text="c, the most draft tokens verified per step", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
     fig.update_layout(
         height=300,
@@ -185,42 +214,110 @@ def why_c_caption(
     answer: str = "This answer",
     max_c: int = 64,
     compared: ForwardTime | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
-    """What the figure says, in words: the cost of 1 (as measured: `curve_forward`) and of 1 + c
-    tokens, the acceptance and M of `answer` (the answer `events` are the steps of, named as the
-    page names it), when no c beats plain decoding, why, and beside the one-token cost, Compare's
-    plain decoding forward (`compared`), when the visitor compared."""
+    """What the figure says, as HTML: one idea a bullet (`why_c_points`), the arithmetic folded
+    under them, `notes` (plain text) last in the fold."""
+    points, sums = why_c_points(curve, events, chosen_c, answer, max_c, compared)
+    items = "".join(f"<li>{esc(x)}</li>" for x in points)
+    folded = "".join(f"<li>{esc(x)}</li>" for x in [*sums, *notes])
+    fold = f'<details class="why-sums"><summary>The arithmetic</summary><ul>{folded}</ul></details>' if folded else ""
+    return f'<ul class="why-c">{items}</ul>{fold}'
+
+
+def why_c_points(
+    curve: CostCurve,
+    events: Sequence[StepEvent],
+    chosen_c: int,
+    answer: str = "This answer",
+    max_c: int = 64,
+    compared: ForwardTime | None = None,
+) -> tuple[list[str], list[str]]:
+    """(the caption's bullets, the arithmetic behind them), plain text: the cost of 1 and of 1 + c
+    tokens (as measured: `curve_forward`), `answer`'s M and the accepted drafts it is made of
+    (`answer`: whose steps `events` are, as the page names it), the best c of the plotted curve
+    beside what the steps verified (the auto budget's picks where it chose), why no c pays when
+    none does, and Compare's plain decoding forward (`compared`) when the visitor compared."""
     rest = [e for e in events if e.method == "rest"]
     if not rest:
-        return (
-            "Generate (or step through) an answer first: the expected speedup needs the session's acceptance figures."
-        )
-    acc = float(np.mean([e.accepted_len for e in rest]))
-    totals = rest[-1].totals  # of these steps' answer: every answer has its own M
-    measured = "measured" if 1 + chosen_c in curve.sizes else "read off the line between the measured points"
-    text = (
-        f"Verifying 1 token costs {float(curve(1)):.1f} ms here ({curve_forward(curve).what()}) and 1 + {chosen_c} tokens {float(curve(1 + chosen_c)):.1f} ms "
-        f"({divided(float(curve(1 + chosen_c)), float(curve(1)))}× as long; {measured}). {answer} accepted {acc:.2f} draft tokens per step: M = {totals.new_tokens} tokens / "
-        f"{totals.steps} forwards = {totals.mean_generated_length:.2f} (the last step can end early, at the end of the "
-        f"text; each answer has its own M, and the stats under the chat show the last chat answer's). So a bigger c pays only "
-        f"while the extra accepted tokens outgrow the extra forward cost."
+        return [
+            "Generate (or step through) an answer first: the expected speedup needs the answer's acceptance figures."
+        ], []
+    c = min(chosen_c, max_c)
+    one, verify = float(curve(1)), float(curve(1 + c))
+    measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
+    points = [
+        f"Verifying 1 token costs {one:.1f} ms on this device; verifying 1 + {c} tokens costs {verify:.1f} ms, "
+        f"{ratio(verify, one):.2f}× as long."
+    ]
+    sums = [
+        f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}.",
+    ]
+    points.append(_m_words(rest, answer))
+    points.append(
+        "So a bigger c, the most draft tokens verified per step, pays only while the extra accepted drafts outgrow "
+        "the extra forward cost."
     )
     _, speedup = _expected_speedup(curve, events, np.arange(0, max_c + 1))
     best = int(np.argmax(speedup))
-    _, chosen = chosen_speedup(curve, events, min(chosen_c, max_c))
-    text += (
-        f" On this device, with this answer's acceptance, the expected speedup is highest at c = {best} "
-        f"({float(speedup[best]):.2f}× plain decoding); your c = {min(chosen_c, max_c)} expects {chosen}."
+    value, sum_ = chosen_speedup(curve, events, c)
+    acc_c = float(expected_accepted(events, [c])[0])
+    points.append(
+        f"If every step verified its c heaviest drafts, the expected speedup would be highest at c = {best}, "
+        f"{float(speedup[best]):.2f}× plain decoding; at c = {c} it is {value:.2f}×."
     )
-    same = same_forward(curve_forward(curve), compared)
-    text += f" {same}" if same else ""
+    sums.append(
+        f"At c = {c}: {sum_}. {acc_c:.2f}: the accepted drafts per step this answer's tries predict at c = {c}; "
+        f"{shown(step_overhead(events)):.1f} ms: a step's median work beside its forward; "
+        f"{shown(one):.1f} and {shown(verify):.1f} ms: the forwards of 1 and 1 + {c} tokens."
+    )
+    points.append(_picked(rest, c, best))
     if float(speedup[1:].max()) < 1.0:
-        text += (
-            " Here every c is slower than plain decoding (the curve stays under the dotted 1× line; a prediction from the "
-            "cost curve and this answer's acceptance, where Compare's speedup times two whole runs on the wall clock): "
+        points.append(
+            "Here every c is slower than plain decoding: the curve stays under the dotted 1× line. "
             + cost_growth(curve, max_c)
         )
+        sums.append(
+            "The curve is a prediction from the cost curve and this answer's acceptance; Compare's speedup times two "
+            "whole runs on the wall clock."
+        )
+    same = same_forward(curve_forward(curve), compared)
+    if same:
+        sums.append(same)
+    sums.append("Each answer has its own M; the stats under the chat show the last chat answer's.")
+    return points, sums
+
+
+def _m_words(rest: Sequence[StepEvent], answer: str) -> str:
+    """M and what it is made of: accepted drafts per step and the model's own tokens, and why M is
+    not 1 + the drafts per step when a step ended the text before the model's own token."""
+    totals = rest[-1].totals  # of these steps' answer: every answer has its own M
+    drafts = sum(e.accepted_len for e in rest)
+    own = sum(1 for e in rest for s in e.token_sources if not s)
+    steps = len(rest)
+    acc = drafts / steps
+    text = (
+        f"{answer} wrote M = {totals.new_tokens} / {totals.steps} = {totals.mean_generated_length:.2f} tokens per step: "
+        f"{plural(drafts, 'accepted draft')}, {acc:.2f} a step, and {plural(own, 'token')} of the model's own."
+    )
+    if own == steps:
+        return text + f" M = 1 + {acc:.2f}: every step adds one token of the model's own."
+    if own < steps:
+        ended = "the last step" if steps - own == 1 else f"{steps - own} steps"
+        return text + f" M is below 1 + {acc:.2f} because {ended} ended the text before the model's own token."
     return text
+
+
+def _picked(rest: Sequence[StepEvent], c: int, best: int) -> str:
+    """What the steps verified, in one sentence beside the curve's best c: the auto budget's picks
+    where it chose (it drafts only where it expects to gain), else a fixed c's."""
+    counts = verified_counts(rest)
+    if auto_budget(rest):
+        return (
+            f"The auto budget verified {counts}: it picks per step and drafts only where it expects to gain, while "
+            f"the curve's best c = {best} is one c for every step."
+        )
+    return f"With c = {c}, the most verified per step, the steps verified {counts}: fewer where the trie held fewer."
 
 
 FLAT = 0.15  # a measured curve whose slowest point is within 15% of its fastest reads as flat

@@ -59,15 +59,21 @@ def test_compares_rows_say_what_they_measure_and_its_note_takes_the_forward_from
     assert f"Plain decoding: 40.0 ms per token against its forward's {plain.line()}" in note
 
 
+def text(html: str) -> str:
+    """A caption's words, tags dropped."""
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
 def test_why_this_c_names_its_one_token_forward_and_puts_compares_beside_it():
     events = [_step(100), _step(100)]
-    alone = why_c_view.why_c_caption(CURVE, events, 2, max_c=64)
+    alone = text(why_c_view.why_c_caption(CURVE, events, 2, max_c=64))
     measured = measures.curve_forward(CURVE)
     assert measured.what() == "one forward of 1 token over a cache of 256 tokens, the fastest of 2 runs"
-    assert f"Verifying 1 token costs {measured.ms:.1f} ms here ({measured.what()})" in alone
+    assert f"Verifying 1 token costs {measured.ms:.1f} ms on this device" in alone
+    assert f"{measured.ms:.1f} ms: {measured.what()}" in alone
     assert "Compare's plain decoding" not in alone
     plain = measures.plain_forward(runs()[1])
-    both = why_c_view.why_c_caption(CURVE, events, 2, max_c=64, compared=plain)
+    both = text(why_c_view.why_c_caption(CURVE, events, 2, max_c=64, compared=plain))
     assert (
         f"One forward of 1 token: {measured.line()}; {plain.line()}; the first is 40.0 / 35.8 = {40.0 / 35.8:.2f}× the second"
         in both
@@ -110,7 +116,7 @@ def test_compares_step_never_reads_shorter_than_its_forward():
     step = float(rows["step (mean; forward + retrieval, trie, acceptance)"][0].split()[0])
     forward = float(rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0].split()[0])
     assert (step, forward) == (80.0, 70.0)
-    assert "a REST step took 80.0 ms on average" in compare_view.speedup_explained(rest, ar)
+    assert "took 80.0 / 55.0 = 1.45× a plain one-token step" in compare_view.speedup_why(cmp)
 
 
 def test_compares_headline_does_not_claim_a_speedup_above_m():
@@ -126,15 +132,14 @@ def test_compares_headline_does_not_claim_a_speedup_above_m():
         "speedup 6.04× measured, but above M = 2.00: the machine's load changed between the two runs; rerun Compare"
         in head
     )
-    why = compare_view.speedup_explained(rest, slow_plain)
-    assert "so the speedup is" not in why and "always below M" in why and "rerun Compare" in why
+    why = compare_view.speedup_why(cmp)
+    assert "so the speedup is" not in why and "which cannot be" in why and "rerun Compare" in why
     # a believable pair claims its speedup and explains it as M over the step ratio
     plain = steady([30.0] * 4, [32.0] * 4, method="ar", tokens=1)
     fair = compare_view.compare(rest, plain, greedy=False)
     assert fair.speedup < 2.0 and "load changed" not in compare_view.comparison_html(fair)
-    assert (
-        "so the speedup is 2.00 / 2.03 = 0.99×"
-    )  # 0.98 only before rounding 2.03 in compare_view.speedup_explained(rest, plain)
+    # 0.98 only before rounding 2.03
+    assert "so the speedup is M / 2.03 = 2.00 / 2.03 = 0.99×" in compare_view.speedup_why(fair)
 
 
 def _claims(text: str) -> list[tuple[float, str, float, float]]:
@@ -158,10 +163,11 @@ def test_every_ratio_compare_prints_reproduces_from_the_figures_it_prints():
     of the printed figures, each difference the table's rows', and the headline that of its tokens/s."""
     rest = steady([54.06, 54.14, 54.1], [55.16, 55.24, 55.2], tokens=3)
     ar = steady([40.2] * 9, [41.26] * 9, method="ar", tokens=1)
-    why = compare_view.speedup_explained(rest, ar)
+    cmp = compare_view.compare(rest, ar, greedy=False)
+    why = compare_view.speedup_why(cmp) + " " + " ".join(compare_view.speedup_details(cmp))
     _reproduces(why)
-    assert "55.2 / 41.3 = 1.34× as long" in why
-    rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(compare_view.compare(rest, ar, greedy=False))}
+    assert "55.2 / 41.3 = 1.34× a plain one-token step" in why
+    rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
     step, forward = (
         rows["step (mean; forward + retrieval, trie, acceptance)"][0],
         rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0],
@@ -169,14 +175,58 @@ def test_every_ratio_compare_prints_reproduces_from_the_figures_it_prints():
     assert f"{step.split()[0]} − {forward.split()[0]} = 1.1 ms" in why
     per_token = rows["retrieval per token"][0].split()[0]  # retrieval per step: the printed row × M
     assert re.search(rf"{per_token} × 3\.00 = \d+\.\d ms a step", why)
-    cmp = compare_view.compare(rest, ar, greedy=False)
     tps = [float(x) for x in rows["tokens / s"]]
     assert f"{cmp.speedup:.2f}" == f"{tps[0] / tps[1]:.2f}"
-    # where M over the rounded step ratio and the headline part by rounding, the text shows both sums
-    slower = steady([54.06, 54.14, 54.1], [55.16, 55.24, 55.27], tokens=3)
-    why = compare_view.speedup_explained(slower, steady([40.2] * 9, [41.2] * 9, method="ar", tokens=1))
-    _reproduces(why)
-    assert "3.00 / 1.34 = 2.24×" in why and "54.3 / 24.3 = 2.23×, the same but for rounding" in why
+    # where M over the rounded step ratio and the headline part by rounding, the sentence names both
+    slower = compare_view.compare(
+        steady([54.06, 54.14, 54.1], [55.16, 55.24, 55.27], tokens=3),
+        steady([40.2] * 9, [41.2] * 9, method="ar", tokens=1),
+        greedy=False,
+    )
+    why = compare_view.speedup_why(slower)
+    _reproduces(why + " " + " ".join(compare_view.speedup_details(slower)))
+    assert "3.00 / 1.34 = 2.24×, the headline's 2.23× but for rounding" in why
+    assert "54.3 / 24.3 = 2.23×" in " ".join(compare_view.speedup_details(slower))
+
+
+def test_compare_names_the_machine_and_puts_the_why_beside_the_speedup():
+    """Issue: Compare showed 0.63× right after the header promised speed, the device never named and
+    the why far below. The headline's next line names the model and the device, and says the
+    speedup is M over the step ratio of this comparison, and that on a GPU the ratio is about 1."""
+    rest, ar = runs()
+    cmp = compare_view.compare(rest, ar, greedy=True)
+    html = compare_view.comparison_html(cmp, compare_view.Machine("SmolLM2-135M-Instruct", "CPU", "2 threads"))
+    why = unescape(re.search(r'<p class="speedup-why" id="speedup-why">(.*?)</p>', html).group(1))
+    assert why.startswith("SmolLM2-135M-Instruct on this CPU (2 threads): a REST step")
+    step_r, step_a = compare_view.step_ms(cmp.rest), compare_view.step_ms(cmp.ar)  # the table's step row
+    x = round(step_r / step_a, 2)
+    assert f"{step_r:.1f} / {step_a:.1f} = {x:.2f}× a plain one-token step" in why
+    assert f"so the speedup is M / {x:.2f} = 2.00 / {x:.2f} = {cmp.speedup:.2f}×" in why
+    assert "on a GPU that factor is about 1, so the speedup approaches M = 2.00." in why
+    assert html.index('id="speedup-value"') < html.index('id="speedup-why"') < html.index("<table")
+    gpu = compare_view.speedup_why(cmp, compare_view.Machine("m", "GPU", "NVIDIA H200"))
+    assert "on a GPU that factor" not in gpu and "the closer the speedup comes to M" in gpu
+    # the arithmetic behind the table is folded away, one idea a bullet
+    fold = html[html.index("<details") :]
+    assert fold.count("<li>") >= 4 and "How these figures follow from each other" in fold
+
+
+def test_compare_says_why_the_live_stats_tokens_per_s_differ():
+    """Issue: live stats 6.8 tokens/s beside Compare's REST 13.9 for the same prompt. Compare names
+    the live figure and the reason in one sentence (only when it ran on the chat's last prompt)."""
+    rest, ar = runs()
+    cmp = compare_view.compare(rest, ar, greedy=True)
+    html = unescape(compare_view.comparison_html(cmp, live=6.8))
+    note = re.search(r'<p class="live-note" id="live-note">(.*?)</p>', html).group(1)
+    assert note.startswith("The live stats showed 6.8 tokens/s for this prompt's answer and Compare's REST 20.0:")
+    assert note.count(". ") == 0 and note.endswith(".")
+    assert "warm-up" in note and "back to back" in note
+    assert "live-note" not in compare_view.comparison_html(cmp)  # Compare on a typed message: no live figure
+    assert compare_view.live_note(cmp, 20.04) == ""  # the same figure as printed: nothing to explain
+    # a live answer faster than Compare's REST (the machine's load changed): no warm-up to blame
+    faster = compare_view.live_note(cmp, 25.0)
+    assert faster.startswith("The live stats showed 25.0 tokens/s") and "warm-up" not in faster
+    assert "load of the moment" in faster and faster.count(". ") == 0
 
 
 def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acceptance_it_uses():
@@ -186,8 +236,9 @@ def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acce
         (1, 2, 4, 8, 16, 17, 32, 64, 65), (67.06, 67.5, 70.0, 80.0, 100.0, 109.14, 150.0, 220.0, 230.0), 256, 2
     )
     events = [_step(100), _step(100)]
-    caption = why_c_view.why_c_caption(curve, events, 16, max_c=64)
-    assert "1 + 16 tokens 109.1 ms (109.1 / 67.1 = 1.63× as long" in caption
+    caption = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
+    assert "verifying 1 + 16 tokens costs 109.1 ms, 1.63× as long" in caption
+    assert "109.1 / 67.1 = 1.63" in caption
     for a, op, b, r in _claims(caption):
         assert op == "/" and abs(a / b - r) <= 0.005 + 1e-9
     value, words = why_c_view.chosen_speedup(curve, events, 16)
@@ -195,7 +246,51 @@ def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acce
         float(x) for x in re.match(r"\(1 \+ ([\d.]+)\) × ([\d.]+) / \(([\d.]+) \+ ([\d.]+)\)", words).groups()
     )
     assert f"{(1 + acc) * one / (overhead + verify):.2f}" == f"{value:.2f}"
-    assert "predict accepted per step at c = 16, not M − 1" in words and words in caption
+    assert (
+        words in caption and f"{acc:.2f}: the accepted drafts per step this answer's tries predict at c = 16" in caption
+    )
+
+
+def test_why_this_c_shows_the_cost_ratio_once_and_source_share_does_not_repeat_it():
+    """Issue: "108.9 / 48.5 = 2.25× as long" in the caption and "one forward of 1 + 16 tokens costs
+    2.24× one of a single token" below it: one computation (of the printed figures), shown once."""
+    from rest_core.ui import source_share
+
+    curve = CostCurve(
+        (1, 2, 4, 8, 16, 17, 32, 64, 65), (48.5, 60.0, 80.0, 90.0, 100.0, 108.94, 150.0, 220.0, 224.0), 256, 2
+    )
+    events = [_step(100), _step(100)]
+    caption = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
+    share = text(source_share.source_share_html(events, curve, 16))
+    assert "1 + 16 tokens costs 108.9 ms, 2.25× as long" in caption and "108.9 / 48.5 = 2.25" in caption
+    both = caption + share
+    assert "2.24" not in both and both.count("2.25×") == 1
+    assert "1 + 16 tokens" not in share and "224.0 / 48.5 = 4.62× one token's" in share
+
+
+def test_why_this_c_says_what_m_is_made_of():
+    """Issue: "accepted 1.75 draft tokens per step: M = 10/4 = 2.50" then "(1.75 … not M − 1)" while
+    M − 1 = 1.5. M is split into accepted drafts and the model's own tokens, and where a step ended
+    the text before the model's own token the caption says so, so the figures follow."""
+    from tests.ui.test_render import event
+
+    steps = [
+        event(0, [1, 2, 3], (1, 1, 0), new=3),
+        event(1, [4, 5], (1, 0), new=5),
+        event(2, [6, 7, 8], (1, 1, 0), new=8),
+        event(3, [9, 10], (1, 1), new=10, finished=True),  # accepted drafts ran to the end of the text
+    ]
+    words = text(why_c_view.why_c_caption(CURVE, steps, 16, max_c=64, answer="The step-through's answer"))
+    assert (
+        "The step-through's answer wrote M = 10 / 4 = 2.50 tokens per step: 7 accepted drafts, 1.75 a step, and 3 tokens of the model's own."
+        in words
+    )
+    assert "M is below 1 + 1.75 because the last step ended the text before the model's own token." in words
+    assert 10 == 7 + 3 and 10 / 4 == 2.5 and 7 / 4 == 1.75
+    full = [event(0, [1, 2, 3], (1, 1, 0), new=3), event(1, [4, 5], (1, 0), new=5, finished=True)]
+    words = text(why_c_view.why_c_caption(CURVE, full, 16, max_c=64))
+    assert "M = 5 / 2 = 2.50" in words and "M = 1 + 1.50: every step adds one token of the model's own." in words
+    assert "not M − 1" not in words
 
 
 def test_compares_prefill_row_says_it_is_apart_and_why_it_can_read_0():

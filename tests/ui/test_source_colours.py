@@ -50,7 +50,7 @@ def test_every_view_calls_tokens_of_several_sources_by_one_name():
     for stores in (["chat"], ["code", "chat"]):
         key = html.unescape(answer_view.legend_html(stores))
         assert f">{SEVERAL_NAME}<" in key and ">both<" not in key and ">several<" not in key
-    assert source_share.LABELS["both"] == SEVERAL_NAME
+    assert source_share.LABELS["both"].startswith(f"{SEVERAL_NAME} (")
 
 
 def test_compares_timeline_names_the_stores_by_their_names():
@@ -69,5 +69,5 @@ def test_compares_timeline_names_the_stores_by_their_names():
 
     fig = compare_view.timeline_figure([("REST", compare_view.event_blocks(events))], Tok(), names)
     legend = {tr.name for tr in fig.data}
-    assert {"accepted drafts: chat", "accepted drafts: chat + code"} <= legend
+    assert {"accepted drafts: chat", f"accepted drafts: {SEVERAL_NAME} (chat + code)"} <= legend
     assert not any("datastore" in n or "store 2" in n for n in legend)

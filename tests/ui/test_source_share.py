@@ -44,7 +44,8 @@ def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
     assert "the conversation 100%" in text
     assert "1.0 from the conversation, 1.0 from the datastore" in text  # c = 2
     assert "1.0 from the conversation, 63.0 from the datastore" in text  # c = 64
-    assert "1 + 2 tokens costs 1.15×" in text and "1 + 64 tokens 4.3×" in text  # the curve interpolated
+    # the cost of 1 + c is Why this c?'s caption's; here only the GPU's c, from the printed figures
+    assert "1 + 2 tokens" not in text and "1 + 64 tokens takes 42.6 / 10.0 = 4.26× one token" in text
     assert "rise from 0.01 to 0.59" in text
     assert "Where do the verified drafts come from here" in text  # 1 of 2 verified nodes: not "mostly not"
     assert source_share.source_share_html([], CURVE, 2) == ""
@@ -101,3 +102,14 @@ def test_the_two_source_shares_name_their_answer_and_what_they_count():
     assert "the conversation 33%, the datastore 67%" in why and "This session's" not in why
     live = unescape(stats.stats_html(steps))
     assert "Of the 5 tokens, 40% were drafted by the datastore, 20% by the conversation, and 40% are the model" in live
+
+
+def test_several_sources_are_named_as_the_page_names_the_violet():
+    """The page's violet is "several sources", followed by the names: here the conversation and a
+    datastore together, so the kind never reads as a bare "several sources"."""
+    from html import unescape
+
+    both = event(0, [1, 2], (SOURCE_CONTEXT | SOURCE_DATASTORE, 0), trie=_step(3).trie)
+    text = unescape(source_share.source_share_html([both], CURVE, 2))
+    assert "several sources (conversation + datastore) 100%" in text
+    assert text.count("several sources") == text.count("several sources (conversation + datastore)")

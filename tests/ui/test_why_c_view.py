@@ -10,6 +10,15 @@ from rest_core.budget.cost_curve import CostCurve
 from rest_core.ui import why_c_view
 from tests.ui.test_source_share import _step
 
+
+def text(html: str) -> str:
+    """A caption's words, tags dropped."""
+    import re
+    from html import unescape
+
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
 CPU = CostCurve((1, 2, 4, 8, 16, 32, 64, 65), (40.0, 40.5, 52.0, 55.0, 56.0, 80.0, 130.0, 140.0))
 
 
@@ -18,15 +27,15 @@ def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
     fig = why_c_view.why_c_figure(CPU, events, 2, max_c=64)
     speed = np.asarray(fig.data[1].y)
     best = int(np.argmax(speed))
-    caption = why_c_view.why_c_caption(CPU, events, 2, max_c=64)
-    assert f"highest at c = {best} ({speed[best]:.2f}× plain decoding)" in caption
+    caption = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
+    assert f"highest at c = {best}, {speed[best]:.2f}× plain decoding" in caption
     value, _ = why_c_view.chosen_speedup(CPU, events, 2)
-    assert "your c = 2 expects (1 + " in caption and f"= {value:.2f}×" in caption
+    assert f"at c = 2 it is {value:.2f}×" in caption and "At c = 2: (1 + " in caption
     assert value == pytest.approx(speed[2], abs=0.01)  # the figure's, but for rounding its inputs
     assert fig.layout.meta["best_c"] == best
     assert "grows at once" not in caption  # the plotted curve is flat in places: no claim it contradicts
-    assert "1 + 2 tokens 40.8 ms" not in caption and "read off the line" in caption  # 3 is not a measured size
-    assert "measured)" in why_c_view.why_c_caption(CPU, events, 3, max_c=64)  # 1 + 3 = 4 is
+    assert "read off the line" in caption  # 3 is not a measured size
+    assert "ms: measured." in text(why_c_view.why_c_caption(CPU, events, 3, max_c=64))  # 1 + 3 = 4 is
 
 
 @pytest.mark.parametrize(
@@ -50,12 +59,98 @@ def test_why_no_c_pays_is_written_from_the_measured_curve():
     beside a measured curve flat at ~1850 ms from 2 to 65 tokens. The sentence now reads the curve:
     flat within 15% says so, growing says by how much; and it names what "slower" rests on."""
     flat = CostCurve((1, 2, 4, 16, 65), (1850.0, 1852.0, 1849.0, 1866.0, 1870.0))
-    caption = why_c_view.why_c_caption(flat, _slow_steps(), 2, max_c=64)
+    caption = text(why_c_view.why_c_caption(flat, _slow_steps(), 2, max_c=64))
     assert "every c is slower than plain decoding" in caption
     assert "about flat on this device now (1849–1870 ms from 1 to 65 tokens, within 1%)" in caption
     assert "grows with" not in caption and "computes every row" not in caption
     assert "a prediction from the cost curve and this answer's acceptance" in caption and "Compare's speedup" in caption
     steep = CostCurve((1, 2, 4, 16, 65), (10.0, 20.0, 40.0, 160.0, 650.0))
-    caption = why_c_view.why_c_caption(steep, _slow_steps(), 2, max_c=64)
+    caption = text(why_c_view.why_c_caption(steep, _slow_steps(), 2, max_c=64))
     assert "grows with the tokens it verifies (1 + 64 tokens cost 65.0× one token)" in caption
     assert "about flat" not in caption
+
+
+def test_the_chosen_c_label_fits_and_the_two_zeros_stay_apart():
+    """Issue: "your c = 16" was clipped at the top of the chart, and the speedup panel's two "0"
+    ticks (c = 0 and 0×) met in its corner. The panel keeps room above the curve's highest point
+    and starts its c axis a little left of 0."""
+    events = [_step(100), _step(100)]
+    fig = why_c_view.why_c_figure(CPU, events, 16, max_c=64)
+    marker = next(t for t in fig.data if t.name == "chosen c")
+    top = fig.layout.yaxis2.range[1]
+    assert marker.text == ("your c = 16",) and marker.textposition == "top center"
+    assert top >= 1.25 * max(max(fig.data[1].y), 1.0)  # the label's line fits above the curve's peak
+    lo, hi = fig.layout.xaxis2.range
+    assert lo < 0 and -lo >= 0.03 * (hi - lo)  # c = 0 sits right of the y axis's 0
+
+
+def _auto(n: int, accepted: int):
+    """A step where the auto budget verified n drafts (it records a predicted chance per node)."""
+    from dataclasses import replace
+
+    from rest_core.drafting.trie import Trie
+
+    step = _step(100)
+    k = max(n, 0)
+    nodes = Trie(
+        np.arange(k, dtype=np.int64),
+        np.full(k, -1),
+        np.ones(k, dtype=np.int64),
+        np.ones(k),
+        np.ones(k, dtype=np.uint8),
+    )
+    sources = (1,) * accepted + (0,)
+    # the auto budget records its per-step choice as the step's c
+    return replace(step, draft=nodes if n else None, predicted=(0.5,) * n, c=n, token_sources=sources)
+
+
+def test_why_this_c_says_what_the_auto_budget_picked_beside_the_curves_best_c():
+    """Issue: "expected speedup is highest at c = 13" with c = 1-5 below 1x, while the chat answer ran
+    with the auto budget. The caption names how many drafts the auto budget verified per step and
+    relates it to the curve's best c in one sentence."""
+    events = [_auto(0, 0)] * 3 + [_auto(2, 1), _auto(3, 0)] + [_auto(9, 2), _auto(16, 3)]
+    assert why_c_view.verified_counts(events) == "0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1"
+    words = text(why_c_view.why_c_caption(CPU, events, 16, max_c=64))
+    best = why_c_view.why_c_figure(CPU, events, 16, max_c=64).layout.meta["best_c"]
+    sentence = next(s for s in words.split("  ") if "The auto budget" in s).strip()
+    assert sentence == (
+        "The auto budget verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: it picks per step and drafts "
+        f"only where it expects to gain, while the curve's best c = {best} is one c for every step."
+    )
+    # a fixed c (step-through) is not called the auto budget
+    fixed = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
+    assert "auto budget" not in fixed and "With c = 16, the most verified per step, the steps verified" in fixed
+
+
+def test_the_caption_is_bullets_with_the_arithmetic_folded():
+    """Issue: Why this c? was a wall of text full of nested brackets. Bullets, one idea each, the
+    arithmetic in a fold, no bracket inside another."""
+    import re
+
+    html = why_c_view.why_c_caption(CPU, [_step(100), _step(100)], 16, max_c=64)
+    head, fold = html.split("<details", 1)
+    assert head.startswith('<ul class="why-c">') and head.count("<li>") >= 4
+    assert "<summary>The arithmetic</summary>" in fold and "57.5 / 40.0 = 1.44" in fold
+    assert "57.5 / 40.0" not in head and "(1 + " not in head  # the sums are in the fold, their results above
+    for item in re.findall(r"<li>(.*?)</li>", head):
+        assert not re.search(r"\([^()]*\(", item), item  # no nested brackets
+
+
+def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
+    """A real chat answer's last auto-budget step chose no draft: its c read 0, and the caption spoke
+    of "c = 0". Where the auto budget chose, the figure and caption take the c asked for."""
+    from types import SimpleNamespace
+
+    from rest_core.ui import why_c
+
+    events = [_auto(0, 0), _auto(3, 1), _auto(0, 0)]
+    assert why_c_view.auto_budget(events) and why_c_view.auto_budget([_auto(0, 0)])  # none drafted: still auto
+    assert not why_c_view.auto_budget([_step(100)])
+    runtime = SimpleNamespace(calls=SimpleNamespace(cost=lambda *_: CPU), settings=SimpleNamespace(max_seconds=60.0))
+    chat = SimpleNamespace(view=SimpleNamespace(events=events), messages=[{"role": "user", "content": "hi"}], answers=1)
+    steps = SimpleNamespace(events=[], message="", answers=0)
+    session = SimpleNamespace(steps=steps, chat=chat, plain_forward=None, why_c_of=None)
+    fig, caption = why_c.why_c(runtime, session, 16)
+    marker = next(t for t in fig.data if t.name == "chosen c")
+    assert marker.text == ("your c = 16",)
+    assert "c = 0" not in text(caption) and "verifying 1 + 16 tokens" in text(caption)

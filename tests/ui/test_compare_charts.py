@@ -1,0 +1,74 @@
+"""Compare's two charts stay legible on a 1366 px laptop and a 390 px phone (issue 29): the page's
+label over each figure hides no tick or lane, block labels that cannot fit are dropped instead of
+shrunk to a vertical smudge, the legend has room below the axis title however it wraps, and the
+tokens line ends inside the figure. The legend names the page's violet as the page's key does."""
+
+from __future__ import annotations
+
+from rest_core.decode.events import MatchInfo
+from rest_core.ui import compare_view
+from rest_core.ui.style import SEVERAL_NAME
+from tests.ui.test_render import ByteTokenizer, event
+
+
+def _runs():
+    matches = (MatchInfo(1, 2, (5, 6), 3, (), name="chat"), MatchInfo(4, 2, (5, 6), 3, (), name="code"))
+    rest = [
+        event(0, [72, 73, 74], (1, 1, 0), matches=matches, elapsed=0.1),
+        event(1, [75, 76], (5, 0), matches=matches, new=5, elapsed=0.2),
+        event(2, [77, 78], (4, 0), matches=matches, new=7, elapsed=0.3, finished=True),
+    ]
+    ar = [event(i, [72 + i], (0,), method="ar", new=i + 1, elapsed=0.05 * (i + 1)) for i in range(6)]
+    return rest, ar
+
+
+def _timeline():
+    rest, ar = _runs()
+    lanes = [
+        ("plain", compare_view.event_blocks(ar)),
+        ("prompt lookup k=3", compare_view.lookup_blocks(list(range(65, 77)), [1, 3, 2], [50.0, 100.0, 150.0])),
+        ("REST", compare_view.event_blocks(rest)),
+    ]
+    return compare_view.timeline_figure(lanes, ByteTokenizer(), compare_view.run_source_names(rest))
+
+
+def test_the_timeline_names_the_violet_as_the_pages_key_does():
+    """Issue: the key said "several sources", the timeline "accepted drafts: chat + code"."""
+    names = [t.name for t in _timeline().data]
+    assert f"accepted drafts: {SEVERAL_NAME} (chat + code)" in names
+    assert "accepted drafts: chat + code" not in names
+    assert {"accepted drafts: chat", "accepted drafts: code", "accepted drafts: prompt lookup"} <= set(names)
+    # with the conversation among them, no bracket inside the bracket
+    from rest_core.decode.events import SOURCE_CONTEXT
+
+    _, name = compare_view._block_style(1 | SOURCE_CONTEXT, {1: "chat"})
+    assert name == f"accepted drafts: {SEVERAL_NAME} (chat + conversation)"
+
+
+def test_the_timelines_labels_are_dropped_where_they_cannot_fit_and_its_rows_clear_the_label():
+    """Issue: prompt lookup's blocks carried tiny vertical text; on the phone the "plain" row hid under
+    the chart's label, the x title was cut ("…prefill excluded") and met the legend."""
+    fig = _timeline()
+    assert all(t.textangle == 0 for t in fig.data)  # never turned on end
+    assert fig.layout.uniformtext.mode == "hide" and fig.layout.uniformtext.minsize >= 9
+    assert fig.layout.margin.t >= compare_view.TOP_MARGIN  # the page's two-line label on a phone
+    assert fig.layout.xaxis.title.text == "decode time (ms)"  # fits 330 px; the text above says prefill is excluded
+    legend = fig.layout.legend
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+    shown = [t.name for t in fig.data if t.showlegend]
+    rows = compare_view.legend_rows(shown)
+    assert rows == len(shown)  # at a phone's width each of these names takes its own row
+    assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * rows  # the x title, then every legend row
+    assert compare_view.legend_rows(shown, width=700) < rows  # a laptop puts several on a row
+    assert compare_view.legend_rows([]) == 0
+
+
+def test_the_tokens_chart_clears_its_label_and_ends_inside_the_figure():
+    """Issue: the "Tokens over time" label covered the y axis's top tick; on the phone the REST line
+    ran off the right edge."""
+    rest, ar = _runs()
+    fig = compare_view.speed_figure(rest, ar)
+    assert fig.layout.margin.t >= compare_view.TOP_MARGIN
+    lo, hi = fig.layout.xaxis.range
+    last = max(max(t.x) for t in fig.data)
+    assert lo == 0 and hi > 1.02 * last  # room past the last step
