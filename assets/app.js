@@ -90,12 +90,18 @@ new MutationObserver((changes) => {
 // or an open settings panel can push it, the page scrolls just enough to show it, once per status.
 const STATUS_BOXES = ["#chat-status", "#compare-status", "#teach-status", "#corpus-status"];
 const shownStatuses = new WeakSet();
-new MutationObserver(() => {
+function showStatuses() {
   for (const box of STATUS_BOXES) {
     const status = document.querySelector(`${box} .status`);
     if (!status || shownStatuses.has(status)) continue;
-    shownStatuses.add(status);
     const r = status.getBoundingClientRect();
-    if (r.height && (r.top < 0 || r.bottom > window.innerHeight)) status.scrollIntoView({ block: "nearest" });
+    if (!r.height) continue; // not laid out yet: looked at again after the next change
+    shownStatuses.add(status);
+    if (r.top < 0 || r.bottom > window.innerHeight) status.scrollIntoView({ block: "nearest" });
   }
-}).observe(document.documentElement, { subtree: true, childList: true });
+}
+// After the browser has laid the change out (a status just inserted can still measure 0 px).
+new MutationObserver(() => requestAnimationFrame(showStatuses)).observe(document.documentElement, {
+  subtree: true,
+  childList: true,
+});

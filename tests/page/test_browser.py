@@ -227,10 +227,17 @@ def test_first_view_starts_at_the_top(app_url, browser):
             pg.context.close()
 
 
-def assert_in_view(page, selector: str) -> None:
-    box = page.locator(selector).first.bounding_box()
+def assert_in_view(page, selector: str, within_s: float = 2.0) -> None:
+    """`selector` inside the window, at once or after the page's own scroll (a frame or two)."""
     height = page.viewport_size["height"]
-    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= height, (selector, box, height)
+    end = time.time() + within_s
+    while True:
+        box = page.locator(selector).first.bounding_box()
+        inside = box is not None and 0 <= box["y"] and box["y"] + box["height"] <= height
+        if inside or time.time() > end:
+            break
+        time.sleep(0.1)
+    assert inside, (selector, box, height)
 
 
 def test_a_controls_status_shows_where_it_was_clicked(app_url, browser):
