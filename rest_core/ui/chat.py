@@ -30,8 +30,9 @@ from rest_core.ui.stats import stats_html
 from rest_core.ui.style import clean_text, esc, status_html
 from rest_core.ui.trie_view import empty_figure, trie_figure
 
-FIGURE_EVERY_S = 0.3  # live trie figure refresh (each costs ~10 ms to build + send)
-TEXT_EVERY_S = 0.08  # live text refresh
+# The live page: the answer's text, the stats, the trie figure and the inspector, refreshed together
+# (so the text is never a step ahead of the panels that describe it); the figure costs ~10 ms.
+REFRESH_S = 0.2
 PLACEHOLDER = (
     "Ask something, or pick an example below. Tokens that REST drafted and the model accepted light up as they stream."
 )
@@ -276,10 +277,10 @@ class Chat:
         assert view is not None
         status = base = status_html(esc(note), "warn") if note else ""
         yield Update(chat=self.chat_html(), stats=stats_html([]), steps=self.slider_steps(True), status=status, box="")
-        last_text = last_fig = 0.0
+        last_refresh = 0.0
         try:
             while True:
-                events, ended = run.drain(timeout=TEXT_EVERY_S)
+                events, ended = run.drain(timeout=REFRESH_S)
                 if not self.active:  # Stop closed the turn: send its final view, never a live one after it
                     break
                 error = next((e for e in events if isinstance(e, Exception)), None)
@@ -296,15 +297,11 @@ class Chat:
                 if ended:
                     break
                 now = time.perf_counter()
-                if not events or now - last_text < TEXT_EVERY_S:
+                if not events or not view.events or now - last_refresh < REFRESH_S:
                     continue
                 self.turns[-1].answer_html = view.html()
-                last_text = now
-                if now - last_fig < FIGURE_EVERY_S or not view.events:  # the text only: the panels keep their step
-                    yield Update(chat=self.chat_html(), status=status)
-                    continue
                 running, fig, ins = live_panels(view.events, tokenizer)
-                last_fig = now
+                last_refresh = now
                 yield Update(chat=self.chat_html(), stats=running, trie=fig, inspector=ins, status=status)
             reason, status = _ending(view.events, config, run.timed_out, max_seconds, clock, status)
             self.finish_turn(" · ".join(x for x in (reason, note) if x))
@@ -359,8 +356,8 @@ def blank_view(runtime: Runtime) -> Update:
 
 def live_panels(events: Sequence[StepEvent], tokenizer: Any) -> tuple[str, Any, str]:
     """A streaming answer's (stats, trie figure, inspector), all of the same step, refreshed
-    together (every FIGURE_EVERY_S: the figure costs ~10 ms), so "9 steps" never stands beside a
-    tree or an inspector of step 8; the chat's text streams in between."""
+    together with the answer's text (every REFRESH_S), so "9 steps" never stands beside a
+    tree or an inspector of step 8, nor the text a step ahead of them."""
     stats = stats_html(events, running=True)
     if not events:
         return stats, None, inspector_html(None, tokenizer)
