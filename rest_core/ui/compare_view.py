@@ -422,10 +422,23 @@ def timeline_figure(
         )
     fig = go.Figure(data=data)
     rows = legend_rows([d.name for d in data if d.showlegend])
-    bottom = 50 + LEGEND_ROW * rows
+    bottom = 50 + KEY_ROW + LEGEND_ROW * rows
+    # the blocks' labels, keyed under the x title (before the legend)
+    fig.add_annotation(
+        text=BLOCK_KEY,
+        xref="paper",
+        x=0,
+        xanchor="left",
+        yref="paper",
+        y=0,
+        yshift=-50,
+        yanchor="top",
+        showarrow=False,
+        font=dict(size=10, color="#374151"),
+    )
     fig.update_layout(
         barmode="overlay",
-        height=TOP_MARGIN + 48 * len(lanes) + bottom,
+        height=TOP_MARGIN + LANE * len(lanes) + bottom,
         margin=dict(l=90, r=16, t=TOP_MARGIN, b=bottom),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
@@ -439,6 +452,9 @@ def timeline_figure(
 
 
 LEGEND_ROW = 21  # px a legend row takes
+LANE = 64  # px a method's lane takes: its blocks stay tall enough to see and hover on a phone
+KEY_ROW = 18  # px the key line of the blocks' labels takes
+BLOCK_KEY = "label: the tokens a block's forward wrote, where they fit"
 
 
 def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:
