@@ -187,13 +187,21 @@ def rerun_note(cmp: Comparison, chat: Totals | None, auto: bool) -> str:
     )
 
 
+def repeat_example() -> str:
+    """The guided example where the conversation drafts (the answer repeats it), by its button's
+    words before the colon: "Ask the same thing twice"."""
+    from rest_core.ui.guided import GUIDED_EXAMPLES
+
+    title = next(g.title for g in GUIDED_EXAMPLES if g.store == "none" and dict(g.knobs).get("use_context"))
+    return title.split(":")[0]
+
+
 def slower_note(cmp: Comparison) -> str:
     """When REST lost (a believable speedup below 1): where it wins on this CPU instead, one sentence; else ""."""
     if cmp.load_note() or not 0 < cmp.speedup < 1:
         return ""
     return (
-        "REST wins on this CPU where the answer repeats the conversation: try the guided example "
-        '"Ask the same thing twice".'
+        f'REST wins on this CPU where the answer repeats the conversation: try the guided example "{repeat_example()}".'
     )
 
 
