@@ -289,7 +289,7 @@ def why_c_points(
     acc_c = float(expected_accepted(events, [c])[0])
     points.append(
         f"If every step verified its c heaviest drafts, the expected speedup would be highest at c = {best}, "
-        f"{float(speedup[best]):.2f}× plain decoding; at c = {c} it is {value:.2f}×."
+        f"{float(speedup[best]):.2f}× plain decoding."
     )
     points.extend(two_speedups(curve, rest, c))
     zero = float(speedup[0])
@@ -334,7 +334,8 @@ def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[st
         f"Predicted at c = {c}: 1 + the accepted drafts the tries predict, {acc:.2f}, times the forward of 1 token, "
         f"over the step's other work plus the forward of 1 + {c} = {value:.2f}×.",
         f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×. "
-        "It counts the forward alone; the prediction adds the step's other work.",
+        "The two differ where the tries' predicted acceptance differs from what the answer accepted, and by the "
+        "step's other work, which only the prediction counts.",
     ]
 
 

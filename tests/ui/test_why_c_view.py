@@ -30,7 +30,7 @@ def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
     caption = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
     assert f"highest at c = {best}, {speed[best]:.2f}× plain decoding" in caption
     value, _ = why_c_view.chosen_speedup(CPU, events, 2)
-    assert f"at c = 2 it is {value:.2f}×" in caption and "At c = 2: (1 + " in caption
+    assert "Predicted at c = 2: " in caption and f"= {value:.2f}×." in caption and "At c = 2: (1 + " in caption
     assert value == pytest.approx(speed[2], abs=0.01)  # the figure's, but for rounding its inputs
     assert fig.layout.meta["best_c"] == best
     assert "grows at once" not in caption  # the plotted curve is flat in places: no claim it contradicts
