@@ -12,12 +12,15 @@ from typing import Any
 
 from rest_core.bench.prompt_lookup import LookupRun
 from rest_core.config import ConfigError, GenerationConfig
+from rest_core.cpus import available_cpus
+from rest_core.decode.events import Totals
 from rest_core.ui.chat import Chat, failure, fit_context, message_too_long, request_config, time_limit_note
 from rest_core.ui.compare_view import (
     Machine,
     comparison_html,
     event_blocks,
     lookup_blocks,
+    rerun_note,
     run_source_names,
     speed_figure,
     timeline_figure,
@@ -26,7 +29,7 @@ from rest_core.ui.compare_view import (
     compare as compare_events,
 )
 from rest_core.ui.fairness import LONG
-from rest_core.ui.measures import ForwardTime, plain_forward, ratio, shown
+from rest_core.ui.measures import ForwardTime, lookup_rate, plain_forward, ratio, shown
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.style import clean_text, esc, plural, quoted, status_html
@@ -81,8 +84,7 @@ def compare(
         job = ModelJob(stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=limit, lane=LONG)
         results, lookup, cut = yield from _compared_runs(runtime, job, what)
         live = chat.view.totals if chat.view is not None and prompt_ids is chat.prompt_ids else None
-        live_tps = live.tokens_per_s if live is not None else None
-        table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut, live_tps)
+        table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut, live)
         done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
         plain = plain_forward(results["ar"])
         del results  # only the figures, the table and plain decoding's forward stay
@@ -119,9 +121,9 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
     if lookup is None:
         return '<p class="pld-line">Prompt lookup could not run on this model.</p>'
     plain = ar_events[-1].totals if ar_events else None
-    speedup = (
-        f", {ratio(lookup.tokens_per_s, plain.tokens_per_s):.2f}× plain" if plain and shown(plain.tokens_per_s) else ""
-    )
+    end = lookup.ends_ms[-1] if lookup.ends_ms else 0.0
+    rate, sum_ = lookup_rate(lookup.decode_tokens, len(lookup.token_ids), end)
+    speedup = f", {ratio(rate, plain.tokens_per_s):.2f}× plain" if plain and shown(plain.tokens_per_s) else ""
     same = ""
     if greedy and ar_events:
         ar_ids = [t for e in ar_events for t in e.tokens]
@@ -133,7 +135,7 @@ def lookup_html(lookup: LookupRun | None, ar_events: list, greedy: bool) -> str:
         )
     return (
         f'<p class="pld-line">Prompt lookup (transformers, k = {lookup.k} draft tokens copied from earlier in the conversation): '
-        f"{lookup.tokens_per_s:.1f} tokens/s{speedup}, M = {lookup.mean_generated_length:.2f} tokens per forward{same}.</p>"
+        f"{sum_}{speedup}, M = {lookup.mean_generated_length:.2f} tokens per forward{same}.</p>"
     )
 
 
@@ -166,23 +168,29 @@ def _comparison_views(
     lookup: LookupRun | None,
     config: GenerationConfig,
     cut: list[str],
-    live_tps: float | None = None,
+    live: Totals | None = None,
 ) -> tuple[str, Any, Any]:
     """Compare's table (with the prompt lookup line and why the speedup is not M), speed figure
-    and timeline. When a run was cut short, "same output" compares the text both wrote."""
+    and timeline. When a run was cut short, "same output" compares the text both wrote. `live`:
+    the chat's last answer's totals when Compare ran on its prompt (its tokens/s and steps are
+    set beside Compare's)."""
     cmp = compare_events(results["rest"], results["ar"], greedy=config.sampling.greedy)
     if cut and cmp.identical is not None:  # a run cut short: compare the text both wrote
         rest_ids, ar_ids = ([t for e in results[m] for t in e.tokens] for m in ("rest", "ar"))
         n = min(len(rest_ids), len(ar_ids))
         cmp = replace(cmp, identical=rest_ids[:n] == ar_ids[:n])
-    speed = speed_figure(results["rest"], results["ar"])
+    speed = speed_figure(results["rest"], results["ar"], lookup)
     lanes = [("plain", event_blocks(results["ar"]))]
     if lookup is not None:
         lanes.append((f"prompt lookup k={lookup.k}", lookup_blocks(lookup.token_ids, lookup.counts, lookup.ends_ms)))
     lanes.append(("REST", event_blocks(results["rest"])))
     timeline = timeline_figure(lanes, runtime.loaded().tokenizer, run_source_names(results["rest"]))
     table = comparison_html(
-        cmp, machine(runtime), lookup=lookup_html(lookup, results["ar"], config.sampling.greedy), live=live_tps
+        cmp,
+        machine(runtime),
+        lookup=lookup_html(lookup, results["ar"], config.sampling.greedy),
+        live=live.tokens_per_s if live is not None else None,
+        rerun=rerun_note(cmp, live, config.draft.budget == "auto"),
     )
     return table, speed, timeline
 
@@ -203,10 +211,9 @@ def machine(runtime: Runtime) -> Machine | None:
             return Machine(name, "GPU", torch.cuda.get_device_name(torch.device(device)))
         except Exception:  # noqa: BLE001 - the name is a nicety
             return Machine(name, "GPU")
-    if device.startswith("cpu"):
-        import torch
-
-        return Machine(name, "CPU", plural(torch.get_num_threads(), "thread"))
+    if device.startswith("cpu"):  # the header's words, from the same count (app.device_words)
+        cores = available_cpus()
+        return Machine(name, "CPU", plural(cores, "core"), where=f"this machine's CPU ({plural(cores, 'core')})")
     return Machine(name, device.upper())
 
 

@@ -8,8 +8,10 @@ imported only to build a figure.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
@@ -167,6 +169,42 @@ def live_note(cmp: Comparison, live: float | None) -> str:
     )
 
 
+def rerun_note(cmp: Comparison, chat: Totals | None, auto: bool) -> str:
+    """One sentence when Compare ran on the chat's last answer's prompt (`chat`: that answer's
+    totals, None otherwise) and its REST run took other steps: both step counts and drafted
+    shares, and why (`auto`: the auto budget chose the drafts); "" when the steps agree."""
+    if chat is None or chat.steps == cmp.rest.steps:
+        return ""
+    why = (
+        "the auto budget picks each step's drafts from timings it measures live, so a rerun's steps differ"
+        if auto
+        else "a rerun's steps can differ"
+    )
+    return (
+        f"The chat's answer to this prompt took {plural(chat.steps, 'step')}, {100 * chat.draft_share:.0f}% from drafts; "
+        f"Compare's REST run took {plural(cmp.rest.steps, 'step')}, {100 * cmp.rest.draft_share:.0f}%: {why}, "
+        "while the text stays the same."
+    )
+
+
+def repeat_example() -> str:
+    """The guided example where the conversation drafts (the answer repeats it), by its button's
+    words before the colon: "Ask the same thing twice"."""
+    from rest_core.ui.guided import GUIDED_EXAMPLES
+
+    title = next(g.title for g in GUIDED_EXAMPLES if g.store == "none" and dict(g.knobs).get("use_context"))
+    return title.split(":")[0]
+
+
+def slower_note(cmp: Comparison) -> str:
+    """When REST lost (a believable speedup below 1): where it wins on this CPU instead, one sentence; else ""."""
+    if cmp.load_note() or not 0 < cmp.speedup < 1:
+        return ""
+    return (
+        f'REST wins on this CPU where the answer repeats the conversation: try the guided example "{repeat_example()}".'
+    )
+
+
 def identity_claim(cmp: Comparison) -> str:
     """What "same output" means in words, naming the tokens it compared ("" when sampling)."""
     if cmp.identical is None:
@@ -188,13 +226,17 @@ class Machine:
     device: str  # "CPU" or "GPU"
     detail: str = ""
 
+    where: str = ""  # the header's words for the device ("this machine's CPU (2 cores)"), when known
+
     def words(self) -> str:
-        """ "SmolLM2-135M-Instruct on this CPU (2 threads)"."""
+        """ "SmolLM2-135M-Instruct on this machine's CPU (2 cores)": the header's words where given."""
+        if self.where:
+            return f"{self.model} on {self.where}"
         return f"{self.model} on this {self.device}" + (f" ({self.detail})" if self.detail else "")
 
 
 def comparison_html(
-    cmp: Comparison, machine: Machine | None = None, lookup: str = "", live: float | None = None
+    cmp: Comparison, machine: Machine | None = None, lookup: str = "", live: float | None = None, rerun: str = ""
 ) -> str:
     """The headline speedup with the machine and, beside it, why it is what it is (`speedup_why`);
     then the table, the prompt lookup line (`lookup`, HTML), why the live stats' tokens/s for the
@@ -205,12 +247,17 @@ def comparison_html(
     if cmp.identical is False:
         badge = f'<span class="same bad">{esc(identity_claim(cmp))}</span>'
     head = f'speedup <b id="speedup-value">{cmp.speedup:.2f}×</b>'
+    if 0 < cmp.speedup < 1:  # a loss said plainly
+        head = f'REST was slower here: <b id="speedup-value">{cmp.speedup:.2f}×</b>'
     load = cmp.load_note()
     if load:  # the headline does not claim a speedup the two runs' figures rule out
         head = (
             f'speedup <b id="speedup-value" class="unsure">{cmp.speedup:.2f}×</b> <span class="load">{esc(load)}</span>'
         )
     why = speedup_why(cmp, machine)
+    slower = slower_note(cmp)
+    if why and slower:
+        why += " " + slower
     details = "".join(f"<li>{esc(x)}</li>" for x in speedup_details(cmp))
     note = live_note(cmp, live)
     return (
@@ -220,12 +267,15 @@ def comparison_html(
         + '<div class="scroll-x"><table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
         f"<tbody>{body}</tbody></table></div>{lookup}"
         + (f'<p class="live-note" id="live-note">{esc(note)}</p>' if note else "")
+        + (f'<p class="live-note" id="rerun-note">{esc(rerun)}</p>' if rerun else "")
         + f'<details class="measures"><summary>How these figures follow from each other</summary><ul>{details}</ul></details></div>'
     )
 
 
-def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent]):
-    """Cumulative tokens over decode time for both runs (prefill excluded, as in the paper)."""
+def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], lookup: Any = None):
+    """Cumulative tokens over decode time for both runs and, given its run (`lookup`: a LookupRun),
+    prompt lookup's (prefill excluded, as in the paper; prompt lookup's prefill writes its first
+    token, so its line starts there at 0 s)."""
     import plotly.graph_objects as go
 
     def series(events: Sequence[StepEvent]) -> tuple[list[float], list[int]]:
@@ -242,6 +292,21 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
             data.append(
                 dict(type="scatter", x=x, y=y, mode="lines", name=name, line=dict(color=color, width=2.5, shape="hv"))
             )
+    if lookup is not None and lookup.counts:
+        first = len(lookup.token_ids) - sum(lookup.counts)
+        x = [0.0] + [ms / 1000 for ms in lookup.ends_ms]
+        y = [first] + [first + n for n in itertools.accumulate(lookup.counts)]
+        end = max(end, x[-1])
+        data.append(
+            dict(
+                type="scatter",
+                x=x,
+                y=y,
+                mode="lines",
+                name=f"prompt lookup k={lookup.k}",
+                line=dict(color=LOOKUP_COLOR, width=2, shape="hv", dash="dot"),
+            )
+        )
     layout = dict(
         height=300,
         # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it
@@ -365,10 +430,23 @@ def timeline_figure(
         )
     fig = go.Figure(data=data)
     rows = legend_rows([d.name for d in data if d.showlegend])
-    bottom = 50 + LEGEND_ROW * rows
+    bottom = 50 + KEY_ROW + LEGEND_ROW * rows
+    # the blocks' labels, keyed under the x title (before the legend)
+    fig.add_annotation(
+        text=BLOCK_KEY,
+        xref="paper",
+        x=0,
+        xanchor="left",
+        yref="paper",
+        y=0,
+        yshift=-50,
+        yanchor="top",
+        showarrow=False,
+        font=dict(size=10, color="#374151"),
+    )
     fig.update_layout(
         barmode="overlay",
-        height=TOP_MARGIN + 48 * len(lanes) + bottom,
+        height=TOP_MARGIN + LANE * len(lanes) + bottom,
         margin=dict(l=90, r=16, t=TOP_MARGIN, b=bottom),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
@@ -382,6 +460,9 @@ def timeline_figure(
 
 
 LEGEND_ROW = 21  # px a legend row takes
+LANE = 64  # px a method's lane takes: its blocks stay tall enough to see and hover on a phone
+KEY_ROW = 18  # px the key line of the blocks' labels takes
+BLOCK_KEY = "label: the tokens a block's forward wrote, where they fit"
 
 
 def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:

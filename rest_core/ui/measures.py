@@ -110,3 +110,13 @@ def same_forward(measured: ForwardTime, compared: ForwardTime | None) -> str:
         f"{divided(measured.ms, compared.ms)}× the second. Both time the same "
         "forward; they differ by the cache's size, the statistic and what else the machine was doing meanwhile."
     )
+
+
+def lookup_rate(decode_tokens: int, total: int, end_ms: float) -> tuple[float, str]:
+    """Prompt lookup's tokens/s and its sum in printed figures, one source for its line, its bar and
+    its line over time: "63 tokens after the prefill's first / 3.36 s = 18.7 tokens/s". The prefill
+    writes the first of its `total` tokens off the clock; `decode_tokens` come in `end_ms`."""
+    seconds = shown(end_ms / 1000, 2)
+    rate = decode_tokens / seconds if seconds else 0.0
+    after = " after the prefill's first" if total > decode_tokens else ""
+    return rate, f"{decode_tokens} tokens{after} / {seconds:.2f} s = {rate:.1f} tokens/s"

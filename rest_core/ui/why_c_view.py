@@ -76,10 +76,11 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14
     )
+    sizes = plotted_sizes(curve.sizes)
     fig.add_trace(
         go.Scatter(
-            x=list(curve.sizes),
-            y=list(curve.ms),
+            x=sizes,
+            y=[float(curve.ms[list(curve.sizes).index(n)]) for n in sizes],
             mode="lines+markers",
             name="measured",
             line=dict(color=MODEL_COLOR),
@@ -102,6 +103,21 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
         2,
     )
     c = int(min(max(chosen_c, 0), max_c))
+    # the caption's "1 + c tokens costs … ms", marked where the chart shows it
+    fig.add_trace(
+        go.Scatter(
+            x=[1 + c],
+            y=[float(curve(1 + c))],
+            mode="markers+text",
+            text=[f"1 + {c}: {float(curve(1 + c)):.1f} ms"],
+            textposition="top left",
+            marker=dict(size=10, color=ACCEPTED_COLOR),
+            name="1 + c",
+            hoverinfo="skip",
+        ),
+        1,
+        1,
+    )
     fig.add_trace(
         go.Scatter(
             x=[c],
@@ -169,6 +185,9 @@ def verified_counts(events: Sequence[StepEvent]) -> str:
         what = f"{lo}" if lo == hi else f"{lo}–{hi}"
         if i == 0:
             what += " draft" if what == "1" else " drafts"
+        if lo == hi and lo and len(ns) > 1:  # the same count in each step: say so, and the sum
+            parts.append(f"{what} in each of {plural(len(ns), 'step')} ({lo * len(ns)} in all)")
+            continue
         parts.append(f"{what} in {plural(len(ns), 'step')}" if i == 0 else f"{what} in {len(ns)}")
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
@@ -177,6 +196,12 @@ def auto_budget(events: Sequence[StepEvent]) -> bool:
     """Whether the auto budget chose these steps' drafts: it records a predicted chance per node,
     and a step's c is then what it chose, 0 where it drafted nothing (a fixed c is at least 1)."""
     return any(e.predicted or e.c == 0 for e in events if e.method == "rest")
+
+
+def plotted_sizes(sizes: Sequence[int]) -> list[int]:
+    """The measured sizes the cost chart plots, one point per size the axis can tell apart: 64 and
+    65 (both measured) would print as two points at one place, so the nearer one goes."""
+    return _ticks(sizes)
 
 
 def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
@@ -264,8 +289,15 @@ def why_c_points(
     acc_c = float(expected_accepted(events, [c])[0])
     points.append(
         f"If every step verified its c heaviest drafts, the expected speedup would be highest at c = {best}, "
-        f"{float(speedup[best]):.2f}× plain decoding; at c = {c} it is {value:.2f}×."
+        f"{float(speedup[best]):.2f}× plain decoding."
     )
+    points.extend(two_speedups(curve, rest, c))
+    zero = float(speedup[0])
+    if shown(zero, 2) != 1.0:
+        points.append(
+            f"The curve's left end, no drafts, reads {zero:.2f}×, not 1×: a step without drafts still pays the retrieval and its "
+            f"other work ({shown(step_overhead(events)):.1f} ms) beside the forward."
+        )
     sums.append(
         f"At c = {c}: {sum_}. {acc_c:.2f}: the accepted drafts per step this answer's tries predict at c = {c}; "
         f"{shown(step_overhead(events)):.1f} ms: a step's median work beside its forward; "
@@ -286,6 +318,25 @@ def why_c_points(
         sums.append(same)
     sums.append("Each answer has its own M; the stats under the chat show the last chat answer's.")
     return points, sums
+
+
+def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[str]:
+    """The two speedups the section names, each with its formula in printed figures: predicted
+    (the accepted drafts the tries predict, and the step's work beside its forward) and from the
+    answer's own M over the forward's cost ratio."""
+    value, _ = chosen_speedup(curve, rest, c)
+    one, verify = float(curve(1)), float(curve(1 + c))
+    m = shown(rest[-1].totals.mean_generated_length, 2)
+    x = ratio(verify, one, 1)
+    from_m = m / shown(x, 2) if shown(x, 2) else float("inf")
+    acc = float(expected_accepted(rest, [c])[0])
+    return [
+        f"Predicted at c = {c}: 1 + the accepted drafts the tries predict, {acc:.2f}, times the forward of 1 token, "
+        f"over the step's other work plus the forward of 1 + {c} = {value:.2f}×.",
+        f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×. "
+        "The two differ where the tries' predicted acceptance differs from what the answer accepted, and by the "
+        "step's other work, which only the prediction counts.",
+    ]
 
 
 def _m_words(rest: Sequence[StepEvent], answer: str) -> str:

@@ -72,3 +72,15 @@ def test_the_tokens_chart_clears_its_label_and_ends_inside_the_figure():
     lo, hi = fig.layout.xaxis.range
     last = max(max(t.x) for t in fig.data)
     assert lo == 0 and hi > 1.02 * last  # room past the last step
+
+
+def test_the_timelines_block_labels_have_a_key_and_its_lanes_stay_tall_on_a_phone():
+    """Score 2, 04/11: block labels ("(s", "·==", "]") had no key; on the phone the lanes shrank to slivers."""
+    fig = _timeline()
+    keys = [a.text for a in fig.layout.annotations if a.text == compare_view.BLOCK_KEY]
+    assert keys and 6.2 * len(keys[0]) * 10 / 11 <= compare_view.PHONE_WIDTH  # one line at 390 px, 10 px type
+    lanes = 3
+    shown = [t.name for t in fig.data if t.showlegend]
+    plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert plot >= 60 * lanes  # each lane at least 60 px tall, whatever the width
+    assert fig.layout.margin.b >= 50 + compare_view.KEY_ROW + compare_view.LEGEND_ROW * compare_view.legend_rows(shown)

@@ -253,8 +253,11 @@ def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
     events, _, _ = run
     curve = runtime.engine(STORE).forward_cost(17)
     fig = why_c_view.why_c_figure(curve, events, 16, max_c=16)
-    cost, speed, chosen = fig.data
-    assert list(cost.x) == list(curve.sizes) and list(cost.y) == list(curve.ms)
+    cost, speed, chosen = (
+        next(t for t in fig.data if t.name == n) for n in ("measured", "expected speedup", "chosen c")
+    )
+    sizes = why_c_view.plotted_sizes(curve.sizes)  # one point per size the log axis tells apart
+    assert list(cost.x) == sizes and list(cost.y) == [curve.ms[list(curve.sizes).index(n)] for n in sizes]
     assert list(chosen.x) == [16] and chosen.y[0] == pytest.approx(speed.y[16])
     # At the budget every full-size step used, the expected accepted count is what was accepted.
     full = [e for e in events if e.draft is not None and len(e.draft) == min(16, len(e.trie))]

@@ -30,7 +30,7 @@ def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
     caption = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
     assert f"highest at c = {best}, {speed[best]:.2f}× plain decoding" in caption
     value, _ = why_c_view.chosen_speedup(CPU, events, 2)
-    assert f"at c = 2 it is {value:.2f}×" in caption and "At c = 2: (1 + " in caption
+    assert "Predicted at c = 2: " in caption and f"= {value:.2f}×." in caption and "At c = 2: (1 + " in caption
     assert value == pytest.approx(speed[2], abs=0.01)  # the figure's, but for rounding its inputs
     assert fig.layout.meta["best_c"] == best
     assert "grows at once" not in caption  # the plotted curve is flat in places: no claim it contradicts
@@ -154,3 +154,49 @@ def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
     marker = next(t for t in fig.data if t.name == "chosen c")
     assert marker.text == ("your c = 16",)
     assert "c = 0" not in text(caption) and "verifying 1 + 16 tokens" in text(caption)
+
+
+def test_the_same_count_in_every_step_reads_per_step_and_in_all():
+    """Score 2, 07: "the steps verified 16 drafts in 4 steps" read as 16 in all; every tree says 16 each."""
+    events = [_auto(16, 3)] * 4
+    assert why_c_view.verified_counts(events) == "16 drafts in each of 4 steps (64 in all)"
+
+
+def test_both_speedups_are_named_with_their_formulas():
+    """Score 2, 07: the predicted 1.13× beside M = 2.50 and 2.38× as long (about 1.05×): each speedup
+    is named, its formula inline, in the printed figures."""
+    events = [_step(100), _step(100)]
+    words = text(why_c_view.why_c_caption(CPU, events, 16, max_c=64))
+    value, _ = why_c_view.chosen_speedup(CPU, events, 16)
+    acc = float(why_c_view.expected_accepted(events, [16])[0])
+    assert (
+        f"Predicted at c = 16: 1 + the accepted drafts the tries predict, {acc:.2f}, times the forward of 1 token, "
+        f"over the step's other work plus the forward of 1 + 16 = {value:.2f}×." in words
+    )
+    m = events[-1].totals.mean_generated_length
+    x = float(f"{CPU(17) / CPU(1):.2f}")
+    assert (
+        f"From this answer's M: M / the cost ratio of 1 + 16 tokens to 1 = {m:.2f} / {x:.2f} = {m / x:.2f}×." in words
+    )
+
+
+def test_the_cost_chart_has_one_point_per_size_and_marks_the_quoted_one():
+    """Score 2, 07: two points at x = 65 (64 and 65 measured); the text's 1 + 16 tokens not on the chart."""
+    fig = why_c_view.why_c_figure(CPU, [_step(100)] * 2, 16, max_c=64)
+    assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 32, 65]
+    marked = next(t for t in fig.data if t.name == "1 + c")
+    assert list(marked.x) == [17] and marked.y[0] == pytest.approx(float(CPU(17)))
+    words = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
+    assert (
+        f"1 + 16 tokens costs {float(CPU(17)):.1f} ms" in words and f"1 + 16: {float(CPU(17)):.1f} ms" in marked.text[0]
+    )
+
+
+def test_the_curve_at_c_0_says_why_it_is_not_1x():
+    """Score 2, 07: the curve starts below 1× at c = 0; the caption says the step's other work is why."""
+    events = [_step(100), _step(100)]
+    fig = why_c_view.why_c_figure(CPU, events, 2, max_c=64)
+    zero = float(fig.data[1].y[0])
+    words = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
+    if round(zero, 2) != 1.0:
+        assert f"The curve's left end, no drafts, reads {zero:.2f}×, not 1×" in words

@@ -1,0 +1,88 @@
+"""Compare's figures set beside the page's others (score 2): the chat's steps beside a rerun's, a
+loss said plainly, the machine in the header's words, and prompt lookup's rate, bar and line from
+one source."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html import unescape
+from types import SimpleNamespace
+
+import pytest
+
+from rest_core.bench.prompt_lookup import LookupRun
+from rest_core.ui import compare, compare_view, measures
+from tests.ui.test_measures import runs, timed
+from tests.ui.test_render import event, totals
+
+
+def test_compare_sets_the_chats_steps_beside_its_rerun_with_the_cause():
+    """03 "35 steps", 47% drafted vs 04 "64 / 37", 42%, same prompt, no word why."""
+    rest, ar = runs()
+    cmp = compare_view.compare(rest, ar, greedy=True)  # REST: 4 tokens in 2 steps
+    chat = totals(4, 3, 3, 0.3)
+    share = f"{100 * cmp.rest.draft_share:.0f}%"
+    note = compare_view.rerun_note(cmp, chat, auto=True)
+    assert note == (
+        f"The chat's answer to this prompt took 3 steps, 75% from drafts; Compare's REST run took 2 steps, {share}: "
+        "the auto budget picks each step's drafts from timings it measures live, so a rerun's steps differ, "
+        "while the text stays the same."
+    )
+    html = unescape(compare_view.comparison_html(cmp, rerun=note))
+    assert re.search(r'id="rerun-note">(.*?)</p>', html).group(1) == note
+    assert compare_view.rerun_note(cmp, totals(4, 2, 2, 0.3), auto=True) == ""  # the same steps: nothing to say
+    assert compare_view.rerun_note(cmp, None, auto=True) == ""  # Compare on another prompt
+
+
+def slower_runs():
+    """REST 4 tokens in 2 steps over 0.3 s; plain 4 in 4 over 0.16 s: speedup 13.3 / 25.0."""
+    rest = [
+        timed(event(0, [1, 2, 3], (1, 1, 0), elapsed=0.15), 140.0, 150.0),
+        timed(event(1, [4], (0,), new=4, elapsed=0.3, finished=True), 140.0, 150.0),
+    ]
+    return rest, runs()[1]
+
+
+def test_a_loss_is_the_headline_with_where_rest_wins():
+    """01 "drafts only where it expects to gain" vs 04 "speedup 0.81×" with no word of a loss."""
+    cmp = compare_view.compare(*slower_runs(), greedy=True)
+    assert 0 < cmp.speedup < 1 and not cmp.load_note()
+    html = unescape(compare_view.comparison_html(cmp))
+    assert f'REST was slower here: <b id="speedup-value">{cmp.speedup:.2f}×</b>' in html
+    why = re.search(r'id="speedup-why">(.*?)</p>', html).group(1)
+    assert "so the speedup is M / " in why and why.endswith('try the guided example "Ask the same thing twice".')
+    rest, ar = runs()
+    quick = [replace(e, totals=replace(e.totals, elapsed_s=e.totals.elapsed_s / 4)) for e in rest]
+    fast_cmp = compare_view.compare(quick, ar, greedy=True)
+    assert fast_cmp.speedup > 1
+    fast = unescape(compare_view.comparison_html(fast_cmp))
+    assert "REST was slower" not in fast and "Ask the same thing twice" not in fast
+
+
+def test_compare_names_the_machine_in_the_headers_words(monkeypatch):
+    """01 "CPU (2 cores)" vs 04 "this CPU (2 threads)"."""
+    monkeypatch.setattr(compare, "available_cpus", lambda: 2)
+    loaded = SimpleNamespace(name="SmolLM2-135M-Instruct", device="cpu")
+    runtime = SimpleNamespace(loaded=lambda: loaded, settings=SimpleNamespace(zero_gpu=False))
+    machine = compare.machine(runtime)
+    assert machine.words() == "SmolLM2-135M-Instruct on this machine's CPU (2 cores)"
+    header = "this machine's CPU (2 cores)"  # app.device_words(settings, cores=2), as tests/page/test_app.py checks
+    assert machine.words().endswith(header)
+
+
+def test_prompt_lookups_rate_bar_and_line_end_together():
+    """04: the prompt lookup bar ends ~3.36 s while 64 tokens at 18.7 tok/s make ~3.42 s: the prefill
+    wrote the first token off the clock; the line says so, and its bar and its line over time end at
+    the seconds it prints."""
+    run = LookupRun(tuple(range(64)), (2,) * 31 + (1,), tuple(105.0 * (i + 1) for i in range(32)), 50.0, False, 10)
+    assert run.decode_tokens == 63
+    html = unescape(compare.lookup_html(run, runs()[1], greedy=False))
+    assert "63 tokens after the prefill's first / 3.36 s = 18.8 tokens/s" in html
+    rate, _ = measures.lookup_rate(63, 64, 3360.0)
+    assert rate == pytest.approx(63 / 3.36)
+    blocks = compare_view.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
+    assert blocks[-1].start_ms + blocks[-1].ms == pytest.approx(3360.0)
+    fig = compare_view.speed_figure(*runs(), run)
+    line = next(d for d in fig.data if d.name == "prompt lookup k=10")
+    assert line.x[-1] == pytest.approx(3.36) and line.y[-1] == 64 and (line.x[0], line.y[0]) == (0.0, 1)
