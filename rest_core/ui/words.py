@@ -79,9 +79,9 @@ class="phone-only">{short}</span></p>
 <ol class="steps">
 <li><b>1. Look up:</b> the last few tokens are found in a <b>datastore</b> and in the <b>conversation</b>; what
 followed them there are <b>drafts</b>.</li>
-<li><b>2. Verify:</b> the model checks all drafts in <b>one</b> forward pass.</li>
-<li><b>3. Keep:</b> the drafts the model agrees with are accepted, then one token of its own: {NO_OWN_TOKEN}. The
-text is exactly what plain decoding writes.</li>
+<li><b>2. Verify:</b> the model checks all drafts in <b>one</b> forward pass and accepts those it would have
+written itself: the text is exactly what plain decoding writes.</li>
+<li><b>3. Keep:</b> the accepted drafts, then one token of the model's own: {NO_OWN_TOKEN}.</li>
 </ol>
 <p class="more"><a href="#how-rest">How REST works →</a> <span class="caveat">{caveat}</span></p>
 </div>

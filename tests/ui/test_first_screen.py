@@ -115,6 +115,18 @@ def test_the_settings_column_shows_every_help_text_in_full():
     assert knobs and not any("max-height" in k or "overflow-y: auto" in k for k in knobs)
 
 
+def test_a_sliders_label_has_the_columns_width():
+    """Second report (02, 03): "c: the most draft tokens verified per step" was squeezed into three
+    lines beside its number box, and the help texts ran long and narrow, so the settings column
+    ran far below the answer column. A slider's label and help take a line of their own, full
+    width; the number box follows the track on the line below."""
+    assert "display: contents" in rule("#knobs .wrap > .head")
+    assert "flex: 1 1 100%" in rule("#knobs .wrap > .head > label")
+    track = rule("#knobs .wrap > .slider_input_container")
+    box = rule("#knobs .wrap > .head > .tab-like-container")
+    assert "order: 1" in track and "order: 2" in box
+
+
 def test_c_is_the_most_verified_per_step_everywhere():
     """Complaint 8 and the terms: the glossary said "on a CPU every extra token costs time, so a
     small c wins" while the CPU default is the auto budget up to c = 16. c is introduced as "c, the
