@@ -217,6 +217,7 @@ def test_the_glossary_is_one_or_two_plain_sentences_an_entry():
         assert not re.search(r"\([^)]*\(", meaning), term
     c = dict(rows)["c"]
     assert "Settings" in c and '"drafted N"' in c
+    assert '"drafted N"' in next(k for k in KNOBS if k.name == "c").help  # the knob says it too
 
 
 # ------------------------------------------------------------------ How REST works' diagram
