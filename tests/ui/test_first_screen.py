@@ -105,6 +105,15 @@ def test_the_live_tokens_per_second_reads_as_live_and_says_what_it_counts():
     assert stats.TIMING_NOTE in note and "prefill" in stats.TIMING_NOTE and "Compare" in stats.TIMING_NOTE
 
 
+def test_the_stats_say_why_compares_rerun_counts_other_steps():
+    """Second report: the same prompt showed 35 steps under the chat and "64 / 37" in Compare, 47%
+    drafted against 42%, and no view said why. The stats say it: the auto budget follows the
+    timings of the moment, so a rerun's steps differ while its text does not."""
+    out = html.unescape(stats.stats_html(_steps()))
+    assert stats.RERUN_NOTE in out
+    assert "auto budget" in stats.RERUN_NOTE and "same text" in stats.RERUN_NOTE
+
+
 # ------------------------------------------------------------------ the settings, the words
 
 
