@@ -128,7 +128,7 @@ GLOSSARY = f"""
 | **lazy logits** | The model's output layer scores only the rows the check reaches, not every drafted row. Step through scores the others too, after the step's clock stops. |
 | **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST forward takes than a one-token one. |
 | **prefill** | The one forward over the whole prompt before the first new token. Every tokens/s on this page leaves it out. |
-| **prompt lookup** | transformers' own draft method, compared in *Speed*. It looks the last 2 tokens up earlier in the prompt and answer and drafts the 3 that followed, as one chain, with no datastore and no trie. |
+| **prompt lookup** | transformers' own draft method, compared in *Speed*. It finds the last tokens, up to 2, earlier in the prompt and answer and drafts the 3 that followed, as one chain, with no datastore and no trie. |
 | **temperature, top-p, top-k** | Sampling settings: temperature 0 always takes the likeliest token; above 0 the model draws at random among its likeliest tokens: the k likeliest (top-k), and the fewest whose chances add up to p (top-p). REST accepts a draft only when it equals that draw. |
 | **lossless** | The output is exactly what plain decoding writes, because a draft is accepted only where it equals the model's own choice. A small model's own mistakes are plain decoding's too. |
 """
