@@ -19,7 +19,6 @@ per request, jobs per session, session lifetime, uploads) are flags too: rest_co
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import logging
 import os
@@ -34,7 +33,6 @@ from gradio.utils import get_upload_folder as gradio_upload_folder
 
 import chat_tab
 import teach_tab
-from rest_core.cpus import available_cpus
 from rest_core.decode.models import DEFAULT_MODEL, EMBEDDED_NAME
 from rest_core.devices import device_type
 from rest_core.ui import answer_view, fairness, lifecycle, words
@@ -80,31 +78,17 @@ def model_name(spec: str) -> str:
     return name.removesuffix(".gguf") or spec
 
 
-def gpu_model() -> str:
-    """The first NVIDIA GPU's model, read from the driver without importing torch ("" if none)."""
-    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
-        with contextlib.suppress(OSError):
-            for line in info.read_text().splitlines():
-                if line.startswith("Model:"):
-                    return line.split(":", 1)[1].strip()
-    return ""
+gpu_model = words.gpu_model  # the first NVIDIA GPU's model, from the driver ("" if none)
 
 
 def device_words(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
     """Where the model runs, in words: "this machine's CPU (2 cores)", "a GPU (NVIDIA H200)"...
-    `cores` and `gpu` are for tests (None: read from this machine)."""
+    (words.device_phrase, which Compare uses too). `cores` and `gpu` are for tests (None: read
+    from this machine)."""
     kind = device_type(settings.device, settings.zero_gpu)
-    if kind == "cpu":
-        n = available_cpus() if cores is None else cores
-        return f"this machine's CPU ({n} core{'' if n == 1 else 's'})"
-    if settings.zero_gpu:
-        return "a GPU (ZeroGPU: attached for each request)"
-    if kind == "cuda":
-        name = gpu_model() if gpu is None else gpu
-        return f"a GPU ({name})" if name else "a GPU"
-    if kind == "mps":
-        return "this Mac's GPU (MPS)"
-    return f"the device {settings.device}"
+    return words.device_phrase(
+        kind if kind in ("cpu", "cuda", "mps") else settings.device, cores, gpu, settings.zero_gpu
+    )
 
 
 def header_html(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:

@@ -142,8 +142,9 @@ KNOBS: tuple[Knob, ...] = (
         maximum=128,
         step=1,
         help=(
-            "auto budget: up to c per step, as many as it expects to pay on this device, possibly none; "
-            "fixed: always c. A large c pays on a GPU, where a step costs about the same for 1 token or dozens"
+            "auto budget: each step drafts as many as it expects to pay on this device, up to c, possibly none "
+            '(a step\'s "drafted N"); fixed: always c. A large c pays on a GPU, where a step costs about the same '
+            "for 1 token or dozens"
         ),
     ),
     Knob(

@@ -16,6 +16,7 @@ from rest_core.sources import SourceTable
 from rest_core.ui.style import (
     CONTEXT_NAME,
     DEFAULT_STORES,
+    NO_OWN_TOKEN,
     SEVERAL_NAME,
     Tokenizer,
     decode_text,
@@ -207,11 +208,9 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
-# What the dotted underline is, in the key's words (a step cut by the length limit writes no token
-# of the model's own: no underline there).
+# What the dotted underline is, in the key's words, with when a step has none (NO_OWN_TOKEN).
 MODEL_TOKEN_NOTE = (
-    "a dotted underline marks the model's own token, one after each step's accepted drafts "
-    "(none in a step the length limit cuts)"
+    f"a dotted underline marks the model's own token, one after each step's accepted drafts; {NO_OWN_TOKEN}"
 )
 # Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
 # stay apart without a colour the key does not show.

@@ -29,6 +29,13 @@ SEVERAL_NAME = "several sources"
 # reads like another corpus, and one term per idea reads best: "conversation" everywhere on the
 # page. Only the page's words change; the engine, the JSON keys and the knobs keep "context".
 CONTEXT_NAME = "conversation"
+# When a step has no token of the model's own, in one sentence every view uses (the colour key,
+# the glossary, the header, the tree's key): a step the length limit cuts ends on its drafts, and
+# a step whose accepted draft ends the answer ends on an end-of-text token the page does not show.
+NO_OWN_TOKEN = (
+    "none when the length limit cuts the step, or when an accepted draft ends the answer "
+    "(the end-of-text token is not shown)"
+)
 
 
 class Tokenizer(Protocol):

@@ -1,25 +1,71 @@
 """The page's words: the header, the example prompts, the step-through's notes, why one forward
 over many tokens pays, and the glossary. Plain strings (Markdown or HTML) that app.py and
-teach_tab.py put on the page."""
+teach_tab.py put on the page, and the device's name in the page's words (`device_phrase`)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from rest_core.cpus import available_cpus
+from rest_core.ui.style import NO_OWN_TOKEN
+
+
+def gpu_model() -> str:
+    """The first NVIDIA GPU's model, read from the driver without importing torch ("" if none)."""
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                if line.startswith("Model:"):
+                    return line.split(":", 1)[1].strip()
+    return ""
+
+
+def device_phrase(kind: str, cores: int | None = None, gpu: str | None = None, zero_gpu: bool = False) -> str:
+    """Where the model runs, in the page's one wording (the header's, Compare's): "this machine's
+    CPU (2 cores)", "a GPU (NVIDIA H200)", "a GPU (ZeroGPU: attached for each request)", "this
+    Mac's GPU (MPS)". `kind` is rest_core.devices.device_type's ("cpu", "cuda", "mps", or a device
+    string); `cores` the model's threads (None: rest_core.cpus.available_cpus, what the model
+    uses); `gpu` the GPU's name (None: read from the driver)."""
+    if zero_gpu:
+        return "a GPU (ZeroGPU: attached for each request)"
+    if kind == "cpu":
+        n = available_cpus() if cores is None else cores
+        return f"this machine's CPU ({n} core{'' if n == 1 else 's'})"
+    if kind == "cuda":
+        name = gpu_model() if gpu is None else gpu
+        return f"a GPU ({name})" if name else "a GPU"
+    if kind == "mps":
+        return "this Mac's GPU (MPS)"
+    return f"the device {kind}"
+
+
+# What speed to expect where, in the header: true of what Compare then measures on a CPU (REST
+# about as fast as plain decoding, or slower, on a first question; faster where the answer repeats
+# text) and of a GPU (the speedup approaches M).
+CPU_EXPECT = (
+    "On this CPU a verify step over several tokens costs more than a one-token step, so REST is about as fast as "
+    "plain decoding, or slower, on a new question, and faster where the answer repeats text: the conversation, or "
+    "code it was shown. Try the guided example <i>Ask the same thing twice</i>."
+)
+GPU_EXPECT = (
+    "On a GPU a step costs about the same for 1 token or dozens, so the speedup approaches M, the tokens per step."
+)
+# A phone gets the same in fewer words (the reasons are in How REST works).
+CPU_EXPECT_SHORT = (
+    "On this CPU REST is about as fast as plain decoding on a new question, and faster where the answer repeats "
+    "text; on a GPU the speedup approaches M, the tokens per step."
+)
 
 
 def header_html(model: str, device: str, small_model: bool = False) -> str:
     """The page's first screen: the title; what runs where and what speed to expect there; the
     method as three steps (look up, verify, keep) with a link to How REST works. `model` is the
-    model's name, `device` where it runs in words ("this machine's CPU (2 cores)"); a `small_model`
-    gets the warning that its own mistakes are plain decoding's too."""
+    model's name, `device` where it runs in words (`device_phrase`); a `small_model` gets the
+    warning that its own mistakes are plain decoding's too."""
     cpu = "CPU" in device
-    gpu = (
-        "on a GPU a step costs about the same for 1 token or dozens, so the speedup approaches M, the tokens per step."
-    )
-    expect = (
-        "On a CPU, verifying several tokens costs more than verifying one, so speedups here are small (the auto "
-        f"budget drafts only where it expects to gain); {gpu}"
-        if cpu
-        else gpu[0].upper() + gpu[1:]
-    )
-    # A phone gets the same in fewer words (the reasons are in How REST works).
-    short = "Speedups are small on a CPU; on a GPU they approach M, the tokens per step." if cpu else expect
+    expect = f"{CPU_EXPECT} {GPU_EXPECT}" if cpu else GPU_EXPECT
+    short = CPU_EXPECT_SHORT if cpu else GPU_EXPECT
     caveat = (
         f"{model} is small and makes mistakes of its own (it may drop a word): plain decoding makes the same ones."
         if small_model
@@ -33,9 +79,9 @@ class="phone-only">{short}</span></p>
 <ol class="steps">
 <li><b>1. Look up:</b> the last few tokens are found in a <b>datastore</b> and in the <b>conversation</b>; what
 followed them there are <b>drafts</b>.</li>
-<li><b>2. Verify:</b> the model checks all drafts in <b>one</b> forward pass.</li>
-<li><b>3. Keep:</b> the drafts the model agrees with are accepted, plus one token of its own: the text is exactly
-what plain decoding writes.</li>
+<li><b>2. Verify:</b> the model checks all drafts in <b>one</b> forward pass and accepts those it would have
+written itself: the text is exactly what plain decoding writes.</li>
+<li><b>3. Keep:</b> the accepted drafts, then one token of the model's own: {NO_OWN_TOKEN}.</li>
 </ol>
 <p class="more"><a href="#how-rest">How REST works →</a> <span class="caveat">{caveat}</span></p>
 </div>
@@ -56,52 +102,50 @@ STEP_NOTE = (
     "speed figures: the page renders between steps and c is fixed. Use Send and Compare in Chat for speed."
 )
 
-GLOSSARY = """
+GLOSSARY = f"""
 | term | meaning |
 |---|---|
-| **draft** | tokens guessed from a source: what followed the last few tokens where they occur in a datastore or earlier in the conversation. The model checks them; it never has to take them |
-| **datastore** | a corpus (chat answers, Python code, or one you upload) stored as token ids with a suffix array, so any token sequence is found in it by binary search. The datastore named *chat* is a corpus of ShareGPT conversations, not this conversation |
-| **suffix array** | every position of the corpus, sorted by the text that starts there; all occurrences of a token sequence sit next to each other in it, so two binary searches find them all |
-| **conversation** | the draft source that is this conversation itself (the prompt and the answer so far), searched the same way: an answer that repeats earlier text drafts itself (the engine and its settings call it *context*) |
-| **several sources** | a token that two or more sources drafted, coloured violet; hovering it names them, e.g. several sources (chat + code) |
-| **n_max, n_min** | the longest and shortest suffix of the conversation (its last n tokens) looked up; the longest one that occurs wins |
-| **m** | how many tokens after each occurrence are taken as a continuation |
-| **K** | at most K occurrences are used; above K a fair sample of K is taken |
-| **trie** | a prefix tree: the continuations merged so that continuations sharing a beginning share a branch; one node per token, its path from the root is the draft it stands for |
-| **weight** | how likely a node's path is: every source that found continuations (each datastore at the *datastore weight*, the conversation at the *conversation weight*: 1 each by default) splits its weight evenly over its own continuations, and a node adds up the shares of every continuation through it, from every source. The Retrieve panel shows a first-level node's weight over the whole first level's, the sum of those sources' weights: with code, chat and the conversation at 1 each, a token that starts all of one source's continuations and none of the others' gets 1/3 |
-| **heaviest** | the nodes of largest weight; the c heaviest always form a connected subtree (a child never outweighs its parent), and only they are verified |
-| **c** | c, the most draft tokens verified per step: the trie's c heaviest nodes at most. A large c checks more guesses in the same forward pass: worth it on a GPU, where verifying 64 tokens costs about as much as 1. On a CPU every extra token costs time, so the auto budget (the CPU default) verifies fewer than c where more would not pay, often none (see *Why this c?*) |
-| **auto budget** | picks per step how many drafts to verify, from 0 up to c: it measures on this device how long a forward over 1, 2, 4, … tokens takes (the *measured cost*) and keeps the count whose expected accepted tokens per millisecond is best. The fixed budget verifies c every step |
-| **accepted** | a draft token the model agrees with: it equals the token the model writes there. A step keeps its accepted drafts, in order, up to the first disagreement |
-| **model's own token** | the token the model writes itself at the end of a step, after the accepted drafts (marked by a dotted underline). A step the length limit cuts ends without one |
-| **tree attention mask** | lets every draft node see the cached context, its ancestors and itself only, so one forward pass checks every branch at once |
-| **KV cache** | the keys and values the model computed for every earlier token, kept so that a step computes only its new tokens; after a step the rejected drafts' entries are dropped |
-| **root** | the last emitted token: it starts each step's forward pass (its KV is not cached yet); row 0 of the step |
-| **rows** | the tokens of one verify forward, one row each: row 0 is the root, row i the i-th drafted node in the trie's breadth-first order (depth 1 first; not heaviest first); in the mask, a row is what that token may attend to |
-| **position id** | the position in the text the model is told a token has: a drafted node sits at its root's position plus its depth, so siblings share one position, as they would in their own branch |
-| **lazy logits** | the output head (the largest matrix of a small model) scores only the rows the acceptance walk reaches, not every drafted row (Step through alone scores every row too, after the step's clock, to show the model's token at rows never reached) |
-| **M** | mean tokens written per forward pass (plain decoding: 1). The speedup is M divided by how much longer a REST forward takes than a one-token one, so it is always below M (a speedup measured above M means the machine's load changed between the two runs) |
-| **prefill** | the one forward over the whole prompt before the first new token (the KV cache is filled); left out of every tokens/s on this page |
-| **prompt lookup** | transformers' own draft method, compared in *Speed*: it drafts from the prompt and answer only: the last few tokens (transformers' default: up to 2) are looked up earlier in the text and the k = 3 tokens that followed them are drafted as one chain; no datastore, no trie |
-| **temperature, top-p, top-k** | sampling settings: temperature 0 is greedy (always the likeliest token); above 0 the model draws from its distribution, flattened by a higher temperature, cut to the k likeliest tokens (top-k) and to the likeliest ones whose chances add up to p (top-p). REST accepts a draft token only when it equals that draw |
-| **lossless** | the output is exactly what plain decoding writes: a draft token is accepted only where it equals the model's own choice (or, sampling, the model's own draw). A small model's own mistakes are plain decoding's too |
+| **draft** | Tokens guessed from a source: what followed the last few tokens in a datastore or earlier in the conversation. The model checks them and never has to take them. |
+| **datastore** | A corpus stored as token ids, searchable by its suffix array: *code* (Python), *chat* (ShareGPT conversations) or one you upload. The datastore *chat* is not this conversation. |
+| **suffix array** | Every position of the corpus, sorted by the text that starts there. All occurrences of a token sequence sit side by side, so two binary searches find them. |
+| **conversation** | This conversation itself, the prompt and the answer so far, searched like a datastore. An answer that repeats earlier text drafts itself. |
+| **several sources** | A token that two or more sources drafted, coloured violet. Hovering it names them, e.g. several sources (chat + code). |
+| **n_max, n_min** | The longest and the shortest run of last tokens looked up. The longest run that occurs wins. |
+| **m** | How many tokens after each occurrence are taken as a continuation. |
+| **K** | The most occurrences used; above K a fair sample of K is taken. |
+| **trie** | A prefix tree of the continuations: ones that start alike share a branch. Each node is one token; its path from the root is its draft. |
+| **weight** | How likely a node's path is: each source splits its weight (1 by default) evenly over its continuations, and a node adds up the shares through it from every source. With code, chat and the conversation at 1 each, a token that starts all of one source's continuations and none of the others' gets 1/3. |
+| **heaviest** | The nodes of largest weight. The c heaviest form a connected subtree, and only they are verified. |
+| **c** | c, the most draft tokens verified per step, set in Settings; each step's own count is "drafted N", which the auto budget picks from 0 up to c. |
+| **auto budget** | Picks each step's drafts, from 0 up to c, from the forward's cost measured on this device. It keeps the count that should give the most tokens per millisecond; the fixed budget always drafts c. |
+| **accepted** | A draft token equal to the token the model writes there. A step keeps its drafts up to the first disagreement. |
+| **model's own token** | The token the model writes after a step's accepted drafts, marked by a dotted underline; {NO_OWN_TOKEN}. |
+| **tree attention mask** | Lets each draft token see the cached context, its ancestors and itself only. So one forward pass checks every branch at once. |
+| **KV cache** | What the model computed for every earlier token, kept so that a step computes only its new tokens. The rejected drafts' entries are dropped after each step. |
+| **root** | The last token written: it starts each step's forward pass as row 0. |
+| **rows** | The tokens of one verify forward, one row each: row 0 is the root, then the drafts, depth by depth. In the mask, a row shows what its token may look at. |
+| **position id** | Where the model is told a token sits in the text. A draft sits at its root's position plus its depth, so siblings share a position. |
+| **lazy logits** | The model's output layer scores only the rows the check reaches, not every drafted row. Step through scores the others too, after the step's clock stops. |
+| **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST forward takes than a one-token one. |
+| **prefill** | The one forward over the whole prompt before the first new token. Every tokens/s on this page leaves it out. |
+| **prompt lookup** | transformers' own draft method, compared in *Speed*. It finds the last tokens, up to 2, earlier in the prompt and answer and drafts the 3 that followed, as one chain, with no datastore and no trie. |
+| **temperature, top-p, top-k** | Sampling settings: temperature 0 always takes the likeliest token; above 0 the model draws at random among its likeliest tokens: the k likeliest (top-k), and the fewest whose chances add up to p (top-p). REST accepts a draft only when it equals that draw. |
+| **lossless** | The output is exactly what plain decoding writes, because a draft is accepted only where it equals the model's own choice. A small model's own mistakes are plain decoding's too. |
 """
 
 ONE_FORWARD = """
 #### Why checking many tokens in one forward beats one forward per token
 
 - Plain decoding runs the whole model once per token.
-- REST asks the model about the root and up to c draft tokens in **one** forward pass.
-- Every accepted draft token is a forward pass saved, and the model's own next token comes free at the end: a step
-  writes M tokens, 1 + the accepted drafts.
-- On a GPU, a forward over dozens of tokens costs about as much as one over a single token: its time goes into
-  reading the weights, not into arithmetic. So the speedup approaches M.
-- On a CPU, every extra token adds arithmetic. The speedup is M divided by how much longer the bigger forward takes,
-  so the auto budget drafts only where it expects to gain.
-- Either way the text is the same: a draft token is accepted only where the model would have written it.
+- REST checks the root and up to c draft tokens in **one** forward pass.
+- Each accepted draft saves a forward pass. A step writes M tokens: the accepted drafts and one of the model's own.
+- On a GPU, a forward over dozens of tokens costs about as much as over one. So the speedup approaches M.
+- On a CPU, verifying several tokens costs more than one. So the auto budget drafts only where it expects to gain.
+- Either way the text is the same: a draft is accepted only where the model would have written it.
 
 *Speed* in Chat measures both; *Why this c?* in Step through shows the cost against c.
 """
+
 
 WHY_C_NOTE = (
     "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "

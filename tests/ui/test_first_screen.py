@@ -12,7 +12,7 @@ from rest_core.knobs import KNOBS
 from rest_core.sources import SOURCE_CONTEXT, SourceTable
 from rest_core.ui import answer_view, stats, words
 from rest_core.ui.settings import ROOT
-from rest_core.ui.style import CONTEXT_NAME, DEFAULT_STORES, SEVERAL_NAME
+from rest_core.ui.style import CONTEXT_NAME, DEFAULT_STORES, NO_OWN_TOKEN, SEVERAL_NAME
 from tests.ui.test_render import event
 
 CSS = (ROOT / "assets" / "app.css").read_text(encoding="utf-8")
@@ -105,6 +105,15 @@ def test_the_live_tokens_per_second_reads_as_live_and_says_what_it_counts():
     assert stats.TIMING_NOTE in note and "prefill" in stats.TIMING_NOTE and "Compare" in stats.TIMING_NOTE
 
 
+def test_the_stats_say_why_compares_rerun_counts_other_steps():
+    """Second report: the same prompt showed 35 steps under the chat and "64 / 37" in Compare, 47%
+    drafted against 42%, and no view said why. The stats say it: the auto budget follows the
+    timings of the moment, so a rerun's steps differ while its text does not."""
+    out = html.unescape(stats.stats_html(_steps()))
+    assert stats.RERUN_NOTE in out
+    assert "auto budget" in stats.RERUN_NOTE and "same text" in stats.RERUN_NOTE
+
+
 # ------------------------------------------------------------------ the settings, the words
 
 
@@ -113,6 +122,18 @@ def test_the_settings_column_shows_every_help_text_in_full():
     laptop it scrolled in a box of its own, 100vh tall, which a page's screenshot clips."""
     knobs = re.findall(r"#knobs\s*\{([^}]*)\}", CSS)
     assert knobs and not any("max-height" in k or "overflow-y: auto" in k for k in knobs)
+
+
+def test_a_sliders_label_has_the_columns_width():
+    """Second report (02, 03): "c: the most draft tokens verified per step" was squeezed into three
+    lines beside its number box, and the help texts ran long and narrow, so the settings column
+    ran far below the answer column. A slider's label and help take a line of their own, full
+    width; the number box follows the track on the line below."""
+    assert "display: contents" in rule("#knobs .wrap > .head")
+    assert "flex: 1 1 100%" in rule("#knobs .wrap > .head > label")
+    track = rule("#knobs .wrap > .slider_input_container")
+    box = rule("#knobs .wrap > .head > .tab-like-container")
+    assert "order: 1" in track and "order: 2" in box
 
 
 def test_c_is_the_most_verified_per_step_everywhere():
@@ -152,7 +173,60 @@ def test_the_speed_reasoning_is_one_idea_per_bullet():
     bullets = [line for line in words.ONE_FORWARD.splitlines() if line.startswith("- ")]
     assert len(bullets) >= 5
     assert "drafts only where it expects to gain" in words.ONE_FORWARD
-    assert "drafts only where it expects to gain" in words.header_html("m", "this machine's CPU (2 cores)")
+
+
+def test_one_sentence_says_when_a_step_has_no_own_token():
+    """Second report: the colour key and the glossary said only "none in a step the length limit
+    cuts"; the tree key added "none when a draft ends the answer", and step 7's "3 tokens this
+    step" showed only "dog." (the end-of-text token is invisible). One sentence, everywhere."""
+    assert NO_OWN_TOKEN == (
+        "none when the length limit cuts the step, or when an accepted draft ends the answer "
+        "(the end-of-text token is not shown)"
+    )
+    key = html.unescape(answer_view.legend_html())
+    header = html.unescape(words.header_html("m", "this machine's CPU (2 cores)"))
+    entry = words.GLOSSARY.split("**model's own token**")[1].split("\n")[0]
+    for text in (key, header, entry):
+        assert NO_OWN_TOKEN in text and "none in a step the length limit cuts" not in text
+
+
+def test_the_header_expects_what_compare_measures_on_a_cpu():
+    """Second report: the header said speedups on a CPU "are small (the auto budget drafts only
+    where it expects to gain)" while Compare measured 0.81x and 0.69x. It says REST is about as
+    fast as plain decoding or slower on a new question, faster where the answer repeats text, and
+    names the guided example that shows it; a GPU's header keeps to the GPU."""
+    cpu = re.sub(r"<[^>]+>", "", words.header_html("m", words.device_phrase("cpu", 2)))
+    assert "speedups here are small" not in cpu
+    assert "about as fast as plain decoding, or slower, on a new question" in cpu
+    assert "faster where the answer repeats text" in cpu and "Ask the same thing twice" in cpu
+    assert "the speedup approaches M" in cpu
+    gpu = re.sub(r"<[^>]+>", "", words.header_html("m", words.device_phrase("cuda", gpu="NVIDIA H200")))
+    assert "On this CPU" not in gpu and "the speedup approaches M" in gpu
+
+
+def test_one_function_names_the_device():
+    """Second report: the header said "CPU (2 cores)", Compare "this CPU (2 threads)". One function
+    names the device; the header uses it."""
+    assert words.device_phrase("cpu", 2) == "this machine's CPU (2 cores)"
+    assert words.device_phrase("cpu", 1) == "this machine's CPU (1 core)"
+    assert words.device_phrase("cuda", gpu="NVIDIA H200") == "a GPU (NVIDIA H200)"
+    assert words.device_phrase("cuda", zero_gpu=True).startswith("a GPU (ZeroGPU")
+    assert "on <b>this machine's CPU (2 cores)</b>" in words.header_html("m", words.device_phrase("cpu", 2))
+
+
+def test_the_glossary_is_one_or_two_plain_sentences_an_entry():
+    """Second report: "walls of dense jargon". Every glossary entry is one or two sentences, with
+    no nested brackets; c is Settings' maximum and "drafted N" a step's own count, in one line."""
+    rows = re.findall(r"^\| \*\*([^*]+)\*\* \| (.*) \|$", words.GLOSSARY, re.M)
+    assert len(rows) >= 25
+    for term, meaning in rows:
+        sentences = [x for x in re.split(r"(?<=[.!?])\s+(?=[A-Z])", meaning.strip()) if x]
+        assert len(sentences) <= 2, (term, sentences)
+        assert len(meaning) <= 330, (term, len(meaning))
+        assert not re.search(r"\([^)]*\(", meaning), term
+    c = dict(rows)["c"]
+    assert "Settings" in c and '"drafted N"' in c
+    assert '"drafted N"' in next(k for k in KNOBS if k.name == "c").help  # the knob says it too
 
 
 # ------------------------------------------------------------------ How REST works' diagram
