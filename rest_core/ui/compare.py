@@ -14,6 +14,7 @@ from rest_core.bench.prompt_lookup import LookupRun
 from rest_core.config import ConfigError, GenerationConfig
 from rest_core.cpus import available_cpus
 from rest_core.decode.events import Totals
+from rest_core.ui import words
 from rest_core.ui.chat import Chat, failure, fit_context, message_too_long, request_config, time_limit_note
 from rest_core.ui.compare_view import (
     Machine,
@@ -211,9 +212,9 @@ def machine(runtime: Runtime) -> Machine | None:
             return Machine(name, "GPU", torch.cuda.get_device_name(torch.device(device)))
         except Exception:  # noqa: BLE001 - the name is a nicety
             return Machine(name, "GPU")
-    if device.startswith("cpu"):  # the header's words, from the same count (app.device_words)
+    if device.startswith("cpu"):  # the header's words (words.device_phrase), from the same count
         cores = available_cpus()
-        return Machine(name, "CPU", plural(cores, "core"), where=f"this machine's CPU ({plural(cores, 'core')})")
+        return Machine(name, "CPU", plural(cores, "core"), where=words.device_phrase("cpu", cores))
     return Machine(name, device.upper())
 
 
