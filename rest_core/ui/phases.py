@@ -70,7 +70,8 @@ def retrieve_lead(event: StepEvent) -> str:
     if not found:
         return "No source held the end of the conversation, so this step has no draft."
     said = [
-        f"the {shown_name(m.source_bit, m.source)} held its last {plural(m.suffix_len, 'token')} "
+        f"the {shown_name(m.source_bit, m.source)} held its last "
+        f"{'token' if m.suffix_len == 1 else plural(m.suffix_len, 'token')} "
         f"{plural(m.occurrences, 'time')}"
         for m in found
     ]
@@ -177,7 +178,7 @@ def trie_lead(event: StepEvent) -> str:
         return "Nothing was retrieved, so this step has no trie and no draft."
     drafted = len(event.draft) if event.draft is not None else 0
     return (
-        f"The {plural(drafted, 'heaviest node')} of the trie's {event.trie_nodes or len(trie):,} "
+        f"The {drafted} heaviest of the trie's {plural(event.trie_nodes or len(trie), 'node')} "
         f"{'is' if drafted == 1 else 'are'} drafted ({budget_note(event)})."
     )
 
@@ -192,7 +193,7 @@ def trie_caption(event: StepEvent) -> str:
         f"What followed the matches merges into one trie of {plural(event.trie_nodes or len(trie), 'node')}: shared "
         f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
         f"weight spread over its own). The {plural(drafted, 'heaviest node')}, a subtree up to "
-        f"depth {depth}, are drafted: {budget_words(event)}."
+        f"depth {depth}, are drafted ({budget_note(event)})."
     )
 
 
@@ -375,7 +376,9 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
     path = [a + 1 for a in event.accepted]
     out = ["The walk starts at the root and follows the drafted child that equals the model's own token."]
     if acc:
-        text = "".join(token_label(tokenizer, t, 20) for t in acc)
+        end = end_token(event)
+        labels = [token_label(tokenizer, t, 20) for t in acc]
+        text = "".join(labels[:-1] + [END_MARK if end is not None else labels[-1]])
         out.append(
             f"It accepts {plural(len(acc), 'draft token')}, “{text}”: "
             f"{'row' if len(path) == 1 else 'rows'} {', '.join(map(str, path))}, the ✓ rows of the table."
@@ -406,6 +409,8 @@ def accept_lead(event: StepEvent, tokenizer: Tokenizer) -> str:
     acc = sum(1 for s in event.token_sources if s)
     own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
     then = f" and the model's own “{token_label(tokenizer, own[-1], 20)}”" if own else ""
+    if end_token(event) is not None:
+        then = f", the last the end of text {END_MARK}"
     return f"It keeps {plural(acc, 'drafted token')}{then}: {plural(len(event.tokens), 'token')} from one forward."
 
 

@@ -382,7 +382,7 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
     ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
     ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
-    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not among the c heaviest; hover shows its token."),
+    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not drafted this step; hover shows its token."),
     (
         "★",
         "model's own token",
@@ -578,7 +578,7 @@ class _TrieDrawing:
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
-        also = "<br>the trie had it too (a hollow circle), outside the budget c" if in_trie else ""
+        also = "<br>the trie had it too (a hollow circle), not drafted this step" if in_trie else ""
         return [
             dict(
                 type="scatter",
@@ -677,7 +677,9 @@ TREE_NOTES = (
     "branch. Deeper tokens sit further right.",
     "A circle's size is its <b>weight</b>: each source's weight is split evenly over its continuations and summed "
     "over those through the circle; a circle several sources reach adds each one's share.",
-    "A <b>filled</b> circle is one of the c <b>heaviest</b> nodes: drafted, and verified in one forward.",
+    "A <b>filled</b> circle is drafted: the step drafts its <b>heaviest</b> nodes, as many as its budget picks "
+    "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
+    "forward.",
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
     "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
 )

@@ -75,7 +75,7 @@ def test_accept_panel_follows_from_the_verify_table():
     keep, drop = phases.kept_rows(ev)
     assert keep == [0, 1, 3] and len(drop) == 8 - 3
     cap = phases.accept_caption(ev, TOK)
-    assert "accepts 3 draft tokens, “d.∅”: rows 1, 3, 5, the ✓ rows" in cap
+    assert "accepts 3 draft tokens, “d.⟨end⟩”: rows 1, 3, 5, the ✓ rows" in cap
     assert (
         "Row 5's token is the last one written" in cap and "KV of rows 0, 1, 3:" in cap and "5 rows are dropped" in cap
     )
