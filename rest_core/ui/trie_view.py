@@ -690,10 +690,16 @@ def _legend_items() -> list[str]:
         f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
         for sym, name, look, meaning in TREE_MARKS
     ]
-    return marks + [f"<li>{note}</li>" for note in TREE_NOTES]
+    return marks
 
 
-TREE_LEGEND = "<b>Reading the draft tree</b><ul>" + "".join(_legend_items()) + "</ul>"
+TREE_LEGEND = (
+    "<b>Reading the draft tree</b><ul>"
+    + "".join(_legend_items())
+    + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
+    + "".join(f"<li>{note}</li>" for note in TREE_NOTES)
+    + "</ul></details>"
+)
 
 
 def tree_legend_html() -> str:

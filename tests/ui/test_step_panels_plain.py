@@ -128,3 +128,12 @@ def test_each_panel_opens_with_one_plain_sentence_and_folds_the_rest():
     assert "The chat held its last token 9 times" in text(p.retrieve)
     assert "2 of the 6 drafted tokens agree" not in text(p.verify)
     assert "3 of the 7 drafted tokens agree with the model" in text(p.verify)
+
+
+def test_the_tree_keys_marks_show_and_its_notes_fold():
+    key = trie_view.tree_legend_html()
+    shown, folded = key.split('<details class="tt-more">')
+    for _, name, _, _ in trie_view.TREE_MARKS:
+        assert f"<b>{name}</b>" in shown, name
+    for note in trie_view.TREE_NOTES:
+        assert note in folded and note not in shown
