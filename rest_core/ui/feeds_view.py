@@ -8,15 +8,16 @@ from __future__ import annotations
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.feeds import Feed
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, token_label, visible
+from rest_core.ui.trie_view import budget_note
 
 
 def feed_status(event: StepEvent, feed: Feed) -> str:
     """What the step did with the node: "drafted, accepted", "drafted, rejected" (the model's own
-    first token was another) or "not drafted (c = …)"."""
+    first token was another) or "not drafted (fixed c = …)" / "not drafted (auto budget)"."""
     draft = event.draft
     drafted = draft is not None and any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
     if not drafted:
-        return f"not drafted (c = {event.c})"
+        return f"not drafted ({budget_note(event)})"
     took = bool(event.accepted) and int(draft.tokens[event.accepted[0]]) == feed.token
     return "drafted, accepted" if took else "drafted, rejected"
 

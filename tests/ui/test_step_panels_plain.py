@@ -137,3 +137,10 @@ def test_the_tree_keys_marks_show_and_its_notes_fold():
         assert f"<b>{name}</b>" in shown, name
     for note in trie_view.TREE_NOTES:
         assert note in folded and note not in shown
+
+
+def test_the_feeds_never_call_the_steps_count_c():
+    ev, _ = feeds_step()
+    u = ev.feeds[1]
+    assert feeds_view.feed_status(ev, u) == "not drafted (fixed c = 2)"
+    assert feeds_view.feed_status(auto(ev), u) == "not drafted (auto budget)"
