@@ -160,11 +160,19 @@ def retrieve_html(
             rows.append(
                 f'<div><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> what followed: <ul class="conts">{conts}</ul></div>'
             )
-    fold = (
-        f'<p class="tt-cap">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
-        f'<div class="tt-ctx">{lead}{"".join(spans)}</div>' + "".join(rows)
+    # The lead sentence, the lookup's words folded, then the figure: the conversation's end with
+    # each match underlined; the continuations behind the tree folded after it.
+    caption = f'<p class="tt-cap">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
+    behind = "".join(rows)
+    return (
+        panel("retrieve", retrieve_lead(event), "How each source looked it up", caption)
+        + f'<div class="tt-ctx">{lead}{"".join(spans)}</div>'
+        + (
+            f'<details class="tt-more"><summary>The continuations behind the tree</summary>{behind}</details>'
+            if behind
+            else ""
+        )
     )
-    return panel("retrieve", retrieve_lead(event), "The lookup, and the continuations behind the tree", fold)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,15 +347,14 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
             f'<td class="tt-pos">{pos}</td></tr>'
         )
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
-    return panel(
-        "verify",
-        verify_lead(event),
-        "How one forward checks every row, and the table",
-        f'<p class="tt-cap">{esc(verify_caption(event, context))}</p>'
+    table = (
         '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
         '<th>model\'s token at the parent row</th><th class="tt-pos">position id</th></tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>{more}",
+        f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
+    # The lead sentence, the how folded, the table in view (a figure, not a wall of words).
+    fold = f'<p class="tt-cap">{esc(verify_caption(event, context))}</p>'
+    return panel("verify", verify_lead(event), "How one forward checks every row", fold) + table
 
 
 # ----------------------------------------------------------------------------------------------

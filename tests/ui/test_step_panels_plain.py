@@ -144,3 +144,15 @@ def test_the_feeds_never_call_the_steps_count_c():
     u = ev.feeds[1]
     assert feeds_view.feed_status(ev, u) == "not drafted (fixed c = 2)"
     assert feeds_view.feed_status(auto(ev), u) == "not drafted (auto budget)"
+
+
+def test_the_panels_figures_stay_in_view():
+    """Only words fold: the verify table and the conversation's end with its matches underlined
+    are figures, shown whatever is folded."""
+    p = phases.step_panels(eos_step(), list(b"say x y za"), TOK)
+
+    def outside_folds(html: str) -> str:
+        return re.sub(r"<details.*?</details>", "", html, flags=re.S)
+
+    assert '<table class="tt-rows">' in outside_folds(p.verify)
+    assert 'class="tt-ctx"' in outside_folds(p.retrieve)
