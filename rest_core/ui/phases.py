@@ -418,7 +418,7 @@ def accept_lead(event: StepEvent, tokenizer: Tokenizer) -> str:
     then = f" and the model's own “{token_label(tokenizer, own[-1], 20)}”" if own else ""
     if end_token(event) is not None:
         then = f", the last the end of text {END_MARK}"
-    return f"It keeps {plural(acc, 'drafted token')}{then}: {plural(len(event.tokens), 'token')} from one forward."
+    return f"It accepts {plural(acc, 'draft token')}{then}: {plural(len(event.tokens), 'token')} from one forward."
 
 
 def accept_html(event: StepEvent, tokenizer: Tokenizer) -> str:
