@@ -8,7 +8,7 @@ from rest_core.decode.events import StepEvent
 from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_list, feeds_listed
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
-from rest_core.ui.trie_view import END_MARK, NO_OWN_TOKEN, budget_words, end_token
+from rest_core.ui.trie_view import END_MARK, END_SHOWN, NO_OWN_TOKEN, budget_words, end_token
 
 
 def sample_list(samples: list[str], limit: int) -> str:
@@ -84,7 +84,11 @@ def inspector_html(
         + head
         + "".join(rows)
         + f'<div class="ins-acc">accepted: {acc or "<i>none</i>"} then the model\'s own: {own_html or "<i>none</i>"}</div>'
-        + ("" if own_html else f'<div class="ins-note">{esc(NO_OWN_TOKEN)}</div>')
+        + (
+            ""
+            if own_html
+            else f'<div class="ins-note">{esc(NO_OWN_TOKEN + (END_SHOWN if end is not None else ""))}</div>'
+        )
         + f'<div class="ins-time">{timing}</div>'
         + "</div>"
     )

@@ -35,6 +35,7 @@ from rest_core.ui.tree_mask import mask_figure, mask_view
 from rest_core.ui.trie_view import (
     ACCEPTED,
     END_MARK,
+    END_SHOWN,
     NO_OWN_TOKEN,
     OFF_PATH,
     REJECTED,
@@ -400,6 +401,8 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
         out.append("The answer reached its length limit there.")
     if not own:
         out.append(f"No token of the model's own: {NO_OWN_TOKEN[0].lower()}{NO_OWN_TOKEN[1:]}")
+        if end_token(event) is not None:
+            out.append(END_SHOWN.strip())
     out.append(f"{plural(len(event.tokens), 'token')} from one forward.")
     out.append(f"The cache keeps the KV of rows {', '.join(map(str, keep))}: the root and the accepted rows.")
     if not own and path:

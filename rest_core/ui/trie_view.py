@@ -348,6 +348,7 @@ NO_OWN_TOKEN = (
     "(the end-of-text token is not shown)."
 )
 END_MARK = "⟨end⟩"  # an accepted end-of-text token, which prints as nothing, where a view shows it
+END_SHOWN = f" The answer's text does not show it; the step's views mark it {END_MARK}."
 
 
 def end_token(event: StepEvent) -> int | None:
@@ -387,7 +388,7 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
         "★",
         "model's own token",
         "star",
-        "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN,
+        "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN + END_SHOWN,
     ),
 )
 MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}

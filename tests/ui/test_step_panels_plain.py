@@ -156,3 +156,15 @@ def test_the_panels_figures_stay_in_view():
 
     assert '<table class="tt-rows">' in outside_folds(p.verify)
     assert 'class="tt-ctx"' in outside_folds(p.retrieve)
+
+
+def test_where_the_end_of_text_shows_the_words_say_so():
+    """The one sentence says the end-of-text token is not shown (in the answer's text); where a
+    view of the step does show it, as ⟨end⟩, that view says so too."""
+    ev = eos_step()
+    assert trie_view.END_MARK in trie_view.END_SHOWN
+    assert trie_view.END_SHOWN.strip() in text(inspector.inspector_html(ev, TOK))
+    assert trie_view.END_SHOWN.strip() in phases.accept_caption(ev, TOK)
+    assert trie_view.END_SHOWN.strip() in unescape(trie_view.tree_legend_html())
+    cut = replace(ev, finish_reason="length")  # the length limit: no end of text to show
+    assert trie_view.END_SHOWN.strip() not in text(inspector.inspector_html(cut, TOK))
