@@ -8,15 +8,16 @@ from __future__ import annotations
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.feeds import Feed
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, token_label, visible
+from rest_core.ui.trie_view import budget_note
 
 
 def feed_status(event: StepEvent, feed: Feed) -> str:
     """What the step did with the node: "drafted, accepted", "drafted, rejected" (the model's own
-    first token was another) or "not drafted (c = …)"."""
+    first token was another) or "not drafted (fixed c = …)" / "not drafted (auto budget)"."""
     draft = event.draft
     drafted = draft is not None and any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
     if not drafted:
-        return f"not drafted (c = {event.c})"
+        return f"not drafted ({budget_note(event)})"
     took = bool(event.accepted) and int(draft.tokens[event.accepted[0]]) == feed.token
     return "drafted, accepted" if took else "drafted, rejected"
 
@@ -61,6 +62,22 @@ def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
     return out
 
 
+def feeds_listed(event: StepEvent) -> str:
+    """What the feeds list holds, from the data, against the tree's drafted first-level branches:
+    "the accepted branch and the heaviest other, of 5 drafted first-level branches"."""
+    draft = event.draft
+    firsts = {int(t) for t, d in zip(draft.tokens, draft.depths) if int(d) == 1} if draft is not None else set()
+    took = [f for f in event.feeds if feed_status(event, f) == "drafted, accepted"]
+    others = len(event.feeds) - len(took)
+    parts = ["the accepted branch"] if took else []
+    if others:
+        what = "other" if took else "branch"
+        parts.append(f"the heaviest {what}" if others == 1 else f"the {others} heaviest {what}s")
+    listed = " and ".join(parts) if parts else "no branch"
+    of = len(firsts)
+    return f"{listed}, of {of} drafted first-level branch{'es' if of != 1 else ''}"
+
+
 def feeds_list(event: StepEvent, tokenizer: Tokenizer, rows: bool = True) -> str:
     """The feeds as a list, one node a line: its token, what the step did with it, its verify
     row and weight, how many continuations run through it and the commonest of them, ×N when
@@ -86,11 +103,12 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
     if not event.feeds:
         return ""
     return (
-        '<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: the '
-        "trie's first tokens with the largest weight, heaviest first (each one's share of the first level's: the "
-        "step picks its c nodes by weight, not by the counts), how many of the retrieved continuations start "
-        "with each, and the commonest of them (each source's weight is spread over its own continuations, so one "
-        "of a few counts for more than one of thousands). The verify table lists the drafted nodes in another "
-        "order, breadth first as the trie holds them, so each drafted one here names its row there."
-        f"</p>{feeds_list(event, tokenizer)}</div>"
+        f'<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: '
+        f"{esc(feeds_listed(event))}, heaviest first.</p>{feeds_list(event, tokenizer)}"
+        '<details class="tt-more"><summary>How to read this list</summary><p class="tt-cap">Each line is one of the '
+        "trie's first tokens with the largest weight (its share of the first level's: the step picks its c nodes "
+        "by weight, not by the counts), how many of the retrieved continuations start with it, and the commonest "
+        "of them. Each source's weight is spread over its own continuations, so one of a few counts for more than "
+        "one of thousands. The verify table lists the drafted nodes in another order, breadth first as the trie "
+        "holds them, so each drafted one here names its row there.</p></details></div>"
     )

@@ -6,8 +6,9 @@ from collections import Counter
 
 from rest_core.decode.events import StepEvent
 from rest_core.ui.answer_view import shade_class
-from rest_core.ui.feeds_view import feeds_list
+from rest_core.ui.feeds_view import feeds_list, feeds_listed
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
+from rest_core.ui.trie_view import END_MARK, END_SHOWN, NO_OWN_TOKEN, budget_words, end_token
 
 
 def sample_list(samples: list[str], limit: int) -> str:
@@ -18,7 +19,15 @@ def sample_list(samples: list[str], limit: int) -> str:
     )
 
 
-def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int | None = None, samples: int = 4) -> str:
+def inspector_html(
+    event: StepEvent | None,
+    tokenizer: Tokenizer,
+    n_steps: int | None = None,
+    samples: int = 4,
+    c_max: int | None = None,
+) -> str:
+    """What one step matched, drafted and accepted. `c_max`: the most an auto budget may draft
+    per step (unknown: not said); the step's own count is never called c (`budget_words`)."""
     if event is None:
         return '<div class="inspector muted">Pick a step to see what was matched, drafted and accepted.</div>'
     dec = lambda ids: decode_text(tokenizer, ids)  # noqa: E731
@@ -26,8 +35,7 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
     of = f" of {n_steps}" if n_steps else ""
     head = (
         f'<div class="ins-head"><b>Step {event.step + 1}{of}</b> · {"REST" if event.method == "rest" else "plain decoding"}'
-        f" · budget c={event.c} · drafted {len(event.draft) if event.draft is not None else 0}"
-        f" · accepted {event.accepted_len}</div>"
+        f" · {budget_words(event, c_max)} · accepted {event.accepted_len}</div>"
     )
     rows = []
     for m in event.matches:
@@ -48,16 +56,18 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
             )
     if event.feeds:
         rows.append(
-            '<div class="ins-feeds">What fed the drafted branches (the accepted one first), with how many '
+            f'<div class="ins-feeds">What fed {esc(feeds_listed(event))}, with how many '
             f"continuations begin alike:{feeds_list(event, tokenizer, rows=False)}</div>"
         )
     if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
         rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')
     elif not event.matches:
         rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
+    end = end_token(event)  # an accepted end-of-text token prints as nothing: shown as END_MARK
     acc = "".join(
-        f'<span class="{shade_class(s, event.accepted_len, event.step)}">{esc(visible(dec([t]), 20))}</span>'
-        for t, s in zip(event.tokens, event.token_sources)
+        f'<span class="{shade_class(s, event.accepted_len, event.step)}">'
+        f"{END_MARK if end is not None and i == len(event.tokens) - 1 else esc(visible(dec([t]), 20))}</span>"
+        for i, (t, s) in enumerate(zip(event.tokens, event.token_sources))
         if s
     )
     own_html = "".join(
@@ -74,6 +84,11 @@ def inspector_html(event: StepEvent | None, tokenizer: Tokenizer, n_steps: int |
         + head
         + "".join(rows)
         + f'<div class="ins-acc">accepted: {acc or "<i>none</i>"} then the model\'s own: {own_html or "<i>none</i>"}</div>'
+        + (
+            ""
+            if own_html
+            else f'<div class="ins-note">{esc(NO_OWN_TOKEN + (END_SHOWN if end is not None else ""))}</div>'
+        )
         + f'<div class="ins-time">{timing}</div>'
         + "</div>"
     )

@@ -32,10 +32,52 @@ from rest_core.ui.style import (
     visible,
 )
 from rest_core.ui.tree_mask import mask_figure, mask_view
-from rest_core.ui.trie_view import ACCEPTED, OFF_PATH, REJECTED, UNCHECKED, draft_states, trie_figure
+from rest_core.ui.trie_view import (
+    ACCEPTED,
+    END_MARK,
+    END_SHOWN,
+    NO_OWN_TOKEN,
+    OFF_PATH,
+    REJECTED,
+    UNCHECKED,
+    budget_note,
+    budget_words,
+    draft_states,
+    end_token,
+    trie_figure,
+)
+
+# ----------------------------------------------------------------------------------------------
+# Every panel: one plain sentence of what happened in this step, the rest folded
+
+
+def panel(phase: str, lead: str, fold_title: str, fold: str) -> str:
+    """A step-through panel's text: ONE plain sentence (`lead`, plain text) of what happened in
+    this step, then everything else (`fold`, HTML) inside a <details> titled `fold_title`."""
+    more = f'<details class="tt-more"><summary>{esc(fold_title)}</summary>{fold}</details>' if fold else ""
+    return f'<p class="tt-lead" data-phase="{phase}">{esc(lead)}</p>{more}'
+
 
 # ----------------------------------------------------------------------------------------------
 # Retrieve
+
+
+def retrieve_lead(event: StepEvent) -> str:
+    """The Retrieve panel's one sentence: how often each source held the conversation's ending,
+    and that what followed makes the tree."""
+    found = [m for m in event.matches if m.suffix_len]
+    if not event.matches:
+        return "Plain decoding: no source is asked for a draft."
+    if not found:
+        return "No source held the end of the conversation, so this step has no draft."
+    said = [
+        f"the {shown_name(m.source_bit, m.source)} held its last "
+        f"{'token' if m.suffix_len == 1 else plural(m.suffix_len, 'token')} "
+        f"{plural(m.occurrences, 'time')}"
+        for m in found
+    ]
+    text = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+    return f"{text[0].upper()}{text[1:]}; the tokens after those matches make the tree below."
 
 
 def retrieve_caption(
@@ -119,14 +161,35 @@ def retrieve_html(
             rows.append(
                 f'<div><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> what followed: <ul class="conts">{conts}</ul></div>'
             )
+    # The lead sentence, the lookup's words folded, then the figure: the conversation's end with
+    # each match underlined; the continuations behind the tree folded after it.
+    caption = f'<p class="tt-cap">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
+    behind = "".join(rows)
     return (
-        f'<p class="tt-cap" data-phase="retrieve">{esc(retrieve_caption(event, context, tokenizer, retrieval))}</p>'
-        f'<div class="tt-ctx">{lead}{"".join(spans)}</div>' + "".join(rows)
+        panel("retrieve", retrieve_lead(event), "How each source looked it up", caption)
+        + f'<div class="tt-ctx">{lead}{"".join(spans)}</div>'
+        + (
+            f'<details class="tt-more"><summary>The continuations behind the tree</summary>{behind}</details>'
+            if behind
+            else ""
+        )
     )
 
 
 # ----------------------------------------------------------------------------------------------
 # Build the trie
+
+
+def trie_lead(event: StepEvent) -> str:
+    """The Build panel's one sentence: how many of the trie's nodes are drafted, and under which budget."""
+    trie = event.trie
+    if trie is None or len(trie) == 0:
+        return "Nothing was retrieved, so this step has no trie and no draft."
+    drafted = len(event.draft) if event.draft is not None else 0
+    return (
+        f"The {drafted} heaviest of the trie's {plural(event.trie_nodes or len(trie), 'node')} "
+        f"{'is' if drafted == 1 else 'are'} drafted ({budget_note(event)})."
+    )
 
 
 def trie_caption(event: StepEvent) -> str:
@@ -138,8 +201,8 @@ def trie_caption(event: StepEvent) -> str:
     return (
         f"What followed the matches merges into one trie of {plural(event.trie_nodes or len(trie), 'node')}: shared "
         f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
-        f"weight spread over its own). The {plural(drafted, 'heaviest node')} (c = {event.c}), a subtree up to "
-        f"depth {depth}, are drafted."
+        f"weight spread over its own). The {plural(drafted, 'heaviest node')}, a subtree up to "
+        f"depth {depth}, are drafted ({budget_note(event)})."
     )
 
 
@@ -248,6 +311,18 @@ ROW_CLASS = {
 }
 
 
+def verify_lead(event: StepEvent) -> str:
+    """The Verify panel's one sentence: one forward, how many rows, how many agree."""
+    checks = row_checks(event)
+    if not checks:
+        return "One forward over the root alone gives the model's next token, as plain decoding does."
+    agree = sum(c.status == "agree" for c in checks)
+    return (
+        f"One forward checked all {len(checks) + 1} rows at once; "
+        f"{agree} of the {plural(len(checks), 'drafted token')} agree with the model."
+    )
+
+
 def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, limit: int = 24) -> str:
     """The caption and a table: the row's verdict first (so a phone keeps it on screen), the row
     and its parent, the drafted token, the model's own token at its parent row, the position id
@@ -273,12 +348,14 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
             f'<td class="tt-pos">{pos}</td></tr>'
         )
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
-    return (
-        f'<p class="tt-cap" data-phase="verify">{esc(verify_caption(event, context))}</p>'
+    table = (
         '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
         '<th>model\'s token at the parent row</th><th class="tt-pos">position id</th></tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
+    # The lead sentence, the how folded, the table in view (a figure, not a wall of words).
+    fold = f'<p class="tt-cap">{esc(verify_caption(event, context))}</p>'
+    return panel("verify", verify_lead(event), "How one forward checks every row", fold) + table
 
 
 # ----------------------------------------------------------------------------------------------
@@ -307,7 +384,9 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
     path = [a + 1 for a in event.accepted]
     out = ["The walk starts at the root and follows the drafted child that equals the model's own token."]
     if acc:
-        text = "".join(token_label(tokenizer, t, 20) for t in acc)
+        end = end_token(event)
+        labels = [token_label(tokenizer, t, 20) for t in acc]
+        text = "".join(labels[:-1] + [END_MARK if end is not None else labels[-1]])
         out.append(
             f"It accepts {plural(len(acc), 'draft token')}, “{text}”: "
             f"{'row' if len(path) == 1 else 'rows'} {', '.join(map(str, path))}, the ✓ rows of the table."
@@ -317,9 +396,13 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
     if own:
         out.append(f"Then it appends the model's own token “{token_label(tokenizer, own[-1], 20)}”.")
     elif event.finish_reason == "eos":
-        out.append("The last is the end of text, so the answer ends there.")
+        out.append(f"The last is the end of text, shown {END_MARK}, so the answer ends there.")
     else:
         out.append("The answer reached its length limit there.")
+    if not own:
+        out.append(f"No token of the model's own: {NO_OWN_TOKEN[0].lower()}{NO_OWN_TOKEN[1:]}")
+        if end_token(event) is not None:
+            out.append(END_SHOWN.strip())
     out.append(f"{plural(len(event.tokens), 'token')} from one forward.")
     out.append(f"The cache keeps the KV of rows {', '.join(map(str, keep))}: the root and the accepted rows.")
     if not own and path:
@@ -331,13 +414,32 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
     return " ".join(out)
 
 
+def accept_lead(event: StepEvent, tokenizer: Tokenizer) -> str:
+    """The Accept panel's one sentence: what the step wrote."""
+    acc = sum(1 for s in event.token_sources if s)
+    own = [t for t, s in zip(event.tokens, event.token_sources) if not s]
+    then = f" and the model's own “{token_label(tokenizer, own[-1], 20)}”" if own else ""
+    if end_token(event) is not None:
+        then = f", the last the end of text {END_MARK}"
+    return f"It accepts {plural(acc, 'draft token')}{then}: {plural(len(event.tokens), 'token')} from one forward."
+
+
 def accept_html(event: StepEvent, tokenizer: Tokenizer) -> str:
-    """The caption and the step's tokens, shaded as the answer above shades them (`shade_class`)."""
+    """The one sentence, the step's tokens, shaded as the answer above shades them (`shade_class`),
+    an accepted end of text shown as END_MARK; the walk's details folded."""
     chips = []
-    for t, s in zip(event.tokens, event.token_sources):
+    end = end_token(event)
+    for i, (t, s) in enumerate(zip(event.tokens, event.token_sources)):
         cls = shade_class(s, event.accepted_len, event.step)
-        chips.append(f'<span class="{cls}">{esc(visible(token_text(tokenizer, t), 20))}</span>')
-    return f'<p class="tt-cap" data-phase="accept">{esc(accept_caption(event, tokenizer))}</p><div class="tt-acc">{"".join(chips)}</div>'
+        text = (
+            END_MARK if end is not None and i == len(event.tokens) - 1 else esc(visible(token_text(tokenizer, t), 20))
+        )
+        chips.append(f'<span class="{cls}">{text}</span>')
+    return (
+        panel("accept", accept_lead(event, tokenizer), "The walk, and what the cache keeps",
+              f'<p class="tt-cap">{esc(accept_caption(event, tokenizer))}</p>')
+        + f'<div class="tt-acc">{"".join(chips)}</div>'
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -369,7 +471,7 @@ def step_panels(
     """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
     of = f" of {n_steps}" if n_steps else ""
     header = (
-        f'<div class="tt-head"><b>Step {event.step + 1}{of}</b> · c = {event.c} · '
+        f'<div class="tt-head"><b>Step {event.step + 1}{of}</b> · {budget_words(event)} · '
         f"{len(event.tokens)} token{'s' if len(event.tokens) != 1 else ''} this step · {event.totals.new_tokens} so far"
         f"{' · finished' if event.finished else ''}</div>"
     )
@@ -377,7 +479,9 @@ def step_panels(
         header=header,
         retrieve=retrieve_html(event, context, tokenizer, retrieval)
         + provenance_html(event, stores or {}, context, tokenizer),
-        trie_caption=f'<p class="tt-cap" data-phase="trie">{esc(trie_caption(event))}</p>',
+        trie_caption=panel(
+            "trie", trie_lead(event), "How the trie is built", f'<p class="tt-cap">{esc(trie_caption(event))}</p>'
+        ),
         trie=trie_figure(event, tokenizer, max_nodes=max_trie_nodes),
         verify=verify_html(event, context, tokenizer),
         mask=mask_figure(mask_view(event, context, tokenizer)),

@@ -91,12 +91,23 @@ def mask_ticks(labels: Sequence[str], positions: Sequence[int]) -> list[str]:
 
 
 MASK_COLORS = ("#f3f4f6", "#93c5fd", "#16a34a", "#065f46")  # hidden, cached context, root/ancestor, itself
+MASK_NAMES = ("hidden", "cached context", "root / ancestor", "itself")  # the key: one swatch per value
+
+
+def earlier_column(view: MaskView) -> str | None:
+    """The tick of the "…" column standing for the cached positions before those drawn, "… (0–40)"
+    (None when the drawn context starts at position 0)."""
+    if not view.n_context or view.col_positions[0] <= 0:
+        return None
+    last = view.col_positions[0] - 1
+    return f"… (0–{last})" if last > 0 else "… (0)"
 
 
 def mask_figure(view: MaskView):
     """Plotly heatmap of a MaskView: one row per token verified, one column per token it could
-    see, each labelled with its position id in brackets (`mask_ticks`); the last cached context
-    column is followed by a dotted line."""
+    see, each labelled with its position id in brackets (`mask_ticks`), a "…" column first for
+    the cached positions not drawn; the last cached context column is followed by a dotted line.
+    The key is a legend of four swatches, one per value (a colour bar read as a scale)."""
     import plotly.graph_objects as go
 
     q, cols = view.z.shape
@@ -105,38 +116,52 @@ def mask_figure(view: MaskView):
         scale += [[i / 4, color], [(i + 1) / 4, color]]
     rows_cat = mask_ticks(view.row_labels, view.row_positions)
     cols_cat = mask_ticks(view.col_labels, view.col_positions)
+    z = view.z
+    earlier = earlier_column(view)
+    if earlier is not None:  # every row sees the earlier cache too
+        cols_cat = [earlier] + cols_cat
+        z = np.concatenate([np.ones((q, 1), z.dtype), z], axis=1)
+        cols += 1
     # No per-cell hover text: with c = 64 that is ~4,500 strings and most of the figure's cost;
-    # the colour bar names the four values instead.
+    # the key names the four values instead.
     fig = go.Figure(
         go.Heatmap(
-            z=view.z,
+            z=z,
             x=cols_cat,
             y=rows_cat,
             zmin=0,
             zmax=4,
             colorscale=scale,
+            showscale=False,
             xgap=1,
             ygap=1,
             hovertemplate="row %{y}<br>column %{x}<extra></extra>",
-            colorbar=dict(
-                tickvals=[0.5, 1.5, 2.5, 3.5],
-                ticktext=["hidden", "cached context", "root / ancestor", "itself"],
-                thickness=10,
-                len=0.9,
-            ),
         )
     )
-    size = max(220, min(760, 60 + 18 * q))
+    for name, colour in zip(MASK_NAMES, MASK_COLORS):
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=name,
+                marker=dict(symbol="square", size=13, color=colour, line=dict(color="#9ca3af", width=1)),
+                hoverinfo="skip",
+                showlegend=True,
+            )
+        )
+    size = max(240, min(780, 80 + 18 * q))
     fig.update_layout(
         height=size,
-        margin=dict(l=10, r=10, t=10, b=10),
+        margin=dict(l=10, r=10, t=10, b=40),
         xaxis=dict(
             type="category", side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True
         ),
         yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=9), fixedrange=True),
+        legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
     if view.n_context:
-        fig.add_vline(x=view.n_context - 0.5, line=dict(color="#374151", width=1.5, dash="dot"))
+        fig.add_vline(x=view.n_context - 0.5 + (earlier is not None), line=dict(color="#374151", width=1.5, dash="dot"))
     return fig

@@ -280,9 +280,12 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
 
 
 TRIE_HEIGHT = (
-    500  # fixed: Plotly's responsive mode in the page keeps the first figure's height; 16 rows and a phone's key fit
+    560  # fixed: Plotly's responsive mode in the page keeps the first figure's height; 16 rows and a phone's key fit
 )
 
+
+TITLE_TOP = 56  # px above the figure's title: the page's label badge sits there
+TITLE_LINES = 3  # the title's lines: the step's count, its budget, the trie's size
 
 NO_TRIE_YET = "The draft tree of each step appears here."
 
@@ -314,9 +317,12 @@ def empty_figure(message: str = NO_TRIE_YET, height: int = TRIE_HEIGHT):
     return fig
 
 
-def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = TRIE_MAX_NODES):
+def trie_figure(
+    event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = TRIE_MAX_NODES, c_max: int | None = None
+):
     """Plotly figure of one step's retrieved trie: drafted (top-c) nodes filled in their source's
-    colour, the rest hollow grey, the accepted path outlined in green, marker size by weight."""
+    colour, the rest hollow grey, the accepted path outlined in green, marker size by weight.
+    `c_max`: the most an auto budget may draft per step, for the title (unknown: not said)."""
     import plotly.graph_objects as go
 
     if event is None:
@@ -326,7 +332,7 @@ def trie_figure(event: StepEvent | None, tokenizer: Tokenizer, max_nodes: int = 
         why = "plain decoding: no draft" if event.method == "ar" else "no match in any source: a plain one-token step"
         return empty_figure(f"Step {event.step + 1}: {why}")
     drawing = _TrieDrawing(event, view, tokenizer)
-    return go.Figure(data=drawing.traces(), layout=drawing.layout())
+    return go.Figure(data=drawing.traces(), layout=drawing.layout(c_max))
 
 
 def plot_esc(text: str) -> str:
@@ -334,6 +340,39 @@ def plot_esc(text: str) -> str:
     own small HTML (<b>, <br>) and only a few entities (&amp; &lt; &gt; and numeric ones), so
     `esc`'s &quot; and &#x27; would show as typed (a drafted `."` read `.&quot;`)."""
     return html.escape(text, quote=False)
+
+
+# When a step writes no token of its own: one sentence, said alike wherever a view explains it.
+NO_OWN_TOKEN = (
+    "None when the length limit cuts the step, or when an accepted draft ends the answer "
+    "(the end-of-text token is not shown)."
+)
+END_MARK = "⟨end⟩"  # an accepted end-of-text token, which prints as nothing, where a view shows it
+END_SHOWN = f" The answer's text does not show it; the step's views mark it {END_MARK}."
+
+
+def end_token(event: StepEvent) -> int | None:
+    """The end-of-text token a draft of this step wrote (the step's last token, drafted, and the
+    answer ended on it); None otherwise. Views show it as END_MARK so "3 tokens" shows 3."""
+    if event.finish_reason == "eos" and event.tokens and event.token_sources and event.token_sources[-1]:
+        return int(event.tokens[-1])
+    return None
+
+
+def budget_words(event: StepEvent, c_max: int | None = None) -> str:
+    """How many tokens the step drafted and under which budget, never as a bare "c = …" (c is the
+    most per step): "drafted 10 (auto budget, at most c = 16)" or "drafted 16 (fixed c = 16)".
+    An auto-budget step carries its predictions (`event.predicted`); a fixed one none."""
+    drafted = len(event.draft) if event.draft is not None else 0
+    return f"drafted {drafted} ({budget_note(event, c_max)})"
+
+
+def budget_note(event: StepEvent, c_max: int | None = None) -> str:
+    """The step's budget in words: "auto budget, at most c = 16" ("auto budget" where the most is
+    not known) or "fixed c = 16"."""
+    if event.predicted:
+        return "auto budget" + (f", at most c = {c_max}" if c_max else "")
+    return f"fixed c = {event.c}"
 
 
 # The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
@@ -344,37 +383,42 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
     ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
     ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
-    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not among the c heaviest; hover shows its token."),
+    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not drafted this step; hover shows its token."),
     (
         "★",
         "model's own token",
         "star",
-        "Written after the accepted drafts, on a dashed line, in a row of its own; none when a draft ends the answer.",
+        "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN + END_SHOWN,
     ),
 )
 MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}
 PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
 
 
-ROWS_FOR_ALTERNATE = 8  # up to this many rows (34 px apart on a phone), labels go above and below their nodes, by depth
+LABEL_POSITION = "top center"  # every label above its node: one side, clear of the edges that leave it to the right
+LABEL_HALO = "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, 0 0 3px #fff"  # a line under a label never hides it
 
 
-def label_chars(columns: float, alternate: bool = False) -> int:
+def label_chars(columns: float) -> int:
     """How many characters a node's label may have to fit on a phone (about 6.2 px a character
-    at the labels' 10 px): beside its node, within one column; or, where labels alternate above
-    and below the nodes by depth, centred within two."""
-    col = PHONE_PLOT_PX / max(columns, 1.0)
-    room = 2 * col - 8 if alternate else col - 10
+    at the labels' 10 px), centred above its node within its column."""
+    room = PHONE_PLOT_PX / max(columns, 1.0) - 4
     return int(max(2, min(8, room // 6.2)))
 
 
-def label_positions(x: Sequence[float], alternate: bool, has_kids: Sequence[bool] | None = None) -> list[str]:
-    """Where each label sits: beside its node (above and to the right where edges leave the
-    node to the right, clear of them), or, in a tree of few rows, above the nodes of even depth
-    and below those of odd depth, so that the labels of a chain never meet."""
-    if not alternate:
-        return ["top right" if kids else "middle right" for kids in (has_kids or [False] * len(x))]
-    return ["top center" if int(round(v)) % 2 == 0 else "bottom center" for v in x]
+def label_positions(x: Sequence[float]) -> list[str]:
+    """Where each label sits: above its node, every one alike (labels that alternate above and
+    below, or sit beside a node where its edges leave, read as a second code)."""
+    return [LABEL_POSITION] * len(x)
+
+
+def faded(colour: str, alpha: float = 0.35) -> str:
+    """A "#rrggbb" colour as rgba with `alpha`: a faded fill under a solid outline or cross."""
+    h = colour.lstrip("#")
+    if len(h) != 6:
+        return colour
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
 
 
 class _TrieDrawing:
@@ -386,9 +430,13 @@ class _TrieDrawing:
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
         self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
-        self.alternate = view.rows <= ROWS_FOR_ALTERNATE
-        self.chars = label_chars(self.columns, self.alternate)
+        self.chars = label_chars(self.columns)
         self.labels = [plot_esc(visible(token_text(tokenizer, t), self.chars)) for t in self.tok]
+        end = end_token(event)
+        if end is not None:  # the accepted end-of-text token prints as nothing: mark it
+            deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
+            if deepest:
+                self.labels[max(deepest, key=lambda k: view.x[k])] = END_MARK
         self.w = trie.weights[view.nodes]
         # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
         biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))
@@ -450,8 +498,8 @@ class _TrieDrawing:
             mode="markers+text",
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[self.labels[k] for k in idx],
-            textposition=label_positions(self.view.x[idx].tolist(), self.alternate, self.has_kids[idx].tolist()),
-            textfont=dict(size=10, color=marker.pop("textcolor", "#111827")),
+            textposition=label_positions(self.view.x[idx].tolist()),
+            textfont=dict(size=10, color=marker.pop("textcolor", "#111827"), shadow=LABEL_HALO),
             hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
             name=name,
@@ -466,10 +514,12 @@ class _TrieDrawing:
         view = self.view
         not_sel = self.mask("retrieved only")
         rejected, unchecked = self.mask("rejected"), self.mask("not checked")
+        star = self.model_token_traces()
         return [
             self.edge_trace(not_sel, "retrieved", "#d1d5db", 1, "dot"),
             self.edge_trace(rejected | unchecked, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
+            *star[:1],  # the star's dashed line, under every label like the other edges
             # Retrieved-only nodes keep their label for hover and tests, but draw none: less
             # clutter, and the key says so.
             self.node_trace(
@@ -480,15 +530,15 @@ class _TrieDrawing:
                 textcolor="#6b7280",
                 labels=False,
             ),
-            # Rejected drafts: faded and crossed out, so they never pass for accepted ones.
+            # Rejected drafts: a faded fill under a bold dark cross (visible at 8 px), so they
+            # never pass for accepted ones.
             self.node_trace(
                 rejected,
                 "drafted, rejected",
-                color=self.colors(rejected),
+                color=[faded(c) for c in self.colors(rejected)],
                 symbol="circle-x",
-                opacity=0.4,
-                line=dict(color="#374151", width=1.5),
-                textcolor="#4b5563",
+                line=dict(color="#111827", width=2),
+                textcolor="#374151",
             ),
             # Drafted where the walk never got: the answer ended first. Faded, not crossed.
             self.node_trace(
@@ -502,7 +552,7 @@ class _TrieDrawing:
             self.node_trace(
                 view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)
             ),
-            *self.model_token_traces(),
+            *star[1:],
             dict(
                 type="scatter",
                 x=[0],
@@ -529,7 +579,7 @@ class _TrieDrawing:
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
-        also = "<br>the trie had it too (a hollow circle), outside the budget c" if in_trie else ""
+        also = "<br>the trie had it too (a hollow circle), not drafted this step" if in_trie else ""
         return [
             dict(
                 type="scatter",
@@ -546,8 +596,8 @@ class _TrieDrawing:
                 y=[my],
                 mode="markers+text",
                 text=[label],
-                textposition=label_positions([mx], self.alternate)[0],
-                textfont=dict(size=10, color=MODEL_COLOR),
+                textposition=LABEL_POSITION,
+                textfont=dict(size=10, color=MODEL_COLOR, shadow=LABEL_HALO),
                 marker=dict(symbol="star", size=14, color=MODEL_COLOR),
                 name="model's own token",
                 hovertext=[
@@ -565,7 +615,7 @@ class _TrieDrawing:
         look = {
             "root": dict(symbol="square", size=11, color="#374151"),
             "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
-            "rejected": dict(symbol="circle-x", color=GREY, opacity=0.4, line=dict(color="#374151", width=1.5)),
+            "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=2)),
             "not checked": dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
             "model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),
@@ -588,21 +638,25 @@ class _TrieDrawing:
             for name, marker in marks
         ]  # fmt: skip
 
-    def layout(self) -> dict:
+    def layout(self, c_max: int | None = None) -> dict:
         event, view = self.event, self.view
         shown = len(view.nodes)
         drafted = len(event.draft) if event.draft is not None else 0
-        # Two short lines, so that a phone shows all of it.
+        # Three short lines, so that a phone shows all of it.
         title = (
-            f"Step {event.step + 1}: accepted {event.accepted_len} of {drafted} drafted (c = {event.c})<br>"
+            f"Step {event.step + 1}: accepted {event.accepted_len} of {drafted} drafted<br>"
+            f"{budget_note(event, c_max)}<br>"
             f"trie of {view.total_nodes:,} nodes" + (f", {shown} drawn" if shown < view.total_nodes else "")
         )
         top, bottom = float(max(view.y.max(), view.star_y)), float(min(view.y.min(), view.star_y))
         return dict(
-            # Below the page's label badge (Chat's "Draft tree of the step" covers the top 34 px).
-            title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left", y=1 - 36 / TRIE_HEIGHT, yanchor="top"),
+            # Below the page's label badge (Chat's "Draft tree of the step" covers up to the top
+            # TITLE_TOP px at a laptop's and a phone's width, its border and padding included).
+            title=dict(
+                text=title, font=dict(size=13), x=0.01, xanchor="left", y=1 - TITLE_TOP / TRIE_HEIGHT, yanchor="top"
+            ),
             height=TRIE_HEIGHT,
-            margin=dict(l=10, r=10, t=76, b=10),
+            margin=dict(l=10, r=10, t=TITLE_TOP + TITLE_LINES * 18 + 6, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
             yaxis=dict(visible=False, range=[bottom - 0.6, top + 0.6], fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
@@ -624,7 +678,9 @@ TREE_NOTES = (
     "branch. Deeper tokens sit further right.",
     "A circle's size is its <b>weight</b>: each source's weight is split evenly over its continuations and summed "
     "over those through the circle; a circle several sources reach adds each one's share.",
-    "A <b>filled</b> circle is one of the c <b>heaviest</b> nodes: drafted, and verified in one forward.",
+    "A <b>filled</b> circle is drafted: the step drafts its <b>heaviest</b> nodes, as many as its budget picks "
+    "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
+    "forward.",
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
     "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
 )
@@ -635,10 +691,16 @@ def _legend_items() -> list[str]:
         f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
         for sym, name, look, meaning in TREE_MARKS
     ]
-    return marks + [f"<li>{note}</li>" for note in TREE_NOTES]
+    return marks
 
 
-TREE_LEGEND = "<b>Reading the draft tree</b><ul>" + "".join(_legend_items()) + "</ul>"
+TREE_LEGEND = (
+    "<b>Reading the draft tree</b><ul>"
+    + "".join(_legend_items())
+    + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
+    + "".join(f"<li>{note}</li>" for note in TREE_NOTES)
+    + "</ul></details>"
+)
 
 
 def tree_legend_html() -> str:

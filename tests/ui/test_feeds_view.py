@@ -64,8 +64,8 @@ def test_the_heaviest_nodes_say_what_fed_them_and_what_the_step_did():
     assert feeds_view.feed_status(ev, g) == "drafted, accepted"
     # c = 2 drafts 'g' and then 'ge' (as heavy as 'g'), not 'u' (4/7)
     assert [chr(t) for t in draft.nodes.tokens] == ["g", "e"]
-    assert feeds_view.feed_status(ev, u) == "not drafted (c = 2)"
-    assert feeds_view.feed_status(ev, f) == "not drafted (c = 2)"
+    assert feeds_view.feed_status(ev, u) == "not drafted (fixed c = 2)"
+    assert feeds_view.feed_status(ev, f) == "not drafted (fixed c = 2)"
     assert feeds_view.feed_counts(ev, g) == "4 of 9 continuations: code 2 of 7, conversation 2 of 2"
     assert feeds_view.feed_counts(ev, u) == "4 of 9 continuations: code 4 of 7, conversation 0 of 2"
     assert feeds_view.feed_examples(u, TOK) == ["“up·to·th…” ×2", "“up”", "“up()”"]
@@ -78,7 +78,7 @@ def test_the_retrieve_panel_shows_them_instead_of_the_first_occurrences():
     assert "g drafted, accepted · verify row 1 · weight 0.64 ← 4 of 9 continuations" in html
     assert "“get(x” ×2" in html
     assert (
-        "what followed" not in html and "f not drafted (c = 2)" in html
+        "what followed" not in html and "f not drafted (fixed c = 2)" in html
     )  # the first occurrences' continuations, sorted, not the heaviest
     bare = unescape(phases.retrieve_html(replace(ev, feeds=()), ids("say x y z"), TOK))
     assert "heaviest branches" not in bare and "what followed" in bare
@@ -91,7 +91,7 @@ def test_each_branch_prints_its_weight_so_the_drafting_order_shows():
     ev, _ = step()
     text = re.sub(r"<[^>]+>", "", unescape(feeds_view.feeds_html(ev, TOK)))
     assert "g drafted, accepted · verify row 1 · weight 0.64 ← 4 of 9 continuations" in text
-    assert "u not drafted (c = 2) · weight 0.29 ← 4 of 9 continuations" in text  # as many, half the weight
+    assert "u not drafted (fixed c = 2) · weight 0.29 ← 4 of 9 continuations" in text  # as many, half the weight
     shares = [f.share for f in ev.feeds]
     assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 1) < 1e-9  # every first-level node listed
 

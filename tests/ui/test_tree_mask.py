@@ -25,6 +25,8 @@ def test_a_tree_column_is_ticked_as_its_row_with_its_own_position_id():
     view = _view()
     fig = tree_mask.mask_figure(view)
     x, y = list(fig.data[0].x), list(fig.data[0].y)
+    assert x[0] == tree_mask.earlier_column(view) == "… (0–3)"  # the cached positions not drawn
+    x = x[1:]
     k = view.n_context
     assert x[k:] == y  # the root's column reads "root … (8)" as its row does
     assert y[0].startswith("root ") and y[0].endswith(f"({len(ids('say x y z')) - 1})")

@@ -75,7 +75,7 @@ def test_accept_panel_follows_from_the_verify_table():
     keep, drop = phases.kept_rows(ev)
     assert keep == [0, 1, 3] and len(drop) == 8 - 3
     cap = phases.accept_caption(ev, TOK)
-    assert "accepts 3 draft tokens, “d.∅”: rows 1, 3, 5, the ✓ rows" in cap
+    assert "accepts 3 draft tokens, “d.⟨end⟩”: rows 1, 3, 5, the ✓ rows" in cap
     assert (
         "Row 5's token is the last one written" in cap and "KV of rows 0, 1, 3:" in cap and "5 rows are dropped" in cap
     )
@@ -228,5 +228,5 @@ def test_the_star_under_an_accepted_leaf_takes_a_row_of_its_own():
     view = trie_view.tree_view(ev)
     assert view.model_parent_pos == 0 and view.star_y != view.y[0]
     assert view.y[0] > view.star_y > view.y[1]  # a, then the star under it, then b
-    positions = trie_view.label_positions([1.0, 1.0], False, [True, False])
-    assert positions == ["top right", "middle right"]  # a parent's label clear of its outgoing edge
+    positions = trie_view.label_positions([1.0, 2.0])
+    assert positions == ["top center", "top center"]  # one side for every label, above its node

@@ -1,0 +1,170 @@
+"""Issue 29, second report: the draft tree, the inspector, the attention mask and the
+step-through's panels, each said once and from the step's own data.
+
+1. "c" is the most per step: a step's own count is "drafted N (auto budget, at most c = 16)" or
+   "drafted N (fixed c = 16)", never "budget c=10" or "(c = 10)".
+2. The tree's title sits below the page's label badge.
+3. Every label on one side of its node, haloed, over every edge; rejected crosses bold.
+4. The inspector's feeds say what they list, of how many drafted branches.
+5. No own token: one sentence everywhere; an accepted end of text shown as ⟨end⟩.
+6. The mask's key is four swatches, with "…" for the cached positions not drawn.
+7. Each step-through panel opens with one plain sentence; the rest is folded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html import unescape
+
+from rest_core.ui import feeds_view, inspector, phases, tree_mask, trie_view
+from tests.ui.test_feeds_view import step as feeds_step
+from tests.ui.test_render import trie_event
+from tests.ui.test_tree_reconciled import TOK, eos_step
+
+
+def text(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def auto(ev):
+    """The step as the auto budget took it: it chose how many to draft (event.c), and carries
+    its predictions; the most it could have drafted is the setting c."""
+    n = len(ev.draft)
+    return replace(ev, c=n, predicted=(0.5,) * n)
+
+
+def test_a_steps_own_count_is_never_called_c():
+    ev = auto(eos_step())
+    head = text(inspector.inspector_html(ev, TOK, n_steps=4, c_max=16))
+    assert "drafted 7 (auto budget, at most c = 16)" in head and "c=7" not in head
+    assert "drafted 7 (auto budget)" in text(inspector.inspector_html(ev, TOK))  # the most unknown: not said
+    title = trie_view.trie_figure(ev, TOK, c_max=16).layout.title.text
+    assert "auto budget, at most c = 16" in title and "(c = 7)" not in title
+    fixed = eos_step()
+    assert "drafted 7 (fixed c = 7)" in text(inspector.inspector_html(fixed, TOK))
+    assert "fixed c = 7" in trie_view.trie_figure(fixed, TOK).layout.title.text
+    panels = phases.step_panels(fixed, [ord("a")], TOK)
+    assert "(c = " not in text(panels.trie_caption) and "fixed c = 7" in text(panels.trie_caption)
+    assert "drafted 7 (fixed c = 7)" in text(panels.header)
+
+
+def test_the_title_clears_the_label_badge():
+    layout = trie_view.trie_figure(eos_step(), TOK).layout
+    lines = layout.title.text.count("<br>") + 1
+    top = (1 - layout.title.y) * layout.height  # px from the figure's top to the title's first line
+    assert round(top) >= trie_view.TITLE_TOP >= 56  # the badge is about 40 px tall at a laptop's and a phone's width
+    assert layout.margin.t >= top + 18 * lines  # every line above the plot
+
+
+def test_labels_sit_on_one_side_haloed_over_every_edge_and_crosses_are_bold():
+    from dataclasses import replace as rep
+
+    ev = rep(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(1, 0), accepted=(0,))
+    fig = trie_view.trie_figure(ev, TOK)
+    labelled = [t for t in fig.data if t.mode == "markers+text" and len(t.x)]
+    assert labelled
+    for t in labelled:
+        positions = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
+        assert set(positions) == {"top center"}, t.name
+        assert t.textfont.shadow and "#fff" in t.textfont.shadow, t.name
+    last_line = max(i for i, t in enumerate(fig.data) if t.mode == "lines")
+    first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text")
+    assert last_line < first_label  # the star's dashed line too: no line is drawn over a label
+    rejected = next(t for t in fig.data if t.name == "drafted, rejected").marker
+    assert rejected.line.width >= 2 and rejected.line.color == "#111827" and rejected.opacity is None
+
+
+def test_the_inspector_says_which_branches_it_lists():
+    ev, draft = feeds_step()
+    firsts = sum(1 for d in draft.nodes.depths if int(d) == 1)
+    listed = feeds_view.feeds_listed(ev)
+    assert listed == f"the accepted branch and the 2 heaviest others, of {firsts} drafted first-level branch"
+    assert f"What fed {listed}" in text(inspector.inspector_html(ev, TOK))
+    two = replace(ev, feeds=ev.feeds[:2])
+    assert feeds_view.feeds_listed(two).startswith("the accepted branch and the heaviest other, of")
+    assert "What fed the drafted branches" not in text(inspector.inspector_html(ev, TOK))
+
+
+def test_no_own_token_is_one_sentence_and_the_end_of_text_shows():
+    ev = eos_step()  # accepts d . EOS: 3 tokens, none of the model's own
+    sentence = trie_view.NO_OWN_TOKEN
+    assert "length limit" in sentence and "ends the answer" in sentence and "end-of-text" in sentence
+    assert sentence in unescape(trie_view.tree_legend_html())
+    assert sentence in text(inspector.inspector_html(ev, TOK))
+    assert sentence[1:] in phases.accept_caption(ev, TOK)
+    mark = trie_view.END_MARK
+    labels = [x for t in trie_view.trie_figure(ev, TOK).data if t.name == "accepted" and t.text for x in t.text]
+    assert labels == ["d", ".", mark]
+    assert re.search(r"accepted: d\.⟨end⟩ then", text(inspector.inspector_html(ev, TOK)))
+    acc = phases.accept_html(ev, TOK)
+    chips = re.findall(r'<span class="[^"]*">([^<]*)</span>', acc.split('class="tt-acc"')[1])
+    assert chips == ["d", ".", mark] and len(chips) == len(ev.tokens)
+
+
+def test_the_masks_key_is_four_swatches_and_earlier_positions_show():
+    ev = eos_step()
+    context = list(b"say x y z")
+    fig = tree_mask.mask_figure(tree_mask.mask_view(ev, context, TOK))
+    heat = fig.data[0]
+    assert heat.showscale is False  # no colour bar: four categories, not a scale
+    key = [t for t in fig.data[1:] if t.showlegend]
+    assert [t.name for t in key] == list(tree_mask.MASK_NAMES)
+    assert [t.marker.color for t in key] == list(tree_mask.MASK_COLORS)
+    assert heat.x[0] == "… (0–3)" and all(v == 1 for v in heat.z[:, 0])  # every row sees the earlier cache
+
+
+def test_each_panel_opens_with_one_plain_sentence_and_folds_the_rest():
+    ev = eos_step()
+    p = phases.step_panels(ev, list(b"say x y za"), TOK)
+    for phase, html in (("retrieve", p.retrieve), ("trie", p.trie_caption), ("verify", p.verify), ("accept", p.accept)):
+        lead = re.match(rf'<p class="tt-lead" data-phase="{phase}">(.*?)</p>', html)
+        assert lead, phase
+        said = unescape(lead.group(1))
+        assert said.endswith(".") and len(re.findall(r"[.!?](\s|$)", said)) == 1, said  # one sentence
+        assert len(said) <= 140, said
+        rest = html[lead.end() :]
+        assert rest.startswith('<details class="tt-more"><summary>'), phase
+    assert "The chat held its last token 9 times" in text(p.retrieve)
+    assert "2 of the 6 drafted tokens agree" not in text(p.verify)
+    assert "3 of the 7 drafted tokens agree with the model" in text(p.verify)
+
+
+def test_the_tree_keys_marks_show_and_its_notes_fold():
+    key = trie_view.tree_legend_html()
+    shown, folded = key.split('<details class="tt-more">')
+    for _, name, _, _ in trie_view.TREE_MARKS:
+        assert f"<b>{name}</b>" in shown, name
+    for note in trie_view.TREE_NOTES:
+        assert note in folded and note not in shown
+
+
+def test_the_feeds_never_call_the_steps_count_c():
+    ev, _ = feeds_step()
+    u = ev.feeds[1]
+    assert feeds_view.feed_status(ev, u) == "not drafted (fixed c = 2)"
+    assert feeds_view.feed_status(auto(ev), u) == "not drafted (auto budget)"
+
+
+def test_the_panels_figures_stay_in_view():
+    """Only words fold: the verify table and the conversation's end with its matches underlined
+    are figures, shown whatever is folded."""
+    p = phases.step_panels(eos_step(), list(b"say x y za"), TOK)
+
+    def outside_folds(html: str) -> str:
+        return re.sub(r"<details.*?</details>", "", html, flags=re.S)
+
+    assert '<table class="tt-rows">' in outside_folds(p.verify)
+    assert 'class="tt-ctx"' in outside_folds(p.retrieve)
+
+
+def test_where_the_end_of_text_shows_the_words_say_so():
+    """The one sentence says the end-of-text token is not shown (in the answer's text); where a
+    view of the step does show it, as ⟨end⟩, that view says so too."""
+    ev = eos_step()
+    assert trie_view.END_MARK in trie_view.END_SHOWN
+    assert trie_view.END_SHOWN.strip() in text(inspector.inspector_html(ev, TOK))
+    assert trie_view.END_SHOWN.strip() in phases.accept_caption(ev, TOK)
+    assert trie_view.END_SHOWN.strip() in unescape(trie_view.tree_legend_html())
+    cut = replace(ev, finish_reason="length")  # the length limit: no end of text to show
+    assert trie_view.END_SHOWN.strip() not in text(inspector.inspector_html(cut, TOK))
