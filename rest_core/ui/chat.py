@@ -148,6 +148,7 @@ class Chat:
     view: AnswerView | None = None  # the last answer's events and spans
     prompt_ids: list[int] | None = None  # the last answer's prompt (for Compare)
     store: tuple[str, ...] = ()  # the datastores of the last answer
+    c_max: int | None = None  # the last answer's c where its auto budget chose each step's count
     answers: int = 0  # answers started so far: the number of the last (a view knows what it shows)
     active: bool = False
     run: Run | None = None
@@ -164,6 +165,7 @@ class Chat:
         self.view = None
         self.prompt_ids = None
         self.store = ()
+        self.c_max = None
         self.active = False
 
     def chat_html(self) -> str:
@@ -193,7 +195,9 @@ class Chat:
             return trie_figure(None, tokenizer), inspector_html(None, tokenizer)
         k = len(view.events) - 1 if step is None else max(0, min(int(step) - 1, len(view.events) - 1))
         ev = view.events[k]
-        return trie_figure(ev, tokenizer), inspector_html(ev, tokenizer, n_steps=len(view.events))
+        return trie_figure(ev, tokenizer, c_max=self.c_max), inspector_html(
+            ev, tokenizer, n_steps=len(view.events), c_max=self.c_max
+        )
 
     def slider_steps(self, running: bool) -> int:
         """The replay slider shows once an answer of two or more steps is complete."""
@@ -253,6 +257,7 @@ class Chat:
         self.answers += 1
         self.prompt_ids = prompt_ids
         self.store = stores.names
+        self.c_max = config.draft.c if config.draft.budget == "auto" else None
         runtime.claim_cache(stores, owner)
         job = ModelJob(
             stores=stores,
@@ -300,7 +305,7 @@ class Chat:
                 if not events or not view.events or now - last_refresh < REFRESH_S:
                     continue
                 self.turns[-1].answer_html = view.html()
-                running, fig, ins = live_panels(view.events, tokenizer)
+                running, fig, ins = live_panels(view.events, tokenizer, self.c_max)
                 last_refresh = now
                 yield Update(chat=self.chat_html(), stats=running, trie=fig, inspector=ins, status=status)
             reason, status = _ending(view.events, config, run.timed_out, max_seconds, clock, status)
@@ -354,11 +359,16 @@ def blank_view(runtime: Runtime) -> Update:
     )
 
 
-def live_panels(events: Sequence[StepEvent], tokenizer: Any) -> tuple[str, Any, str]:
+def live_panels(events: Sequence[StepEvent], tokenizer: Any, c_max: int | None = None) -> tuple[str, Any, str]:
     """A streaming answer's (stats, trie figure, inspector), all of the same step, refreshed
     together with the answer's text (every REFRESH_S), so "9 steps" never stands beside a
     tree or an inspector of step 8, nor the text a step ahead of them."""
     stats = stats_html(events, running=True)
     if not events:
         return stats, None, inspector_html(None, tokenizer)
-    return stats, trie_figure(events[-1], tokenizer), inspector_html(events[-1], tokenizer, n_steps=len(events))
+    last = events[-1]
+    return (
+        stats,
+        trie_figure(last, tokenizer, c_max=c_max),
+        inspector_html(last, tokenizer, n_steps=len(events), c_max=c_max),
+    )

@@ -29,6 +29,9 @@ from rest_core.ui.style import (
     token_text,
     visible,
 )
+from rest_core.ui.style import (
+    NO_OWN_TOKEN as OWN_TOKEN_NONE,
+)
 
 
 @dataclass(frozen=True)
@@ -343,10 +346,7 @@ def plot_esc(text: str) -> str:
 
 
 # When a step writes no token of its own: one sentence, said alike wherever a view explains it.
-NO_OWN_TOKEN = (
-    "None when the length limit cuts the step, or when an accepted draft ends the answer "
-    "(the end-of-text token is not shown)."
-)
+NO_OWN_TOKEN = OWN_TOKEN_NONE[0].upper() + OWN_TOKEN_NONE[1:] + "."  # the key's sentence, as a sentence
 END_MARK = "⟨end⟩"  # an accepted end-of-text token, which prints as nothing, where a view shows it
 END_SHOWN = f" The answer's text does not show it; the step's views mark it {END_MARK}."
 

@@ -169,3 +169,18 @@ def test_a_chat_answer_carries_the_inspectors_feeds(tiny_runtime):
     list(respond(session, tiny_runtime, "abc abc abc abc abc abc", NO_STORE, knobs(max_new_tokens=24)))
     events = session.chat.view.events
     assert any(e.feeds for e in events), "no step of the chat answer kept what fed its branches"
+
+
+def test_the_chat_names_each_steps_count_beside_the_most_c(tiny_runtime):
+    """Settings' c is the most an auto budget may draft per step; the chat's inspector and tree
+    name a step's own count as 'drafted N (auto budget, at most c = 16)', never as a second c."""
+    session = Session()
+    values = knobs(max_new_tokens=24, budget="auto", c=16)
+    list(respond(session, tiny_runtime, "abc abc abc abc abc abc", NO_STORE, values))
+    tok = tiny_runtime.loaded().tokenizer
+    views = [session.chat.step_view(tok, k) for k in range(1, len(session.chat.view.events) + 1)]
+    drafted = [(fig, ins) for fig, ins in views if "auto budget" in ins]
+    assert drafted, [ins[:200] for _, ins in views]
+    assert all("at most c = 16" in ins for _, ins in drafted)
+    titles = [fig.layout.title.text for fig, _ in drafted if fig.layout.title and fig.layout.title.text]
+    assert titles and all("at most c = 16" in t for t in titles), titles
