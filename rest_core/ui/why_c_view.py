@@ -103,35 +103,9 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
         2,
     )
     c = int(min(max(chosen_c, 0), max_c))
-    # the caption's "1 + c tokens costs … ms", marked where the chart shows it
-    fig.add_trace(
-        go.Scatter(
-            x=[1 + c],
-            y=[float(curve(1 + c))],
-            mode="markers+text",
-            text=[f"1 + {c}: {float(curve(1 + c)):.1f} ms"],
-            textposition="top left",
-            marker=dict(size=10, color=ACCEPTED_COLOR),
-            name="1 + c",
-            hoverinfo="skip",
-        ),
-        1,
-        1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[c],
-            y=[float(speedup[c])],
-            mode="markers+text",
-            text=[f"your c = {c}"],
-            textposition="top center",
-            marker=dict(size=11, color=ACCEPTED_COLOR),
-            name="chosen c",
-            hoverinfo="skip",
-        ),
-        1,
-        2,
-    )
+    # the caption's "1 + c tokens costs … ms", marked where the chart shows it; and the asked c
+    mark(fig, 1, 1 + c, float(curve(1 + c)), f"1 + {c}: {float(curve(1 + c)):.1f} ms", "top left", "1 + c", 10)
+    mark(fig, 2, c, float(speedup[c]), f"your c = {c}", "top center", "chosen c", 11)
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dot"), row=1, col=2)
     _lay_out(fig, curve)
     # room above the curve for the chosen c's label, and c = 0 a little right of the y axis, so its
@@ -232,18 +206,30 @@ def _lay_out(fig: Any, curve: CostCurve) -> None:
     )
 
 
-def why_c_caption(
-    curve: CostCurve,
-    events: Sequence[StepEvent],
-    chosen_c: int,
-    answer: str = "This answer",
-    max_c: int = 64,
-    compared: ForwardTime | None = None,
-    notes: Sequence[str] = (),
-) -> str:
-    """What the figure says, as HTML: one idea a bullet (`why_c_points`), the arithmetic folded
-    under them, `notes` (plain text) last in the fold."""
-    points, sums = why_c_points(curve, events, chosen_c, answer, max_c, compared)
+def mark(fig: Any, col: int, x: float, y: float, text: str, where: str, name: str, size: int) -> None:
+    """One labelled point on the figure's panel `col` (1: the cost, 2: the speedup)."""
+    import plotly.graph_objects as go
+
+    fig.add_trace(
+        go.Scatter(
+            x=[x],
+            y=[y],
+            mode="markers+text",
+            text=[text],
+            textposition=where,
+            marker=dict(size=size, color=ACCEPTED_COLOR),
+            name=name,
+            hoverinfo="skip",
+        ),
+        1,
+        col,
+    )
+
+
+def why_c_caption(*args: Any, notes: Sequence[str] = (), **kwargs: Any) -> str:
+    """What the figure says, as HTML: one idea a bullet (`why_c_points`, given the arguments it
+    takes), the arithmetic folded under them, `notes` (plain text) last in the fold."""
+    points, sums = why_c_points(*args, **kwargs)
     items = "".join(f"<li>{esc(x)}</li>" for x in points)
     folded = "".join(f"<li>{esc(x)}</li>" for x in [*sums, *notes])
     fold = f'<details class="why-sums"><summary>The arithmetic</summary><ul>{folded}</ul></details>' if folded else ""
