@@ -56,13 +56,13 @@ def origin_shares(events: Sequence[StepEvent]) -> dict[str, int]:
     return out
 
 
-def percentages(counts: dict[str, int]) -> dict[str, int]:
-    """Whole percentages of `counts` that add up to 100 (largest remainders: each is its exact
-    share rounded up or down)."""
+def percentages(counts: dict[str, int], total: int = 100) -> dict[str, int]:
+    """Whole percentages of `counts` that add up to `total` (largest remainders: each is its exact
+    share of `total` rounded up or down)."""
     n = sum(counts.values())
-    exact = {k: 100 * v / n for k, v in counts.items()}
+    exact = {k: total * v / n for k, v in counts.items()}
     out = {k: int(x) for k, x in exact.items()}
-    for k in sorted(exact, key=lambda k: out[k] - exact[k])[: 100 - sum(out.values())]:
+    for k in sorted(exact, key=lambda k: out[k] - exact[k])[: total - sum(out.values())]:
         out[k] += 1
     return out
 
@@ -85,8 +85,13 @@ def origin_sentence(events: Sequence[StepEvent]) -> str:
     n = sum(shares.values())
     if not n:
         return ""
-    pct = percentages(shares)
-    model = pct.pop("model")
+    # the drafted share as every other view rounds it (Compare's "tokens from drafts"), its groups
+    # splitting it so that the sentence adds up to 100%
+    drafted = n - shares.get("model", 0)
+    share = int(f"{100 * drafted / n:.0f}")
+    groups = {k: v for k, v in shares.items() if k != "model"}
+    pct = percentages(groups, share) if drafted else {}
+    model = 100 - share
     parts = [f"{p}% by {_named(k)}" for k, p in pct.items()]
     tokens = f"{n} token{'' if n == 1 else 's'}"
     if not parts:

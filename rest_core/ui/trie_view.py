@@ -369,8 +369,10 @@ def budget_words(event: StepEvent, c_max: int | None = None) -> str:
 
 def budget_note(event: StepEvent, c_max: int | None = None) -> str:
     """The step's budget in words: "auto budget, at most c = 16" ("auto budget" where the most is
-    not known) or "fixed c = 16"."""
-    if event.predicted:
+    not known) or "fixed c = 16". A step is the auto budget's when it carries predictions, or
+    when the caller names the most (`c_max`: only for an auto budget), so a step where the auto
+    budget drafted nothing never reads "fixed c = 0"."""
+    if event.predicted or c_max:
         return "auto budget" + (f", at most c = {c_max}" if c_max else "")
     return f"fixed c = {event.c}"
 

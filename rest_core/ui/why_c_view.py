@@ -320,8 +320,9 @@ def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[st
         f"Predicted at c = {c}: 1 + the accepted drafts the tries predict, {acc:.2f}, times the forward of 1 token, "
         f"over the step's other work plus the forward of 1 + {c} = {value:.2f}×.",
         f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×. "
-        "The two differ where the tries' predicted acceptance differs from what the answer accepted, and by the "
-        "step's other work, which only the prediction counts.",
+        "The two differ by the step's other work (retrieval, building the tree), which only the prediction "
+        "counts, by any step that wrote no token of its own (M counts it, the prediction does not), and where "
+        "the tries' predicted acceptance differs from what the answer accepted.",
     ]
 
 

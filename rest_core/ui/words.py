@@ -53,7 +53,7 @@ GPU_EXPECT = (
 )
 # A phone gets the same in fewer words (the reasons are in How REST works).
 CPU_EXPECT_SHORT = (
-    "On this CPU REST is about as fast as plain decoding on a new question, and faster where the answer repeats "
+    "On this CPU REST is about as fast as plain decoding, or slower, on a new question, and faster where it repeats "
     "text; on a GPU the speedup approaches M, the tokens per step."
 )
 
