@@ -283,6 +283,7 @@ class Chat:
         status = base = status_html(esc(note), "warn") if note else ""
         yield Update(chat=self.chat_html(), stats=stats_html([]), steps=self.slider_steps(True), status=status, box="")
         last_refresh = 0.0
+        shown_status = status
         try:
             while True:
                 events, ended = run.drain(timeout=REFRESH_S)
@@ -302,8 +303,12 @@ class Chat:
                 if ended:
                     break
                 now = time.perf_counter()
+                if status != shown_status and not view.events:  # the engine's word while it waits (vLLM starting)
+                    shown_status = status
+                    yield Update(status=status)
                 if not events or not view.events or now - last_refresh < REFRESH_S:
                     continue
+                shown_status = status
                 self.turns[-1].answer_html = view.html()
                 running, fig, ins = live_panels(view.events, tokenizer, self.c_max)
                 last_refresh = now
