@@ -42,7 +42,7 @@ from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.draft import Draft, Selector, build_draft, warm_up
 from rest_core.drafting.feeds import Feed, feeds
 from rest_core.drafting.source import DraftSource, Retrieved
-from rest_core.drafting.trie import select_top_c
+from rest_core.drafting.trie import Trie, select_top_c
 from rest_core.sources import SourceTable
 from rest_core.store.opened import as_datastore
 
@@ -342,10 +342,7 @@ class Engine:
                 timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
                 if auto:
-                    overhead_ms = timings.total_ms - timings.forward_ms
-                    self.auto_budget.learn(
-                        draft, accepted, overhead_ms=overhead_ms, forward_ms=timings.forward_ms, retrieved=retrieved
-                    )
+                    self._learn(draft, accepted, timings, retrieved)
                 totals = tally.add(len(tokens), len(rows), timings)
                 event = self._event(
                     config,
@@ -357,20 +354,13 @@ class Engine:
                     timings=timings,
                     totals=totals,
                     row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
-                    # the step-through's heaviest branches; elsewhere the inspector's: the accepted
-                    # first token's branch and the heaviest other (a fraction of a millisecond)
-                    feeds=feeds(retrieved, draft.trie)
-                    if each
-                    else feeds(retrieved, draft.trie, nodes=INSPECTOR_FEEDS, lead=tokens[0] if accepted else None)
-                    if inspect
-                    else (),
+                    feeds=_step_feeds(retrieved, draft.trie, tokens[0] if accepted else None, each, inspect),
                 )
                 yield event
                 if event.finished:
                     return
         finally:
-            # Also when the consumer stops early: the cache still holds ids[:-1] exactly.
-            self._save(state, consistent)
+            self._save(state, consistent)  # also when the consumer stops early: the cache holds ids[:-1] exactly
 
     def _prepare(self, config: GenerationConfig) -> tuple[list[DraftSource], OutputHead | None, bool, Uniforms | None]:
         """What a generation needs before its clock starts: its draft sources, the output head
@@ -519,6 +509,11 @@ class Engine:
             keep_rows(state.cache, len(state.ids) - 1, rows[: len(tokens) - 1])
         state.ids.extend(tokens)
 
+    def _learn(self, draft: Draft, accepted: tuple[int, ...], timings: StepTimings, retrieved: list[Retrieved]) -> None:
+        """Teach the auto budget what this step's draft cost beside its forward and what of it was accepted."""
+        forward_ms, overhead_ms = timings.forward_ms, timings.total_ms - timings.forward_ms
+        self.auto_budget.learn(draft, accepted, overhead_ms=overhead_ms, forward_ms=forward_ms, retrieved=retrieved)
+
     def _event(
         self,
         config: GenerationConfig,
@@ -569,6 +564,17 @@ def _row_argmax(logits: torch.Tensor | LazyLogits) -> tuple[int, ...]:
     if isinstance(logits, LazyLogits):
         return tuple(logits.argmax(r) for r in range(len(logits)))
     return tuple(int(t) for t in logits.argmax(dim=-1).tolist())
+
+
+def _step_feeds(
+    retrieved: list[Retrieved], trie: Trie | None, lead: int | None, each: bool, inspect: bool
+) -> tuple[Feed, ...]:
+    """A step's feeds, after its clock: the step-through's, the inspector's (first token `lead`) or none."""
+    if each:  # the heaviest first-level branches
+        return feeds(retrieved, trie)
+    if inspect:  # the accepted first token's branch and the heaviest other (a fraction of a millisecond)
+        return feeds(retrieved, trie, nodes=INSPECTOR_FEEDS, lead=lead)
+    return ()
 
 
 def _reach_score(draft: Draft) -> np.ndarray:

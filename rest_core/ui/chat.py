@@ -25,7 +25,7 @@ from rest_core.ui.busy import FastestSteps, time_limit_message
 from rest_core.ui.inspector import inspector_html
 from rest_core.ui.model_calls import ModelJob, Notice
 from rest_core.ui.run import Run
-from rest_core.ui.runtime import Runtime, selected_names
+from rest_core.ui.runtime import Runtime, StoreSet, selected_names
 from rest_core.ui.stats import stats_html
 from rest_core.ui.style import clean_text, esc, status_html
 from rest_core.ui.trie_view import empty_figure, trie_figure
@@ -253,6 +253,19 @@ class Chat:
             self.active = False
             yield Update(chat=self.chat_html(), status=status_html(esc(error), "err"), box="")
             return
+        self.run = self._start(runtime, stores, tokenizer, prompt_ids, config, owner)
+        yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds, runtime.clock)
+
+    def _start(
+        self,
+        runtime: Runtime,
+        stores: StoreSet,
+        tokenizer: Any,
+        prompt_ids: list[int],
+        config: GenerationConfig,
+        owner: str,
+    ) -> Run:
+        """Open the answer's view, claim the engine's KV cache for `owner` and start the model job."""
         self.view = AnswerView(tokenizer)
         self.answers += 1
         self.prompt_ids = prompt_ids
@@ -266,8 +279,7 @@ class Chat:
             max_seconds=runtime.settings.max_seconds,
             inspect=True,
         )
-        self.run = Run(runtime.calls.answer, job)
-        yield from self._stream(self.run, tokenizer, config, note, runtime.settings.max_seconds, runtime.clock)
+        return Run(runtime.calls.answer, job)
 
     def _stream(
         self,

@@ -385,15 +385,10 @@ def run_source_names(events: Sequence[StepEvent]) -> dict[int, str]:
     return {bit: name for e in events for bit, name in step_source_names(e)}
 
 
-def timeline_figure(
-    lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer, names: Mapping[int, str] | None = None
-):
-    """Methods on one wall-clock axis (decode time, prefill excluded), one lane each, top first:
-    one block per forward pass, as wide as it took, labelled with the tokens it produced and
-    coloured by who drafted its accepted tokens (grey: the model's own token only), the legend
-    naming the sources by `names` (bit -> name: `run_source_names`)."""
-    import plotly.graph_objects as go
-
+def _block_groups(
+    lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer
+) -> dict[tuple[int, str], dict[str, list]]:
+    """The timeline's blocks grouped by (who drafted, lane): their bars' bases, widths, lanes, labels and hovers."""
     groups: dict[tuple[int, str], dict[str, list]] = {}
     for lane, blocks in lanes:
         for i, b in enumerate(blocks):
@@ -406,6 +401,13 @@ def timeline_figure(
             g["hover"].append(
                 f"{esc(lane)}, forward {i + 1}: {plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}"
             )
+    return groups
+
+
+def _timeline_bars(groups: dict[tuple[int, str], dict[str, list]], names: Mapping[int, str] | None) -> list:
+    """One horizontal bar trace per group of blocks, coloured and named by who drafted them."""
+    import plotly.graph_objects as go
+
     data: list = []
     for (sources, _), g in sorted(groups.items()):
         color, name = _block_style(sources, names)
@@ -428,6 +430,19 @@ def timeline_figure(
                 hoverinfo="text",
             )
         )
+    return data
+
+
+def timeline_figure(
+    lanes: Sequence[tuple[str, Sequence[Block]]], tokenizer: Tokenizer, names: Mapping[int, str] | None = None
+):
+    """Methods on one wall-clock axis (decode time, prefill excluded), one lane each, top first:
+    one block per forward pass, as wide as it took, labelled with the tokens it produced and
+    coloured by who drafted its accepted tokens (grey: the model's own token only), the legend
+    naming the sources by `names` (bit -> name: `run_source_names`)."""
+    import plotly.graph_objects as go
+
+    data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
     rows = legend_rows([d.name for d in data if d.showlegend])
     bottom = 50 + KEY_ROW + LEGEND_ROW * rows

@@ -256,14 +256,8 @@ def why_c_points(
         ], []
     c = min(chosen_c, max_c)
     one, verify = float(curve(1)), float(curve(1 + c))
-    measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
-    points = [
-        f"Verifying 1 token costs {one:.1f} ms on this device; verifying 1 + {c} tokens costs {verify:.1f} ms, "
-        f"{ratio(verify, one):.2f}× as long."
-    ]
-    sums = [
-        f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}.",
-    ]
+    point, cost_sum = _verify_cost(curve, c, one, verify)
+    points, sums = [point], [cost_sum]
     points.append(_m_words(rest, answer))
     points.append(
         "So a bigger c, the most draft tokens verified per step, pays only while the extra accepted drafts outgrow "
@@ -291,19 +285,34 @@ def why_c_points(
     )
     points.append(_picked(rest, c, best))
     if float(speedup[1:].max()) < 1.0:
-        points.append(
-            "Here every c is slower than plain decoding: the curve stays under the dotted 1× line. "
-            + cost_growth(curve, max_c)
-        )
-        sums.append(
-            "The curve is a prediction from the cost curve and this answer's acceptance; Compare's speedup times two "
-            "whole runs on the wall clock."
-        )
+        point, why = _none_pays(curve, max_c)
+        points.append(point)
+        sums.append(why)
     same = same_forward(curve_forward(curve), compared)
     if same:
         sums.append(same)
     sums.append("Each answer has its own M; the stats under the chat show the last chat answer's.")
     return points, sums
+
+
+def _verify_cost(curve: CostCurve, c: int, one: float, verify: float) -> tuple[str, str]:
+    """The bullet on what verifying 1 and 1 + c tokens costs (`one`, `verify` ms), and its arithmetic."""
+    measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
+    point = (
+        f"Verifying 1 token costs {one:.1f} ms on this device; verifying 1 + {c} tokens costs {verify:.1f} ms, "
+        f"{ratio(verify, one):.2f}× as long."
+    )
+    return point, f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}."
+
+
+def _none_pays(curve: CostCurve, max_c: int) -> tuple[str, str]:
+    """The bullet for a curve where every c is slower than plain decoding, and its fold's note."""
+    growth = cost_growth(curve, max_c)
+    point = "Here every c is slower than plain decoding: the curve stays under the dotted 1× line. " + growth
+    return point, (
+        "The curve is a prediction from the cost curve and this answer's acceptance; Compare's speedup times two "
+        "whole runs on the wall clock."
+    )
 
 
 def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[str]:
