@@ -16,7 +16,7 @@ import gradio as gr
 import teach_tab
 from rest_core.knobs import APP_KNOBS, Knob
 from rest_core.sources import MAX_STORES
-from rest_core.ui import answer_view, lifecycle, trie_view, words
+from rest_core.ui import answer_view, lifecycle, tree_key, trie_view, words
 from rest_core.ui.chat import Chat, Update, blank_view
 from rest_core.ui.compare import compare
 from rest_core.ui.corpus import build_corpus, file_paths
@@ -176,7 +176,7 @@ def _answer_column(max_chars: int) -> AnswerPanel:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
             trie = gr.Plot(trie_view.empty_figure(), label="Draft tree of the step", elem_id="trie")
-            gr.HTML(trie_view.tree_legend_html(), elem_id="tree-legend")
+            gr.HTML(tree_key.tree_legend_html(), elem_id="tree-legend")
             step = gr.Slider(
                 1,
                 2,

@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from rest_core.ui import guided, step_through, trie_view, words
+from rest_core.ui import guided, step_through, tree_key, trie_view, words
 from rest_core.ui.lifecycle import admit_job, as_session, job_done
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
@@ -93,7 +93,7 @@ def how_rest_works() -> None:
         gr.HTML(f'<div class="how-svg">{svg.read_text(encoding="utf-8") if svg.exists() else ""}</div>')
         gr.Markdown(words.ONE_FORWARD, elem_id="one-forward")
         gr.Markdown(words.GLOSSARY, elem_id="glossary")
-        gr.HTML(trie_view.tree_legend_html())
+        gr.HTML(tree_key.tree_legend_html())
 
 
 def guided_panel() -> tuple[gr.Radio, gr.HTML]:
@@ -151,7 +151,7 @@ def _phase_panels() -> dict[str, Any]:
             gr.Markdown("#### 2. Build the trie")
             trie_cap = gr.HTML("", elem_id="teach-trie-cap")
             trie = gr.Plot(trie_view.empty_figure("Press Next step."), elem_id="teach-trie", show_label=False)
-            gr.HTML(trie_view.tree_legend_html())
+            gr.HTML(tree_key.tree_legend_html())
         with gr.Column(min_width=320):
             gr.Markdown("#### 3. Verify in one forward")
             mask = gr.Plot(

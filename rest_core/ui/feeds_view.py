@@ -8,7 +8,7 @@ from __future__ import annotations
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.feeds import Feed
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, token_label, visible
-from rest_core.ui.trie_view import budget_note
+from rest_core.ui.tree_key import budget_note
 
 
 def feed_status(event: StepEvent, feed: Feed) -> str:

@@ -8,7 +8,7 @@ from rest_core.decode.events import StepEvent
 from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_list, feeds_listed
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
-from rest_core.ui.trie_view import END_MARK, END_SHOWN, NO_OWN_TOKEN, budget_words, end_token
+from rest_core.ui.tree_key import END_MARK, END_SHOWN, NO_OWN_TOKEN, budget_words, end_token
 
 
 def sample_list(samples: list[str], limit: int) -> str:
@@ -37,32 +37,7 @@ def inspector_html(
         f'<div class="ins-head"><b>Step {event.step + 1}{of}</b> · {"REST" if event.method == "rest" else "plain decoding"}'
         f" · {budget_words(event, c_max)} · accepted {event.accepted_len}</div>"
     )
-    rows = []
-    for m in event.matches:
-        if m.suffix_len:
-            # With the step's feeds (below) those say which continuations fed the drafted nodes;
-            # without them, the source's first few continuations, alike ones counted once.
-            conts = "" if event.feeds else sample_list([visible(dec(c), 60) for c in m.sample], samples)
-            rows.append(
-                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> '
-                f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
-                f"<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{'s' if m.occurrences != 1 else ''}"
-                + (f'<ul class="conts">{conts}</ul>' if conts else "")
-                + "</div>"
-            )
-        else:
-            rows.append(
-                f'<div class="ins-src"><span class="chip">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
-            )
-    if event.feeds:
-        rows.append(
-            f'<div class="ins-feeds">What fed {esc(feeds_listed(event))}, with how many '
-            f"continuations begin alike:{feeds_list(event, tokenizer, rows=False)}</div>"
-        )
-    if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
-        rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')
-    elif not event.matches:
-        rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
+    rows = source_rows(event, tokenizer, samples)
     end = end_token(event)  # an accepted end-of-text token prints as nothing: shown as END_MARK
     acc = "".join(
         f'<span class="{shade_class(s, event.accepted_len, event.step)}">'
@@ -92,3 +67,35 @@ def inspector_html(
         + f'<div class="ins-time">{timing}</div>'
         + "</div>"
     )
+
+
+def source_rows(event: StepEvent, tokenizer: Tokenizer, samples: int) -> list[str]:
+    """The inspector's lines on what each source matched, and on what fed the draft."""
+    dec = lambda ids: decode_text(tokenizer, ids)  # noqa: E731
+    rows = []
+    for m in event.matches:
+        if m.suffix_len:
+            # With the step's feeds (below) those say which continuations fed the drafted nodes;
+            # without them, the source's first few continuations, alike ones counted once.
+            conts = "" if event.feeds else sample_list([visible(dec(c), 60) for c in m.sample], samples)
+            rows.append(
+                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> '
+                f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
+                f"<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{'s' if m.occurrences != 1 else ''}"
+                + (f'<ul class="conts">{conts}</ul>' if conts else "")
+                + "</div>"
+            )
+        else:
+            rows.append(
+                f'<div class="ins-src"><span class="chip">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
+            )
+    if event.feeds:
+        rows.append(
+            f'<div class="ins-feeds">What fed {esc(feeds_listed(event))}, with how many '
+            f"continuations begin alike:{feeds_list(event, tokenizer, rows=False)}</div>"
+        )
+    if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
+        rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')
+    elif not event.matches:
+        rows.append('<div class="ins-src muted">no draft source (plain decoding)</div>')
+    return rows

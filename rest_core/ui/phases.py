@@ -31,8 +31,7 @@ from rest_core.ui.style import (
     token_text,
     visible,
 )
-from rest_core.ui.tree_mask import mask_figure, mask_view
-from rest_core.ui.trie_view import (
+from rest_core.ui.tree_key import (
     ACCEPTED,
     END_MARK,
     END_SHOWN,
@@ -44,8 +43,9 @@ from rest_core.ui.trie_view import (
     budget_words,
     draft_states,
     end_token,
-    trie_figure,
 )
+from rest_core.ui.tree_mask import mask_figure, mask_view
+from rest_core.ui.trie_view import trie_figure
 
 # ----------------------------------------------------------------------------------------------
 # Every panel: one plain sentence of what happened in this step, the rest folded

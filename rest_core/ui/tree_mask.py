@@ -138,18 +138,8 @@ def mask_figure(view: MaskView):
             hovertemplate="row %{y}<br>column %{x}<extra></extra>",
         )
     )
-    for name, colour in zip(MASK_NAMES, MASK_COLORS):
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=name,
-                marker=dict(symbol="square", size=13, color=colour, line=dict(color="#9ca3af", width=1)),
-                hoverinfo="skip",
-                showlegend=True,
-            )
-        )
+    for trace in mask_key_traces():
+        fig.add_trace(trace)
     size = max(240, min(780, 80 + 18 * q))
     fig.update_layout(
         height=size,
@@ -165,3 +155,21 @@ def mask_figure(view: MaskView):
     if view.n_context:
         fig.add_vline(x=view.n_context - 0.5 + (earlier is not None), line=dict(color="#374151", width=1.5, dash="dot"))
     return fig
+
+
+def mask_key_traces() -> list:
+    """The mask figure's key: one legend-only square swatch per value (MASK_NAMES)."""
+    import plotly.graph_objects as go
+
+    return [
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            marker=dict(symbol="square", size=13, color=colour, line=dict(color="#9ca3af", width=1)),
+            hoverinfo="skip",
+            showlegend=True,
+        )
+        for name, colour in zip(MASK_NAMES, MASK_COLORS)
+    ]

@@ -1,6 +1,6 @@
 """The draft-tree figure of one step: which trie nodes are drawn and where (`tree_view`), the
-compact events a session keeps (`compact_event`), the Plotly figure (`trie_figure`) and the key
-beside it (`tree_legend_html`).
+compact events a session keeps (`compact_event`) and the Plotly figure (`trie_figure`); its key
+and marks live in `rest_core.ui.tree_key`.
 
 `TreeView` is testable without Plotly; Plotly is imported only to build a figure.
 """
@@ -23,15 +23,22 @@ from rest_core.ui.style import (
     MODEL_COLOR,
     SEVERAL_NAME,
     Tokenizer,
-    esc,
     source_label,
     step_source_names,
     token_text,
     visible,
 )
-from rest_core.ui.style import (
-    NO_OWN_TOKEN as OWN_TOKEN_NONE,
+from rest_core.ui.tree_key import (
+    END_MARK,
+    MARK_OF_STATE,
+    OFF_PATH,
+    TREE_MARKS,
+    budget_note,
+    draft_states,
+    end_token,
+    key_name,
 )
+from rest_core.ui.tree_layout import layout_rows, model_token_place
 
 
 @dataclass(frozen=True)
@@ -162,37 +169,6 @@ def compact_event(event: StepEvent, max_extra: int = TRIE_MAX_EXTRA) -> StepEven
     return replace(event, trie=small, draft_idx=draft_idx, trie_nodes=len(trie))
 
 
-# What the acceptance walk did with each drafted node: the one source of the tree's marks, the
-# verify table's last column and the key (TREE_MARKS), so the three cannot disagree.
-ACCEPTED, REJECTED, OFF_PATH, UNCHECKED = "accepted", "rejected", "off the path", "not checked"
-
-
-def draft_states(event: StepEvent) -> tuple[str, ...]:
-    """Per node of `event.draft`, in its order: ACCEPTED (on the accepted path); REJECTED (the walk
-    reached its parent row and the model chose another token there); OFF_PATH (an ancestor was
-    rejected, so the walk never reached its parent row); UNCHECKED (its parent was accepted, or
-    is the root, but the walk stopped there first: the answer ended on an end-of-text token or
-    at its length limit, so no token was chosen at that row)."""
-    draft = event.draft
-    if draft is None or not len(draft):
-        return ()
-    accepted = set(int(a) for a in event.accepted)
-    path_rows = [0] + [int(a) + 1 for a in event.accepted]
-    chosen = set(path_rows[: len(event.tokens)])  # rows where the walk chose a token: one per token emitted
-    out: list[str] = []
-    for i in range(len(draft)):
-        p = int(draft.parents[i])
-        if i in accepted:
-            out.append(ACCEPTED)
-        elif p + 1 in chosen:
-            out.append(REJECTED)
-        elif p < 0 or p in accepted or out[p] == UNCHECKED:
-            out.append(UNCHECKED)
-        else:
-            out.append(OFF_PATH)
-    return tuple(out)
-
-
 MAX_ROWS = 16  # rows the figure's height holds with readable labels; retrieved-only nodes give way first
 
 
@@ -212,6 +188,7 @@ def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int 
 
 
 def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
+    """The drawn nodes (`_drawn`) with their states, the model's own token and their rows."""
     trie = event.trie
     assert trie is not None
     keep, selected, accepted, d2t = _drawn(event, max_nodes, max_extra)
@@ -220,48 +197,9 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
     parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
     state_of = {int(t): st for t, st in zip(d2t, draft_states(event)) if t >= 0}
     states = tuple(state_of.get(int(t), "retrieved") for t in nodes)
-
-    # The model's own last token: where it hangs, and whether the trie had it (retrieved, not drafted).
-    model_token = None
-    model_parent_pos = -1
-    model_in_trie_pos = -1
-    if event.tokens and event.token_sources and event.token_sources[-1] == 0:
-        model_token = int(event.tokens[-1])
-        acc_nodes = [k for k, t in enumerate(nodes) if accepted[t]]
-        model_parent_pos = max(acc_nodes, key=lambda k: trie.depths[nodes[k]]) if acc_nodes else -1
-        for k in range(len(nodes)):
-            if parent_pos[k] == model_parent_pos and int(trie.tokens[nodes[k]]) == model_token:
-                model_in_trie_pos = k
-
-    # Layout: leaves get consecutive rows in depth-first order (heavy children first), the
-    # model's token a leaf of its own, last under its parent; a parent sits at the mean of its
-    # children's rows. Index n is the star, n + 1 the root.
+    model_token, model_parent_pos, model_in_trie_pos = model_token_place(event, trie, nodes, parent_pos, accepted)
+    y, rows = layout_rows(trie, nodes, parent_pos, model_token, model_parent_pos)
     n = len(nodes)
-    children: list[list[int]] = [[] for _ in range(n + 2)]
-    for k, p in enumerate(parent_pos):
-        children[p if p >= 0 else n + 1].append(k)
-    for ch in children:
-        ch.sort(key=lambda k: (-trie.weights[nodes[k]], int(trie.tokens[nodes[k]])))
-    if model_token is not None:
-        children[model_parent_pos if model_parent_pos >= 0 else n + 1].append(n)
-    y = np.zeros(n + 1)
-    next_row = [0.0]
-
-    def place(k: int) -> float:
-        kids = children[k] if k < n else []
-        real = [c for c in kids if c != n]
-        if not real:  # a leaf; a leaf under which the star hangs keeps its row, the star takes the next
-            y[k] = next_row[0]
-            next_row[0] += 1
-            if kids:
-                place(n)
-        else:  # a parent sits at the mean of its drawn children's rows, not the star's
-            rows = {c: place(c) for c in kids}
-            y[k] = float(np.mean([rows[c] for c in real]))
-        return y[k]
-
-    for k in children[n + 1]:
-        place(k)
     x = trie.depths[nodes].astype(float)
     star_x = (float(x[model_parent_pos]) if model_parent_pos >= 0 else 0.0) + 1
     return TreeView(
@@ -278,7 +216,7 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
         star_x=star_x,
         star_y=-float(y[n]),
         states=states,
-        rows=int(next_row[0]),
+        rows=rows,
     )
 
 
@@ -345,55 +283,6 @@ def plot_esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-# When a step writes no token of its own: one sentence, said alike wherever a view explains it.
-NO_OWN_TOKEN = OWN_TOKEN_NONE[0].upper() + OWN_TOKEN_NONE[1:] + "."  # the key's sentence, as a sentence
-END_MARK = "⟨end⟩"  # an accepted end-of-text token, which prints as nothing, where a view shows it
-END_SHOWN = f" The answer's text does not show it; the step's views mark it {END_MARK}."
-
-
-def end_token(event: StepEvent) -> int | None:
-    """The end-of-text token a draft of this step wrote (the step's last token, drafted, and the
-    answer ended on it); None otherwise. Views show it as END_MARK so "3 tokens" shows 3."""
-    if event.finish_reason == "eos" and event.tokens and event.token_sources and event.token_sources[-1]:
-        return int(event.tokens[-1])
-    return None
-
-
-def budget_words(event: StepEvent, c_max: int | None = None) -> str:
-    """How many tokens the step drafted and under which budget, never as a bare "c = …" (c is the
-    most per step): "drafted 10 (auto budget, at most c = 16)" or "drafted 16 (fixed c = 16)".
-    An auto-budget step carries its predictions (`event.predicted`); a fixed one none."""
-    drafted = len(event.draft) if event.draft is not None else 0
-    return f"drafted {drafted} ({budget_note(event, c_max)})"
-
-
-def budget_note(event: StepEvent, c_max: int | None = None) -> str:
-    """The step's budget in words: "auto budget, at most c = 16" ("auto budget" where the most is
-    not known) or "fixed c = 16". A step is the auto budget's when it carries predictions, or
-    when the caller names the most (`c_max`: only for an auto budget), so a step where the auto
-    budget drafted nothing never reads "fixed c = 0"."""
-    if event.predicted or c_max:
-        return "auto budget" + (f", at most c = {c_max}" if c_max else "")
-    return f"fixed c = {event.c}"
-
-
-# The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
-# The figure's own legend ("name: look", `key_name`) and the page's key (`tree_legend_html`) are
-# both built from these, so the two say the same words; a node's mark follows its `draft_states`.
-TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
-    ("■", "root", "dark square", "The last token written; the step starts here."),
-    ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
-    ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
-    ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
-    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not drafted this step; hover shows its token."),
-    (
-        "★",
-        "model's own token",
-        "star",
-        "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN + END_SHOWN,
-    ),
-)
-MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}
 PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
 
 
@@ -668,44 +557,3 @@ class _TrieDrawing:
             hoverlabel=dict(font=dict(size=12)),
             showlegend=True,
         )
-
-
-def key_name(name: str) -> str:
-    """A mark's entry in the figure's legend: its name and its look, as the page's key says them."""
-    return next(f"{n}: {look}" for _, n, look, _ in TREE_MARKS if n == name)
-
-
-TREE_NOTES = (
-    "Each circle is one token of the <b>trie</b>: the retrieved continuations merged, shared beginnings sharing a "
-    "branch. Deeper tokens sit further right.",
-    "A circle's size is its <b>weight</b>: each source's weight is split evenly over its continuations and summed "
-    "over those through the circle; a circle several sources reach adds each one's share.",
-    "A <b>filled</b> circle is drafted: the step drafts its <b>heaviest</b> nodes, as many as its budget picks "
-    "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
-    "forward.",
-    "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
-    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
-)
-
-
-def _legend_items() -> list[str]:
-    marks = [
-        f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
-        for sym, name, look, meaning in TREE_MARKS
-    ]
-    return marks
-
-
-TREE_LEGEND = (
-    "<b>Reading the draft tree</b><ul>"
-    + "".join(_legend_items())
-    + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
-    + "".join(f"<li>{note}</li>" for note in TREE_NOTES)
-    + "</ul></details>"
-)
-
-
-def tree_legend_html() -> str:
-    """What every mark of `trie_figure` means, one per line, for beside it (TREE_MARKS: the
-    figure's legend says the same words)."""
-    return f'<div class="tree-legend" style="color:#1f2937">{TREE_LEGEND}</div>'

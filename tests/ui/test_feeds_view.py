@@ -15,7 +15,7 @@ from rest_core.drafting.draft import build_draft
 from rest_core.drafting.feeds import feeds
 from rest_core.drafting.source import Retrieved
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE
-from rest_core.ui import feeds_view, phases, trie_view
+from rest_core.ui import feeds_view, phases, tree_key
 from tests.tiny_models import tiny_tokenizer
 from tests.ui.test_render import event
 
@@ -141,4 +141,4 @@ def test_the_weight_rule_the_glossary_states_is_the_one_the_panel_shows():
     assert abs(shares["y"] - (1 / 2 + 1) / 3) < 1e-12  # half of chat's and all of the conversation's
     weight = next(line for line in GLOSSARY.splitlines() if line.startswith("| **weight**"))
     assert "both" not in weight and "from every source" in weight and "gets 1/3" in weight
-    assert "both sources" not in trie_view.TREE_LEGEND and "several sources reach" in trie_view.TREE_LEGEND
+    assert "both sources" not in tree_key.TREE_LEGEND and "several sources reach" in tree_key.TREE_LEGEND

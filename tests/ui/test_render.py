@@ -11,7 +11,7 @@ import pytest
 
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, compare_view, inspector, stats, style, trie_view
+from rest_core.ui import answer_view, compare_view, inspector, stats, style, tree_key, trie_view
 
 EOS = 256
 
@@ -225,7 +225,7 @@ def test_legend_draws_the_shade_scale_for_every_source_hue():
 
 
 def test_tree_legend_names_every_mark_of_the_figure():
-    out = trie_view.tree_legend_html()
+    out = tree_key.tree_legend_html()
     for mark in (
         "■",
         "root",
@@ -358,7 +358,7 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
     fig = trie_view.trie_figure(ev, ByteTokenizer())
     key = [t for t in fig.data if t.showlegend is not False]
     names = [t.name for t in key]
-    assert names[:5] == [trie_view.key_name(n) for _, n, _, _ in trie_view.TREE_MARKS if n != "not checked"]
+    assert names[:5] == [tree_key.key_name(n) for _, n, _, _ in tree_key.TREE_MARKS if n != "not checked"]
     assert [n.split(":")[0] for n in names[:5]] == [
         "root",
         "accepted",
@@ -374,9 +374,9 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
             assert colours[f"from {name}"] == style.SOURCE_COLORS[bit]
     assert all(t.x == (None,) for t in key)  # key entries only: no points
     for mark in ("root", "green", "crossed", "hollow", "model's own token"):
-        assert mark in trie_view.TREE_LEGEND, mark
+        assert mark in tree_key.TREE_LEGEND, mark
     for name in names[:5]:  # the page's key says the figure's words
-        assert name.split(": ", 1)[1] in trie_view.TREE_LEGEND, name
+        assert name.split(": ", 1)[1] in tree_key.TREE_LEGEND, name
 
 
 def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed():

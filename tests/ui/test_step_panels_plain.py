@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 from html import unescape
 
-from rest_core.ui import feeds_view, inspector, phases, tree_mask, trie_view
+from rest_core.ui import feeds_view, inspector, phases, tree_key, tree_mask, trie_view
 from tests.ui.test_feeds_view import step as feeds_step
 from tests.ui.test_render import trie_event
 from tests.ui.test_tree_reconciled import TOK, eos_step
@@ -88,12 +88,12 @@ def test_the_inspector_says_which_branches_it_lists():
 
 def test_no_own_token_is_one_sentence_and_the_end_of_text_shows():
     ev = eos_step()  # accepts d . EOS: 3 tokens, none of the model's own
-    sentence = trie_view.NO_OWN_TOKEN
+    sentence = tree_key.NO_OWN_TOKEN
     assert "length limit" in sentence and "ends the answer" in sentence and "end-of-text" in sentence
-    assert sentence in unescape(trie_view.tree_legend_html())
+    assert sentence in unescape(tree_key.tree_legend_html())
     assert sentence in text(inspector.inspector_html(ev, TOK))
     assert sentence[1:] in phases.accept_caption(ev, TOK)
-    mark = trie_view.END_MARK
+    mark = tree_key.END_MARK
     labels = [x for t in trie_view.trie_figure(ev, TOK).data if t.name == "accepted" and t.text for x in t.text]
     assert labels == ["d", ".", mark]
     assert re.search(r"accepted: d\.⟨end⟩ then", text(inspector.inspector_html(ev, TOK)))
@@ -131,11 +131,11 @@ def test_each_panel_opens_with_one_plain_sentence_and_folds_the_rest():
 
 
 def test_the_tree_keys_marks_show_and_its_notes_fold():
-    key = trie_view.tree_legend_html()
+    key = tree_key.tree_legend_html()
     shown, folded = key.split('<details class="tt-more">')
-    for _, name, _, _ in trie_view.TREE_MARKS:
+    for _, name, _, _ in tree_key.TREE_MARKS:
         assert f"<b>{name}</b>" in shown, name
-    for note in trie_view.TREE_NOTES:
+    for note in tree_key.TREE_NOTES:
         assert note in folded and note not in shown
 
 
@@ -162,9 +162,9 @@ def test_where_the_end_of_text_shows_the_words_say_so():
     """The one sentence says the end-of-text token is not shown (in the answer's text); where a
     view of the step does show it, as ⟨end⟩, that view says so too."""
     ev = eos_step()
-    assert trie_view.END_MARK in trie_view.END_SHOWN
-    assert trie_view.END_SHOWN.strip() in text(inspector.inspector_html(ev, TOK))
-    assert trie_view.END_SHOWN.strip() in phases.accept_caption(ev, TOK)
-    assert trie_view.END_SHOWN.strip() in unescape(trie_view.tree_legend_html())
+    assert tree_key.END_MARK in tree_key.END_SHOWN
+    assert tree_key.END_SHOWN.strip() in text(inspector.inspector_html(ev, TOK))
+    assert tree_key.END_SHOWN.strip() in phases.accept_caption(ev, TOK)
+    assert tree_key.END_SHOWN.strip() in unescape(tree_key.tree_legend_html())
     cut = replace(ev, finish_reason="length")  # the length limit: no end of text to show
-    assert trie_view.END_SHOWN.strip() not in text(inspector.inspector_html(cut, TOK))
+    assert tree_key.END_SHOWN.strip() not in text(inspector.inspector_html(cut, TOK))

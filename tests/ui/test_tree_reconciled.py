@@ -16,7 +16,7 @@ import numpy as np
 
 from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, inspector, phases, trie_view
+from rest_core.ui import answer_view, inspector, phases, tree_key, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
@@ -48,7 +48,7 @@ def eos_step():
 
 def test_walk_states_are_one_source_for_tree_table_and_key():
     ev = eos_step()
-    states = trie_view.draft_states(ev)
+    states = tree_key.draft_states(ev)
     assert states == ("accepted", "rejected", "accepted", "off the path", "accepted", "rejected", "not checked")
     # the table: the same verdicts, row by row
     assert [c.status for c in phases.row_checks(ev)] == [phases.ROW_STATUS[s] for s in states]
@@ -62,8 +62,8 @@ def test_walk_states_are_one_source_for_tree_table_and_key():
     # the table says why, and the key has the mark
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
     assert re.search(r"· not checked\s+7 \(parent 5\)\s+↵", table) and "not checked: the answer ended first" in table
-    assert "not checked" in trie_view.TREE_LEGEND and "the answer ended" in trie_view.TREE_LEGEND
-    assert trie_view.key_name("not checked") in [t.name for t in fig.data if t.showlegend]
+    assert "not checked" in tree_key.TREE_LEGEND and "the answer ended" in tree_key.TREE_LEGEND
+    assert tree_key.key_name("not checked") in [t.name for t in fig.data if t.showlegend]
 
 
 def test_accept_panel_follows_from_the_verify_table():
@@ -149,11 +149,11 @@ def test_title_is_two_short_lines_for_a_phone():
 
 
 def test_key_is_one_mark_a_line_with_the_figures_words():
-    out = trie_view.tree_legend_html()
+    out = tree_key.tree_legend_html()
     items = re.findall(r"<li>(.*?)</li>", out)
-    for sym, name, look, meaning in trie_view.TREE_MARKS:
+    for sym, name, look, meaning in tree_key.TREE_MARKS:
         assert any(sym in i and name in i and look in i and meaning in unescape(i) for i in items), name
-        assert trie_view.key_name(name).split(": ", 1)[1] in unescape(out)
+        assert tree_key.key_name(name).split(": ", 1)[1] in unescape(out)
     assert "color:#1f2937" in out  # dark body text, not light grey
 
 

@@ -1,0 +1,130 @@
+"""The draft tree's key: what the acceptance walk did with each drafted node (`draft_states`),
+the marks that show it (`TREE_MARKS`), the words for a step's end and budget, and the page's key."""
+
+from __future__ import annotations
+
+from rest_core.decode.events import StepEvent
+from rest_core.ui.style import NO_OWN_TOKEN as OWN_TOKEN_NONE
+from rest_core.ui.style import esc
+
+# What the acceptance walk did with each drafted node: the one source of the tree's marks, the
+# verify table's last column and the key (TREE_MARKS), so the three cannot disagree.
+ACCEPTED, REJECTED, OFF_PATH, UNCHECKED = "accepted", "rejected", "off the path", "not checked"
+
+
+def draft_states(event: StepEvent) -> tuple[str, ...]:
+    """Per node of `event.draft`, in its order: ACCEPTED (on the accepted path); REJECTED (the walk
+    reached its parent row and the model chose another token there); OFF_PATH (an ancestor was
+    rejected, so the walk never reached its parent row); UNCHECKED (its parent was accepted, or
+    is the root, but the walk stopped there first: the answer ended on an end-of-text token or
+    at its length limit, so no token was chosen at that row)."""
+    draft = event.draft
+    if draft is None or not len(draft):
+        return ()
+    accepted = set(int(a) for a in event.accepted)
+    path_rows = [0] + [int(a) + 1 for a in event.accepted]
+    chosen = set(path_rows[: len(event.tokens)])  # rows where the walk chose a token: one per token emitted
+    out: list[str] = []
+    for i in range(len(draft)):
+        p = int(draft.parents[i])
+        if i in accepted:
+            out.append(ACCEPTED)
+        elif p + 1 in chosen:
+            out.append(REJECTED)
+        elif p < 0 or p in accepted or out[p] == UNCHECKED:
+            out.append(UNCHECKED)
+        else:
+            out.append(OFF_PATH)
+    return tuple(out)
+
+
+# When a step writes no token of its own: one sentence, said alike wherever a view explains it.
+NO_OWN_TOKEN = OWN_TOKEN_NONE[0].upper() + OWN_TOKEN_NONE[1:] + "."  # the key's sentence, as a sentence
+END_MARK = "⟨end⟩"  # an accepted end-of-text token, which prints as nothing, where a view shows it
+END_SHOWN = f" The answer's text does not show it; the step's views mark it {END_MARK}."
+
+
+def end_token(event: StepEvent) -> int | None:
+    """The end-of-text token a draft of this step wrote (the step's last token, drafted, and the
+    answer ended on it); None otherwise. Views show it as END_MARK so "3 tokens" shows 3."""
+    if event.finish_reason == "eos" and event.tokens and event.token_sources and event.token_sources[-1]:
+        return int(event.tokens[-1])
+    return None
+
+
+def budget_words(event: StepEvent, c_max: int | None = None) -> str:
+    """How many tokens the step drafted and under which budget, never as a bare "c = …" (c is the
+    most per step): "drafted 10 (auto budget, at most c = 16)" or "drafted 16 (fixed c = 16)".
+    An auto-budget step carries its predictions (`event.predicted`); a fixed one none."""
+    drafted = len(event.draft) if event.draft is not None else 0
+    return f"drafted {drafted} ({budget_note(event, c_max)})"
+
+
+def budget_note(event: StepEvent, c_max: int | None = None) -> str:
+    """The step's budget in words: "auto budget, at most c = 16" ("auto budget" where the most is
+    not known) or "fixed c = 16". A step is the auto budget's when it carries predictions, or
+    when the caller names the most (`c_max`: only for an auto budget), so a step where the auto
+    budget drafted nothing never reads "fixed c = 0"."""
+    if event.predicted or c_max:
+        return "auto budget" + (f", at most c = {c_max}" if c_max else "")
+    return f"fixed c = {event.c}"
+
+
+# The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
+# The figure's own legend ("name: look", `key_name`) and the page's key (`tree_legend_html`) are
+# both built from these, so the two say the same words; a node's mark follows its `draft_states`.
+TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
+    ("■", "root", "dark square", "The last token written; the step starts here."),
+    ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
+    ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
+    ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
+    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not drafted this step; hover shows its token."),
+    (
+        "★",
+        "model's own token",
+        "star",
+        "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN + END_SHOWN,
+    ),
+)
+MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}
+
+
+def key_name(name: str) -> str:
+    """A mark's entry in the figure's legend: its name and its look, as the page's key says them."""
+    return next(f"{n}: {look}" for _, n, look, _ in TREE_MARKS if n == name)
+
+
+TREE_NOTES = (
+    "Each circle is one token of the <b>trie</b>: the retrieved continuations merged, shared beginnings sharing a "
+    "branch. Deeper tokens sit further right.",
+    "A circle's size is its <b>weight</b>: each source's weight is split evenly over its continuations and summed "
+    "over those through the circle; a circle several sources reach adds each one's share.",
+    "A <b>filled</b> circle is drafted: the step drafts its <b>heaviest</b> nodes, as many as its budget picks "
+    "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
+    "forward.",
+    "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
+    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
+)
+
+
+def _legend_items() -> list[str]:
+    marks = [
+        f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
+        for sym, name, look, meaning in TREE_MARKS
+    ]
+    return marks
+
+
+TREE_LEGEND = (
+    "<b>Reading the draft tree</b><ul>"
+    + "".join(_legend_items())
+    + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
+    + "".join(f"<li>{note}</li>" for note in TREE_NOTES)
+    + "</ul></details>"
+)
+
+
+def tree_legend_html() -> str:
+    """What every mark of `trie_figure` means, one per line, for beside it (TREE_MARKS: the
+    figure's legend says the same words)."""
+    return f'<div class="tree-legend" style="color:#1f2937">{TREE_LEGEND}</div>'
