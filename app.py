@@ -78,9 +78,6 @@ def model_name(spec: str) -> str:
     return name.removesuffix(".gguf") or spec
 
 
-gpu_model = words.gpu_model  # the first NVIDIA GPU's model, from the driver ("" if none)
-
-
 def device_words(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
     """Where the model runs, in words: "this machine's CPU (2 cores)", "a GPU (NVIDIA H200)"...
     (words.device_phrase, which Compare uses too). `cores` and `gpu` are for tests (None: read

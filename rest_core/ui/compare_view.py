@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, StepEvent, Totals
+from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
 from rest_core.ui.measures import PER_TOKEN, ForwardTime, divided, minus, plain_forward, ratio, rest_forward, shown
 from rest_core.ui.style import (
@@ -23,6 +23,7 @@ from rest_core.ui.style import (
     decode_text,
     esc,
     plural,
+    several,
     source_label,
     step_source_names,
     visible,
@@ -375,8 +376,8 @@ def _block_style(sources: int, names: Mapping[int, str] | None = None) -> tuple[
     if sources == 0:
         return "#9ca3af", "model's own token only"
     label = source_label(sources, names)
-    if bin(int(sources)).count("1") > 1:  # the conversation by its short name: no bracket inside the bracket
-        label = f"{SEVERAL_NAME} ({origin(sources, {**(names or {}), SOURCE_CONTEXT: 'conversation'}).label})"
+    if several(sources):
+        label = f"{SEVERAL_NAME} ({label})"
     return origin(sources).color, f"accepted drafts: {label}"
 
 

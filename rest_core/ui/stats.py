@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins
-from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, source_label, step_source_names
+from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_label, step_source_names
 
 # What the tokens/s counts, said under the figures: the steps' own clock, so neither the prefill,
 # nor loading the model, nor the page drawing between steps; but the page draws on the same
@@ -39,7 +39,7 @@ def origin_shares(events: Sequence[StepEvent]) -> dict[str, int]:
     for e in events:
         names.update(step_source_names(e))
     alone: dict[str, int] = {}
-    several: dict[str, int] = {}
+    together: dict[str, int] = {}
     model = 0
     for e in events:
         for mask in e.token_sources:
@@ -47,11 +47,11 @@ def origin_shares(events: Sequence[StepEvent]) -> dict[str, int]:
                 model += 1
                 continue
             label = source_label(mask, names)
-            group = several if bin(int(mask)).count("1") > 1 else alone
+            group = together if several(mask) else alone
             group[label] = group.get(label, 0) + 1
     out = dict(alone)
-    if several:
-        out[f"{SEVERAL_NAME} ({', '.join(several)})"] = sum(several.values())
+    if together:
+        out[f"{SEVERAL_NAME} ({', '.join(together)})"] = sum(together.values())
     out["model"] = model
     return out
 

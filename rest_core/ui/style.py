@@ -72,6 +72,12 @@ def shown_name(bit: int, name: str) -> str:
     return CONTEXT_NAME if int(bit) == SOURCE_CONTEXT else name
 
 
+def several(mask: int) -> bool:
+    """Whether more than one source drafted a token of `mask` (the page's violet)."""
+    mask = int(mask)
+    return bool(mask & (mask - 1))
+
+
 def source_label(mask: int, names: dict[int, str] | None = None) -> str:
     """ "code + conversation": the sources of `mask` by name as the page shows them
     (`names`: bit -> name, e.g. an engine's table or a step's matches; else the default names)."""

@@ -23,6 +23,7 @@ from rest_core.ui.style import (
     MODEL_COLOR,
     SEVERAL_NAME,
     Tokenizer,
+    several,
     source_label,
     step_source_names,
     token_text,
@@ -520,7 +521,7 @@ class _TrieDrawing:
         colours = [
             (f"from {name}", origin(bit).color) for bit, name in self.names.items() if any(m & bit for m in drawn)
         ]
-        if any(m & (m - 1) for m in drawn):  # a node more than one source reached
+        if any(several(m) for m in drawn):  # a node more than one source reached
             colours.append((f"from {SEVERAL_NAME}", SEVERAL[1]))
         marks += [(name, dict(color=colour)) for name, colour in colours]
         return [
