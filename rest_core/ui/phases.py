@@ -35,6 +35,7 @@ from rest_core.ui.tree_key import (
     ACCEPTED,
     END_MARK,
     END_SHOWN,
+    KEY_SHORT,
     NO_OWN_TOKEN,
     OFF_PATH,
     REJECTED,
@@ -264,8 +265,8 @@ def _mark(check: RowCheck) -> str:
     if check.status == "not checked":
         return "· not checked"
     if check.model is None:
-        return "· off path"
-    return "· off path: same" if check.model == check.drafted else "· off path: other"
+        return f"· {OFF_PATH}"
+    return f"· {OFF_PATH}: same" if check.model == check.drafted else f"· {OFF_PATH}: other"
 
 
 def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
@@ -278,8 +279,8 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     parts = [
         f"{count['agree']} agree with the model's own (✓)",
         f"{count['disagree']} disagree (✗)",
-        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} off path: an earlier row of "
-        "the branch disagreed (same / other: the model's own token there, scored for this view)",
+        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} {OFF_PATH}: "
+        f"{KEY_SHORT[OFF_PATH]} (same / other: the model's own token there, scored for this view)",
     ]
     if count["not checked"]:
         parts.append(f"{count['not checked']} not checked: the answer ended first")

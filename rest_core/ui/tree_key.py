@@ -76,9 +76,16 @@ def budget_note(event: StepEvent, c_max: int | None = None) -> str:
 TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("■", "root", "dark square", "The last token written; the step starts here."),
     ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
-    ("⊗", "rejected", "crossed", "Drafted; the model chose another token here or on an earlier row of its branch."),
-    ("◌", "not checked", "faded", "Drafted; the answer ended before the walk reached it."),
-    ("○", "retrieved only", "hollow, unlabelled", "In the trie, not drafted this step; hover shows its token."),
+    ("⊗", "rejected", "crossed", "Drafted; the model chose another token in its place."),
+    (
+        "◌",
+        OFF_PATH,
+        "faded",
+        "Drafted under a rejected token, so the walk never reached it; the verify table still shows "
+        "whether the model's token there is the same.",
+    ),
+    ("◎", UNCHECKED, "hollow, coloured ring", "Drafted; the answer ended before the walk reached it."),
+    ("○", "retrieved only", "hollow, grey, unlabelled", "In the trie, not drafted this step; hover shows its token."),
     (
         "★",
         "model's own token",
@@ -86,12 +93,23 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
         "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN + END_SHOWN,
     ),
 )
-MARK_OF_STATE = {ACCEPTED: "accepted", REJECTED: "rejected", OFF_PATH: "rejected", UNCHECKED: "not checked"}
+# A mark's words in the figure's compact legend: what it means, in a few words (its look is the
+# legend's sample); the page's key repeats them, with the look and the longer meaning, folded.
+KEY_SHORT = {
+    "root": "the last token written",
+    ACCEPTED: "the model agreed",
+    REJECTED: "the model chose another",
+    OFF_PATH: "under a rejected token, never compared",
+    UNCHECKED: "the answer ended first",
+    "retrieved only": "in the trie, not drafted",
+    "model's own token": "the model's next token",
+}
+MARK_OF_STATE = {ACCEPTED: ACCEPTED, REJECTED: REJECTED, OFF_PATH: OFF_PATH, UNCHECKED: UNCHECKED}
 
 
 def key_name(name: str) -> str:
-    """A mark's entry in the figure's legend: its name and its look, as the page's key says them."""
-    return next(f"{n}: {look}" for _, n, look, _ in TREE_MARKS if n == name)
+    """A mark's entry in the figure's legend: its name and what it means, as the page's key says them."""
+    return f"{name}: {KEY_SHORT[name]}"
 
 
 TREE_NOTES = (
@@ -108,23 +126,23 @@ TREE_NOTES = (
 
 
 def _legend_items() -> list[str]:
-    marks = [
-        f'<li><span class="mark">{sym}</span> <b>{name}</b>: {look}. {esc(meaning)}</li>'
+    return [
+        f'<li><span class="mark">{sym}</span> <b>{name}</b>, {look}: {KEY_SHORT[name]}. {esc(meaning)}</li>'
         for sym, name, look, meaning in TREE_MARKS
     ]
-    return marks
 
 
+# The figure's own legend is the one key; this fold, under it, says the same marks at length.
 TREE_LEGEND = (
-    "<b>Reading the draft tree</b><ul>"
+    '<details class="tree-key"><summary><b>Reading the draft tree</b></summary><ul>'
     + "".join(_legend_items())
     + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
     + "".join(f"<li>{note}</li>" for note in TREE_NOTES)
-    + "</ul></details>"
+    + "</ul></details></details>"
 )
 
 
 def tree_legend_html() -> str:
-    """What every mark of `trie_figure` means, one per line, for beside it (TREE_MARKS: the
-    figure's legend says the same words)."""
+    """What every mark of `trie_figure` means, one per line, folded under the figure (its legend
+    is the key; TREE_MARKS and KEY_SHORT give both the same words)."""
     return f'<div class="tree-legend" style="color:#1f2937">{TREE_LEGEND}</div>'

@@ -33,7 +33,9 @@ from rest_core.ui.tree_key import (
     END_MARK,
     MARK_OF_STATE,
     OFF_PATH,
+    REJECTED,
     TREE_MARKS,
+    UNCHECKED,
     budget_note,
     draft_states,
     end_token,
@@ -352,8 +354,6 @@ class _TrieDrawing:
     def hover(self, k: int) -> str:
         state = self.view.states[k]
         says = {name: meaning for _, name, _, meaning in TREE_MARKS}[MARK_OF_STATE.get(state, "retrieved only")]
-        if state == OFF_PATH:
-            says = "drafted; the model chose another token on an earlier row of its branch"
         return (
             f"<b>{plot_esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
             f"weight {self.w[k]:.3g} · depth {int(self.view.x[k])}<br>source: {plot_esc(source_label(int(self.srcs[k]), self.names))}"
@@ -405,11 +405,11 @@ class _TrieDrawing:
     def traces(self) -> list[dict]:
         view = self.view
         not_sel = self.mask("retrieved only")
-        rejected, unchecked = self.mask("rejected"), self.mask("not checked")
+        rejected, unchecked, off = self.mask(REJECTED), self.mask(UNCHECKED), self.mask(OFF_PATH)
         star = self.model_token_traces()
         return [
             self.edge_trace(not_sel, "retrieved", "#d1d5db", 1, "dot"),
-            self.edge_trace(rejected | unchecked, "drafted", "#9ca3af", 1.2, "solid"),
+            self.edge_trace(rejected | unchecked | off, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
             *star[:1],  # the star's dashed line, under every label like the other edges
             # Retrieved-only nodes keep their label for hover and tests, but draw none: less
@@ -432,13 +432,22 @@ class _TrieDrawing:
                 line=dict(color="#111827", width=2),
                 textcolor="#374151",
             ),
-            # Drafted where the walk never got: the answer ended first. Faded, not crossed.
+            # Drafted under a rejected token: never compared, so faded, not crossed.
             self.node_trace(
-                unchecked,
-                "not checked",
-                color=self.colors(unchecked),
+                off,
+                OFF_PATH,
+                color=self.colors(off),
                 opacity=0.35,
                 line=dict(color=GREY, width=1),
+                textcolor="#4b5563",
+            ),
+            # Drafted where the walk never got because the answer ended first: a hollow ring
+            # in its source's colour.
+            self.node_trace(
+                unchecked,
+                UNCHECKED,
+                color="white",
+                line=dict(color=self.colors(unchecked), width=2.5),
                 textcolor="#4b5563",
             ),
             self.node_trace(
@@ -508,7 +517,8 @@ class _TrieDrawing:
             "root": dict(symbol="square", size=11, color="#374151"),
             "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
             "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=2)),
-            "not checked": dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
+            OFF_PATH: dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
+            "not checked": dict(color="white", line=dict(color=GREY, width=2.5)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
             "model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),
         }

@@ -358,15 +358,16 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
     fig = trie_view.trie_figure(ev, ByteTokenizer())
     key = [t for t in fig.data if t.showlegend is not False]
     names = [t.name for t in key]
-    assert names[:5] == [tree_key.key_name(n) for _, n, _, _ in tree_key.TREE_MARKS if n != "not checked"]
-    assert [n.split(":")[0] for n in names[:5]] == [
+    assert names[:6] == [tree_key.key_name(n) for _, n, _, _ in tree_key.TREE_MARKS if n != "not checked"]
+    assert [n.split(":")[0] for n in names[:6]] == [
         "root",
         "accepted",
         "rejected",
+        "off the path",
         "retrieved only",
         "model's own token",
     ]
-    colours = {t.name: t.marker.color for t in key[5:]}
+    colours = {t.name: t.marker.color for t in key[6:]}
     drawn = {int(m) for m in ev.trie.sources if m}  # every node of this small trie is drawn
     assert colours
     for bit, name in style.step_source_names(ev):
@@ -375,7 +376,7 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
     assert all(t.x == (None,) for t in key)  # key entries only: no points
     for mark in ("root", "green", "crossed", "hollow", "model's own token"):
         assert mark in tree_key.TREE_LEGEND, mark
-    for name in names[:5]:  # the page's key says the figure's words
+    for name in names[:6]:  # the page's key says the figure's words
         assert name.split(": ", 1)[1] in tree_key.TREE_LEGEND, name
 
 

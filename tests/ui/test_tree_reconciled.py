@@ -58,7 +58,7 @@ def test_walk_states_are_one_source_for_tree_table_and_key():
     by_name = {t.name: t for t in fig.data if t.name}
     assert list(by_name["not checked"].text) == ["↵"]
     assert by_name["not checked"].marker.symbol is None
-    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", "q", '"'])
+    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", '"'])
     # the table says why, and the key has the mark
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
     assert re.search(r"· not checked\s+7 \(parent 5\)\s+↵", table) and "not checked: the answer ended first" in table
@@ -230,3 +230,20 @@ def test_the_star_under_an_accepted_leaf_takes_a_row_of_its_own():
     assert view.y[0] > view.star_y > view.y[1]  # a, then the star under it, then b
     positions = trie_view.label_positions([1.0, 2.0])
     assert positions == ["top center", "top center"]  # one side for every label, above its node
+
+
+def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
+    """06: "q" hangs under the rejected "x", so the walk never compared it; the tree crossed it
+    like a rejected node while the table said "off path". One state, one mark, one word."""
+    ev = eos_step()
+    fig = trie_view.trie_figure(ev, TOK)
+    by_name = {t.name: t for t in fig.data if t.name}
+    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", '"'])
+    off = by_name[tree_key.OFF_PATH]
+    assert list(off.text) == ["q"] and off.marker.symbol != "circle-x"
+    # the key lists it by the same words, and the verify table's row uses the key's name
+    assert tree_key.key_name(tree_key.OFF_PATH) in [t.name for t in fig.data if t.showlegend]
+    assert "under a rejected token, never compared" in unescape(tree_key.TREE_LEGEND)
+    table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
+    assert re.search(r"· off the path(: other)?\s+4 \(parent 2\)\s+q", table), table
+    assert "off path" not in table
