@@ -1,6 +1,6 @@
-"""The draft-tree figure of one step: which trie nodes are drawn and where (`tree_view`), the
-compact events a session keeps (`compact_event`) and the Plotly figure (`trie_figure`); its key
-and marks live in `rest_core.ui.tree_key`.
+"""The draft-tree figure of one step (`trie_figure`): which trie nodes are drawn and where
+(`tree_view`) and the compact events a session keeps (`compact_event`) live in
+`rest_core.ui.tree_layout`, the key and marks in `rest_core.ui.tree_key`.
 
 `TreeView` is testable without Plotly; Plotly is imported only to build a figure.
 """
@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from rest_core.decode.events import StepEvent
-from rest_core.drafting.trie import Trie
 from rest_core.sources import SEVERAL, origin
 from rest_core.ui.style import (
     ACCEPTED_COLOR,
@@ -41,187 +39,17 @@ from rest_core.ui.tree_key import (
     end_token,
     key_name,
 )
-from rest_core.ui.tree_layout import layout_rows, model_token_place
-
-
-@dataclass(frozen=True)
-class TreeView:
-    """The part of a step's trie that is drawn, with each node's role (testable without Plotly)."""
-
-    nodes: np.ndarray  # trie indices shown, BFS order
-    selected: np.ndarray  # bool per shown node: in the verified top-c draft
-    accepted: np.ndarray  # bool per shown node: on the accepted path
-    x: np.ndarray  # depth
-    y: np.ndarray  # vertical position
-    parent_pos: np.ndarray  # position in `nodes` of each node's parent, -1 = root
-    total_nodes: int
-    model_token: int | None  # the token the model emitted itself at the end of the accepted path
-    model_parent_pos: int  # where that token hangs (-1 = root)
-    model_in_trie_pos: int  # its shown position if the retrieved trie had it (but not drafted), else -1
-    star_x: float = 0.0  # where the model's token is drawn: a row of its own, under its parent
-    star_y: float = 0.0
-    states: tuple[str, ...] = ()  # per shown node: its `DraftState` ("retrieved" when not drafted)
-    rows: int = 0  # rows of the layout: each leaf, and the model's token, has one of its own
-
-
-def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
-    """Trie index of every draft node (matched by token path, so any node order works). A draft
-    is at most a few dozen nodes and a trie tens of thousands (K=5000): each draft node is looked
-    up among its parent's children with array compares, no table over the whole trie."""
-    out = np.full(len(draft), -1, dtype=np.int64)
-    for i in range(len(draft)):
-        p = int(draft.parents[i])
-        tp = -1 if p < 0 else int(out[p])
-        if p >= 0 and tp < 0:
-            continue  # its parent is not in the trie, so neither is it
-        hit = np.flatnonzero((trie.parents == tp) & (trie.tokens == int(draft.tokens[i])))
-        out[i] = int(hit[0]) if len(hit) else -1
-    return out
-
-
-TRIE_MAX_NODES = 40  # nodes drawn per step (the accepted path and the draft first)
-TRIE_MAX_EXTRA = 8  # of which at most this many retrieved-only nodes
-HEAVIEST_KEPT = 64  # a compact event also keeps the heaviest retrieved-only nodes (Why this c?, c <= 64)
-
-
-def _drawn(event: StepEvent, max_nodes: int, max_extra: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Which trie nodes the figure draws (accepted path, then drafted, then at most `max_extra`
-    retrieved-only nodes, heaviest first, closed under ancestors), as boolean masks over the
-    trie: (drawn, selected, accepted), and the trie index of each draft node (-1: not found)."""
-    trie = event.trie
-    assert trie is not None
-    n = len(trie)
-    selected = np.zeros(n, dtype=bool)
-    accepted = np.zeros(n, dtype=bool)
-    d2t = np.zeros(0, dtype=np.int64)
-    if event.draft is not None and len(event.draft):
-        d2t = draft_to_trie(trie, event.draft)
-        ok = d2t >= 0
-        selected[d2t[ok]] = True
-        acc = [int(d2t[i]) for i in event.accepted if d2t[i] >= 0]
-        accepted[acc] = True
-    else:
-        selected[[i for i in event.draft_idx if 0 <= i < n]] = True
-
-    order = _draw_order(trie, selected, accepted, max_extra)
-    keep = np.zeros(n, dtype=bool)
-    count = 0
-    extra = 0
-    for i in order:
-        if count >= max_nodes:
-            break
-        if not selected[i]:
-            if extra >= max_extra:
-                break  # the rest of the order is retrieved-only nodes too
-            extra += 1
-        j = int(i)
-        while j >= 0 and not keep[j]:  # add the node with its missing ancestors
-            keep[j] = True
-            count += 1
-            j = int(trie.parents[j])
-    return keep, selected, accepted, d2t
-
-
-def _draw_order(trie: Trie, selected: np.ndarray, accepted: np.ndarray, max_extra: int) -> np.ndarray:
-    """The order `_drawn` walks: accepted path, drafted nodes, then the rest; heavier first,
-    shallower on ties, then by index. Only the first `max_extra` retrieved-only nodes can be
-    drawn, so only those ranked at or above the max_extra-th heaviest weight are sorted (ties
-    included): the same order's prefix, without sorting a K=5000 trie of 80,000 nodes."""
-    rest = np.flatnonzero(~selected)
-    if max_extra <= 0:
-        rest = rest[:0]
-    elif max_extra < len(rest):
-        w = trie.weights[rest]
-        cut = np.partition(w, len(w) - max_extra)[len(w) - max_extra]
-        rest = rest[w >= cut]
-    cand = np.concatenate([np.flatnonzero(selected), rest])
-    key = np.lexsort((cand, trie.depths[cand], -trie.weights[cand], ~selected[cand], ~accepted[cand]))
-    return cand[key]
-
-
-def compact_event(event: StepEvent, max_extra: int = TRIE_MAX_EXTRA) -> StepEvent:
-    """The event with its trie cut to what the page can show of it: the nodes the figure draws,
-    the whole verified draft (at most c nodes) and the `HEAVIEST_KEPT` heaviest retrieved-only
-    nodes (what a budget up to 64 would verify: Why this c? and the sources' shares read them),
-    closed under ancestors and re-indexed; `draft_idx` follows and
-    `trie_nodes` keeps the whole trie's size for the figure's title. A step's retrieved trie
-    holds tens of thousands of nodes at K=5000, so a session keeps these instead; the figure and
-    the inspector of the compact event equal those of the full one.
-
-    Why the figure is unchanged: the kept nodes keep their relative (breadth-first) order, every
-    drawn node's ancestors are drawn, and the kept nodes are the drawing order's first ones (the
-    whole draft, then at least `max_extra` retrieved-only nodes, with their ancestors), which
-    hold whatever prefix of that order the figure draws; so `_drawn` picks the same nodes."""
-    trie = event.trie
-    if trie is None or len(trie) == 0 or event.trie_nodes is not None:
-        return event
-    keep, _, _, d2t = _drawn(event, len(trie), max(max_extra, HEAVIEST_KEPT))
-    keep[d2t[d2t >= 0]] = True
-    keep[[i for i in event.draft_idx if 0 <= i < len(trie)]] = True
-    old = np.flatnonzero(keep)  # ascending: the breadth-first order is kept
-    new_of = np.full(len(trie) + 1, -1, dtype=np.int64)  # old index -> new; slot -1 maps the root to -1
-    new_of[old] = np.arange(len(old))
-    small = Trie(
-        tokens=trie.tokens[old].copy(),
-        parents=new_of[trie.parents[old]],
-        depths=trie.depths[old].copy(),
-        weights=trie.weights[old].copy(),
-        sources=trie.sources[old].copy(),
-    )
-    draft_idx = tuple(int(new_of[i]) for i in event.draft_idx if 0 <= i < len(trie))
-    return replace(event, trie=small, draft_idx=draft_idx, trie_nodes=len(trie))
-
-
-MAX_ROWS = 16  # rows the figure's height holds with readable labels; retrieved-only nodes give way first
-
-
-def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> TreeView | None:
-    """Choose which trie nodes to draw (see `_drawn`) and lay them out: depth to the right,
-    heaviest branch on top, every leaf and the model's own token in a row of its own; fewer
-    retrieved-only nodes where their rows would crowd the drafted ones (at most MAX_ROWS rows
-    unless the draft alone needs more)."""
-    trie = event.trie
-    if trie is None or len(trie) == 0:
-        return None
-    view = _laid_out(event, max_nodes, max_extra)
-    while view.rows > MAX_ROWS and max_extra > 0:
-        max_extra -= 1
-        view = _laid_out(event, max_nodes, max_extra)
-    return view
-
-
-def _laid_out(event: StepEvent, max_nodes: int, max_extra: int) -> TreeView:
-    """The drawn nodes (`_drawn`) with their states, the model's own token and their rows."""
-    trie = event.trie
-    assert trie is not None
-    keep, selected, accepted, d2t = _drawn(event, max_nodes, max_extra)
-    nodes = np.flatnonzero(keep)  # BFS order, so parents come before children
-    pos = {int(t): k for k, t in enumerate(nodes)}
-    parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
-    state_of = {int(t): st for t, st in zip(d2t, draft_states(event)) if t >= 0}
-    states = tuple(state_of.get(int(t), "retrieved") for t in nodes)
-    model_token, model_parent_pos, model_in_trie_pos = model_token_place(event, trie, nodes, parent_pos, accepted)
-    y, rows = layout_rows(trie, nodes, parent_pos, model_token, model_parent_pos)
-    n = len(nodes)
-    x = trie.depths[nodes].astype(float)
-    star_x = (float(x[model_parent_pos]) if model_parent_pos >= 0 else 0.0) + 1
-    return TreeView(
-        nodes=nodes,
-        selected=selected[nodes],
-        accepted=accepted[nodes],
-        x=x,
-        y=-y[:n],
-        parent_pos=parent_pos,
-        total_nodes=event.trie_nodes if event.trie_nodes is not None else len(trie),
-        model_token=model_token,
-        model_parent_pos=model_parent_pos,
-        model_in_trie_pos=model_in_trie_pos,
-        star_x=star_x,
-        star_y=-float(y[n]),
-        states=states,
-        rows=rows,
-    )
-
+from rest_core.ui.tree_layout import (  # noqa: F401  (the draft tree's selection, named here too)
+    HEAVIEST_KEPT,
+    MAX_ROWS,
+    TRIE_MAX_EXTRA,
+    TRIE_MAX_NODES,
+    TreeView,
+    _draw_order,
+    compact_event,
+    draft_to_trie,
+    tree_view,
+)
 
 TRIE_HEIGHT = (
     560  # fixed: Plotly's responsive mode in the page keeps the first figure's height; 16 rows and a phone's key fit
@@ -289,15 +117,16 @@ def plot_esc(text: str) -> str:
 PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
 
 
+LABEL_PX = 12  # node labels: readable on a laptop and a phone
 LABEL_POSITION = "top center"  # every label above its node: one side, clear of the edges that leave it to the right
 LABEL_HALO = "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, 0 0 3px #fff"  # a line under a label never hides it
 
 
 def label_chars(columns: float) -> int:
-    """How many characters a node's label may have to fit on a phone (about 6.2 px a character
-    at the labels' 10 px), centred above its node within its column."""
+    """How many characters a node's label may have to fit on a phone (about 7.4 px a character
+    at the labels' LABEL_PX), centred above its node within its column."""
     room = PHONE_PLOT_PX / max(columns, 1.0) - 4
-    return int(max(2, min(8, room // 6.2)))
+    return int(max(2, min(8, room // 7.4)))
 
 
 def label_positions(x: Sequence[float]) -> list[str]:
@@ -346,6 +175,7 @@ class _TrieDrawing:
         root_kids = list(view.y[view.parent_pos < 0])
         if view.model_token is not None and view.model_parent_pos < 0:
             root_kids.append(view.star_y)
+        root_kids += [fy for p, _, fy, _ in view.folds if p < 0]
         self.root_y = float(np.mean(root_kids)) if root_kids else 0.0
 
     def mask(self, mark: str) -> np.ndarray:
@@ -391,7 +221,7 @@ class _TrieDrawing:
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[self.labels[k] for k in idx],
             textposition=label_positions(self.view.x[idx].tolist()),
-            textfont=dict(size=10, color=marker.pop("textcolor", "#111827"), shadow=LABEL_HALO),
+            textfont=dict(size=LABEL_PX, color=marker.pop("textcolor", "#111827"), shadow=LABEL_HALO),
             hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
             name=name,
@@ -412,8 +242,7 @@ class _TrieDrawing:
             self.edge_trace(rejected | unchecked | off, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
             *star[:1],  # the star's dashed line, under every label like the other edges
-            # Retrieved-only nodes keep their label for hover and tests, but draw none: less
-            # clutter, and the key says so.
+            # Retrieved-only nodes keep their label for hover and tests, but draw none.
             self.node_trace(
                 not_sel,
                 "retrieved only",
@@ -432,17 +261,11 @@ class _TrieDrawing:
                 line=dict(color="#111827", width=2),
                 textcolor="#374151",
             ),
-            # Drafted under a rejected token: never compared, so faded, not crossed.
+            # Under a rejected token, never compared: faded, not crossed. Where the answer ended
+            # first: a hollow ring in its source's colour.
             self.node_trace(
-                off,
-                OFF_PATH,
-                color=self.colors(off),
-                opacity=0.35,
-                line=dict(color=GREY, width=1),
-                textcolor="#4b5563",
+                off, OFF_PATH, color=self.colors(off), opacity=0.35, line=dict(color=GREY, width=1), textcolor="#4b5563"
             ),
-            # Drafted where the walk never got because the answer ended first: a hollow ring
-            # in its source's colour.
             self.node_trace(
                 unchecked,
                 UNCHECKED,
@@ -454,6 +277,7 @@ class _TrieDrawing:
                 view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)
             ),
             *star[1:],
+            *self.fold_traces(),
             dict(
                 type="scatter",
                 x=[0],
@@ -498,7 +322,7 @@ class _TrieDrawing:
                 mode="markers+text",
                 text=[label],
                 textposition=LABEL_POSITION,
-                textfont=dict(size=10, color=MODEL_COLOR, shadow=LABEL_HALO),
+                textfont=dict(size=LABEL_PX, color=MODEL_COLOR, shadow=LABEL_HALO),
                 marker=dict(symbol="star", size=14, color=MODEL_COLOR),
                 name="model's own token",
                 hovertext=[
@@ -508,6 +332,62 @@ class _TrieDrawing:
                 showlegend=False,
             ),
         ]
+
+    def fold_traces(self) -> list[dict]:
+        """Each crowded level's lighter siblings as one small grey "+N more" node, on a dotted
+        line; its hover lists what it holds, with each drafted node's state."""
+        folds = self.view.folds
+        if not folds:
+            return []
+        trie = self.event.trie
+        assert trie is not None
+        state_of = (
+            dict(zip(draft_to_trie(trie, self.event.draft), draft_states(self.event)))
+            if self.event.draft is not None
+            else {}
+        )
+        xs: list = []
+        ys: list = []
+        texts, hovers = [], []
+        for p, fx, fy, held in folds:
+            px, py = self.parent_xy(p)
+            xs += [px, fx, None]
+            ys += [py, fy, None]
+            more = f"+{len(held)} more"
+            texts.append(more if len(more) <= self.chars else f"+{len(held)}")
+            lines = [
+                f"{plot_esc(visible(token_text(self.tokenizer, int(trie.tokens[t])), 16))}: {state_of.get(t, 'retrieved only')}"
+                for t in held[:12]
+            ]
+            hovers.append(
+                f"<b>{more}</b>, folded: lighter siblings<br>"
+                + "<br>".join(lines)
+                + ("<br>…" if len(held) > 12 else "")
+            )
+        edge = dict(
+            type="scatter",
+            x=xs,
+            y=ys,
+            mode="lines",
+            line=dict(color="#9ca3af", width=1, dash="dot"),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+        node = dict(
+            type="scatter",
+            x=[f[1] for f in folds],
+            y=[f[2] for f in folds],
+            mode="markers+text",
+            text=texts,
+            textposition=LABEL_POSITION,
+            textfont=dict(size=LABEL_PX, color="#4b5563", shadow=LABEL_HALO),
+            marker=dict(size=8, color="#e5e7eb", line=dict(color="#9ca3af", width=1)),
+            name="folded",
+            hovertext=hovers,
+            hoverinfo="text",
+            showlegend=False,
+        )
+        return [edge, node]  # fmt: skip
 
     def key_traces(self) -> list[dict]:
         """The figure's key: every mark of TREE_MARKS ("not checked" only where drawn: it shows
@@ -550,7 +430,10 @@ class _TrieDrawing:
             f"{budget_note(event, c_max)}<br>"
             f"trie of {view.total_nodes:,} nodes" + (f", {shown} drawn" if shown < view.total_nodes else "")
         )
-        top, bottom = float(max(view.y.max(), view.star_y)), float(min(view.y.min(), view.star_y))
+        folded = sum(len(f[3]) for f in view.folds)
+        title += f", {folded} folded" if folded else ""
+        ys = [view.star_y, *(f[2] for f in view.folds)]
+        top, bottom = float(max(view.y.max(), *ys)), float(min(view.y.min(), *ys))
         return dict(
             # Below the page's label badge (Chat's "Draft tree of the step" covers up to the top
             # TITLE_TOP px at a laptop's and a phone's width, its border and padding included).

@@ -247,3 +247,21 @@ def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
     assert re.search(r"· off the path(: other)?\s+4 \(parent 2\)\s+q", table), table
     assert "off path" not in table
+
+
+def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
+    """12 (phone): fifteen drafted siblings stacked their labels into one another. The heaviest
+    keep a row and a label each; the rest fold into one "+N more" node, and the title counts both."""
+    ev = wide_step(15)
+    view = trie_view.tree_view(ev)
+    assert view.rows <= trie_view.MAX_ROWS
+    [(parent, _, _, folded)] = view.folds
+    drawn = len(view.nodes)
+    assert parent == -1 and drawn + len(folded) == 15 and drawn >= 5
+    assert set(folded) == set(range(15 - len(folded), 15))  # the lightest ones
+    fig = trie_view.trie_figure(ev, TOK)
+    more = next(t for t in fig.data if t.name == "folded")
+    assert list(more.text) == [f"+{len(folded)} more"]
+    assert f"trie of 15 nodes, {drawn} drawn, {len(folded)} folded" in fig.layout.title.text
+    # labels at least 12 px, on every drawn node, the star and the fold
+    assert all(t.textfont.size >= 12 for t in fig.data if t.mode == "markers+text")
