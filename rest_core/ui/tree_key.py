@@ -71,7 +71,7 @@ def budget_note(event: StepEvent, c_max: int | None = None) -> str:
 
 
 # The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
-# The figure's own legend ("name: look", `key_name`) and the page's key (`tree_legend_html`) are
+# The figure's own legend ("name: what it means", `key_name`) and the page's key (`tree_legend_html`) are
 # both built from these, so the two say the same words; a node's mark follows its `draft_states`.
 TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("■", "root", "dark square", "The last token written; the step starts here."),
@@ -81,8 +81,8 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
         "◌",
         OFF_PATH,
         "faded",
-        "Drafted under a rejected token, so the walk never reached it; the verify table still shows "
-        "whether the model's token there is the same.",
+        "Drafted under a rejected token, so the walk never reached it: verified in the same forward, "
+        "but its result is not used.",
     ),
     ("◎", UNCHECKED, "hollow, coloured ring", "Drafted; the answer ended before the walk reached it."),
     ("○", "retrieved only", "hollow, grey, unlabelled", "In the trie, not drafted this step; hover shows its token."),
@@ -121,6 +121,8 @@ TREE_NOTES = (
     "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
     "forward.",
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
+    "<b>+N more</b>: a crowded level's lighter siblings, folded into one node so that labels stay readable; "
+    "hover lists them with their states.",
     "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
 )
 

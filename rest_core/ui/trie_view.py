@@ -122,11 +122,28 @@ LABEL_POSITION = "top center"  # every label above its node: one side, clear of 
 LABEL_HALO = "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, 0 0 3px #fff"  # a line under a label never hides it
 
 
+CHAR_PX = 7.4  # about a character's width at LABEL_PX
+
+
 def label_chars(columns: float) -> int:
-    """How many characters a node's label may have to fit on a phone (about 7.4 px a character
+    """How many characters a node's label may have to fit on a phone (about CHAR_PX a character
     at the labels' LABEL_PX), centred above its node within its column."""
     room = PHONE_PLOT_PX / max(columns, 1.0) - 4
-    return int(max(2, min(8, room // 7.4)))
+    return int(max(2, min(8, room // CHAR_PX)))
+
+
+def label_room(xs: Sequence[float], ys: Sequence[float], columns: float) -> list[int]:
+    """How many characters each label at (x, y) may have on a phone: centred above its point, as
+    wide as the distance to the nearest other label within a row of it (or twice the way to the
+    plot's edge), so two neighbours' halves never meet; a label with the row to itself gets up
+    to 10 characters, one in a row of neighbours at least 2."""
+    col_px = PHONE_PLOT_PX / max(columns, 1.0)
+    out = []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        near = [abs(x2 - x) for j, (x2, y2) in enumerate(zip(xs, ys)) if j != i and abs(y2 - y) < 1]
+        d = min([*near, 2 * (x + 0.4), 2 * (columns - 0.4 - x)])
+        out.append(int(max(2, min(10, (d * col_px - 4) // CHAR_PX))))
+    return out
 
 
 def label_positions(x: Sequence[float]) -> list[str]:
@@ -153,8 +170,17 @@ class _TrieDrawing:
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
         self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
-        self.chars = label_chars(self.columns)
-        self.labels = [plot_esc(visible(token_text(tokenizer, t), self.chars)) for t in self.tok]
+        # every drawn label (retrieved-only nodes draw none), then the star's and the folds'
+        said = [k for k, st in enumerate(view.states) if st != "retrieved"]
+        xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
+        ys = [float(view.y[k]) for k in said] + [view.star_y if view.model_token is not None else 1e9]
+        room = label_room(xs, ys + [f[2] for f in view.folds], self.columns)
+        self.chars = label_chars(self.columns)  # a retrieved-only node's label, for hover and tests
+        self.room = [self.chars] * len(self.tok)
+        for k, r in zip(said, room):
+            self.room[k] = r
+        self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
+        self.labels = [plot_esc(visible(token_text(tokenizer, t), r)) for t, r in zip(self.tok, self.room)]
         end = end_token(event)
         if end is not None:  # the accepted end-of-text token prints as nothing: mark it
             deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
@@ -300,7 +326,7 @@ class _TrieDrawing:
         view = self.view
         if view.model_token is None:
             return []
-        label = plot_esc(visible(token_text(self.tokenizer, view.model_token), self.chars))
+        label = plot_esc(visible(token_text(self.tokenizer, view.model_token), self.star_chars))
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
@@ -334,7 +360,7 @@ class _TrieDrawing:
         ]
 
     def fold_traces(self) -> list[dict]:
-        """Each crowded level's lighter siblings as one small grey "+N more" node, on a dotted
+        """Each crowded level's lighter siblings as one small grey dot labelled "+N more", on a dotted
         line; its hover lists what it holds, with each drafted node's state."""
         folds = self.view.folds
         if not folds:
@@ -349,12 +375,12 @@ class _TrieDrawing:
         xs: list = []
         ys: list = []
         texts, hovers = [], []
-        for p, fx, fy, held in folds:
+        for (p, fx, fy, held), chars in zip(folds, self.fold_chars):
             px, py = self.parent_xy(p)
             xs += [px, fx, None]
             ys += [py, fy, None]
             more = f"+{len(held)} more"
-            texts.append(more if len(more) <= self.chars else f"+{len(held)}")
+            texts.append(more if len(more) <= chars else f"+{len(held)}")
             lines = [
                 f"{plot_esc(visible(token_text(self.tokenizer, int(trie.tokens[t])), 16))}: {state_of.get(t, 'retrieved only')}"
                 for t in held[:12]
@@ -381,7 +407,7 @@ class _TrieDrawing:
             text=texts,
             textposition=LABEL_POSITION,
             textfont=dict(size=LABEL_PX, color="#4b5563", shadow=LABEL_HALO),
-            marker=dict(size=8, color="#e5e7eb", line=dict(color="#9ca3af", width=1)),
+            marker=dict(size=5, color="#6b7280"),
             name="folded",
             hovertext=hovers,
             hoverinfo="text",
