@@ -132,18 +132,36 @@ def label_chars(columns: float) -> int:
     return int(max(2, min(8, room // CHAR_PX)))
 
 
-def label_room(xs: Sequence[float], ys: Sequence[float], columns: float) -> list[int]:
-    """How many characters each label at (x, y) may have on a phone: centred above its point, as
-    wide as the distance to the nearest other label within a row of it (or twice the way to the
-    plot's edge), so two neighbours' halves never meet; a label with the row to itself gets up
-    to 10 characters, one in a row of neighbours at least 2."""
+def label_room(
+    xs: Sequence[float], ys: Sequence[float], columns: float, wants: Sequence[int], least: Sequence[int] = ()
+) -> list[int]:
+    """How many characters each label at (x, y) may have on a phone, centred above its point:
+    each wants its whole text (`wants`, at most 10), within the plot's edges; while two labels
+    within a row of each other meet (their halves wider than the gap, CHAR_PX a character), the
+    one in the most meetings, the longer on a tie, loses a character, down to 2 (or `least`)."""
     col_px = PHONE_PLOT_PX / max(columns, 1.0)
-    out = []
-    for i, (x, y) in enumerate(zip(xs, ys)):
-        near = [abs(x2 - x) for j, (x2, y2) in enumerate(zip(xs, ys)) if j != i and abs(y2 - y) < 1]
-        d = min([*near, 2 * (x + 0.4), 2 * (columns - 0.4 - x)])
-        out.append(int(max(2, min(10, (d * col_px - 4) // CHAR_PX))))
-    return out
+    w = [min(10, n) for n in wants]
+    floor = [min(max(2, m), n) for m, n in zip(least or [2] * len(xs), w)]
+    for i, x in enumerate(xs):  # the plot's edges: x runs from -0.4 to columns - 0.4
+        edge = 2 * min(x + 0.4, columns - 0.4 - x) * col_px - 4
+        w[i] = max(floor[i], min(w[i], int(edge // CHAR_PX)))
+    pairs = [
+        (i, j, abs(xs[j] - xs[i]) * col_px - 4)
+        for i in range(len(xs))
+        for j in range(i + 1, len(xs))
+        if abs(ys[j] - ys[i]) < 1
+    ]
+    while True:  # shrink the label in the most meetings, the longest first, one character at a time
+        meets = [0] * len(w)
+        for i, j, gap in pairs:
+            if (w[i] + w[j]) / 2 * CHAR_PX > gap:
+                meets[i] += w[i] > floor[i]
+                meets[j] += w[j] > floor[j]
+        k = max(range(len(w)), key=lambda m: (meets[m], w[m]), default=-1)
+        if k < 0 or not meets[k]:
+            break
+        w[k] -= 1
+    return w
 
 
 def label_positions(x: Sequence[float]) -> list[str]:
@@ -170,22 +188,24 @@ class _TrieDrawing:
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
         self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
+        full = [visible(token_text(tokenizer, t), 99) for t in self.tok]
+        end = end_token(event)
+        deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
+        if end is not None and deepest:  # the accepted end-of-text token prints as nothing: mark it
+            full[max(deepest, key=lambda k: view.x[k])] = END_MARK
         # every drawn label (retrieved-only nodes draw none), then the star's and the folds'
         said = [k for k, st in enumerate(view.states) if st != "retrieved"]
+        star = visible(token_text(tokenizer, view.model_token), 99) if view.model_token is not None else ""
+        more = [f"+{len(f[3])} more" for f in view.folds]
         xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
-        ys = [float(view.y[k]) for k in said] + [view.star_y if view.model_token is not None else 1e9]
-        room = label_room(xs, ys + [f[2] for f in view.folds], self.columns)
+        ys = [float(view.y[k]) for k in said] + [view.star_y if star else 1e9] + [f[2] for f in view.folds]
+        wants = [len(full[k]) for k in said] + [len(star)] + [len(m) for m in more]
+        least = [len(END_MARK) if full[k] == END_MARK else 2 for k in said] + [2] + [len(m) - 5 for m in more]
+        room = label_room(xs, ys, self.columns, wants, least)
         self.chars = label_chars(self.columns)  # a retrieved-only node's label, for hover and tests
-        self.room = [self.chars] * len(self.tok)
-        for k, r in zip(said, room):
-            self.room[k] = r
+        cap = dict(zip(said, room))
+        self.labels = [plot_esc(f if f == END_MARK else visible(f, cap.get(k, self.chars))) for k, f in enumerate(full)]
         self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
-        self.labels = [plot_esc(visible(token_text(tokenizer, t), r)) for t, r in zip(self.tok, self.room)]
-        end = end_token(event)
-        if end is not None:  # the accepted end-of-text token prints as nothing: mark it
-            deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
-            if deepest:
-                self.labels[max(deepest, key=lambda k: view.x[k])] = END_MARK
         self.w = trie.weights[view.nodes]
         # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
         biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))

@@ -280,3 +280,25 @@ def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
     assert f"trie of 15 nodes, {drawn} drawn, {len(folded)} folded" in fig.layout.title.text
     # labels at least 12 px, on every drawn node, the star and the fold
     assert all(t.textfont.size >= 12 for t in fig.data if t.mode == "markers+text")
+
+
+def test_each_label_takes_the_room_its_neighbours_leave():
+    """06_step_3: a chain of ten drafted words all read "·…", every label cut to one width. A label
+    now gets what its row leaves it: short neighbours (".") let a word keep more, and none meet."""
+    assert trie_view.label_room([1, 2, 3], [0, 0, 0], 4.6, [6, 1, 6]) == [6, 1, 6]
+    assert trie_view.label_room([1, 2, 3], [0, 0, 0], 11.6, [6, 1, 6]) == [4, 1, 4]
+    assert trie_view.label_room([1, 2, 3], [0, 0, 0], 11.6, [6, 6, 6]) == [3, 2, 3]  # the middle meets both
+    assert trie_view.label_room([1, 2], [0, 5], 11.6, [6, 6]) == [6, 6]  # other rows: no limit but the edge
+    hello = 257 + ByteTokenizer.words.index(b" hello")
+    depth = 10
+    tokens = np.array([hello if k % 2 else ord(".") for k in range(depth)], dtype=np.int64)
+    chain = Trie(
+        tokens, np.arange(-1, depth - 1), np.arange(1, depth + 1), np.linspace(3, 2, depth), np.ones(depth, np.uint8)
+    )
+    ev = replace(
+        event(1, [ord("."), ord("Z")], (1, 0), trie=chain, draft=chain, draft_idx=range(depth), accepted=(0,)), c=depth
+    )
+    fig = trie_view.trie_figure(ev, TOK)
+    assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
+    labels = [t for tr in fig.data if tr.mode == "markers+text" for t in tr.text]
+    assert "·h…" in labels or "·he…" in labels, labels
