@@ -202,9 +202,17 @@ class _TrieDrawing:
         wants = [len(full[k]) for k in said] + [len(star)] + [len(m) for m in more]
         least = [len(END_MARK) if full[k] == END_MARK else 2 for k in said] + [2] + [len(m) - 5 for m in more]
         room = label_room(xs, ys, self.columns, wants, least)
+        # a word cut to one character and "…" says nothing: drop it, and its neighbours get its room
+        mute = [i for i in range(len(said)) if room[i] <= 2 < wants[i]]
+        if mute:
+            wants = [0 if i in mute else n for i, n in enumerate(wants)]
+            room = label_room(xs, ys, self.columns, wants, least)
         self.chars = label_chars(self.columns)  # a retrieved-only node's label, for hover and tests
         cap = dict(zip(said, room))
-        self.labels = [plot_esc(f if f == END_MARK else visible(f, cap.get(k, self.chars))) for k, f in enumerate(full)]
+        self.labels = [
+            "" if cap.get(k) == 0 else plot_esc(f if f == END_MARK else visible(f, cap.get(k, self.chars)))
+            for k, f in enumerate(full)
+        ]
         self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
         self.w = trie.weights[view.nodes]
         # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
