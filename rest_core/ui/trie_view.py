@@ -51,9 +51,9 @@ from rest_core.ui.tree_layout import (  # noqa: F401  (the draft tree's selectio
     tree_view,
 )
 
-TRIE_HEIGHT = (
-    560  # fixed: Plotly's responsive mode in the page keeps the first figure's height; 16 rows and a phone's key fit
-)
+# Fixed: Plotly's responsive mode in the page keeps the first figure's height. MAX_ROWS rows
+# of 12 px labels, about 29 px apart, above a key of nine lines.
+TRIE_HEIGHT = 620
 
 
 TITLE_TOP = 56  # px above the figure's title: the page's label badge sits there
