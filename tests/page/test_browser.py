@@ -220,8 +220,17 @@ def test_first_view_starts_at_the_top(app_url, browser):
             steps = pg.locator("#header ol.steps").bounding_box()
             assert steps is not None and steps["y"] + steps["height"] <= size["height"], steps
             assert "Running " in pg.inner_text("#header .machine")
-            if not phone:
+            # Third report: the way in is the first screen's. A laptop shows the diagram above the
+            # tabs; a phone, where it is too small to read, the three steps, with room to spare.
+            tabs = pg.locator("#views [role=tablist]").bounding_box()
+            diagram = pg.locator("#header .how-diagram svg")
+            if phone:
+                assert not diagram.is_visible() and tabs["y"] + tabs["height"] <= size["height"] - 120, tabs
+            else:
+                box = diagram.bounding_box()
+                assert box is not None and box["height"] > 150 and box["y"] + box["height"] <= tabs["y"], box
                 assert pg.evaluate("(k => k.scrollHeight <= k.clientHeight + 1)(document.querySelector('#knobs'))")
+            assert pg.locator("#view-chat #legend").count() == 1  # the colour key is the Chat view's
             shot(pg, f"e2e_first_view_{size['width']}", full=False)
         finally:
             pg.context.close()
