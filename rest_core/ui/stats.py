@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins
+from rest_core.ui.measures import LIVE_RATE, LIVE_RATE_SO_FAR
 from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_label, step_source_names
 
 # What the tokens/s counts, said under the figures: the steps' own clock, so neither the prefill,
@@ -105,7 +106,7 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
         return '<div class="stats muted">Stats appear here while the answer streams.</div>'
     t = events[-1].totals
     items = [
-        ("tokens/s so far" if running else "tokens/s", f"{t.tokens_per_s:.1f}"),
+        (LIVE_RATE_SO_FAR if running else LIVE_RATE, f"{t.tokens_per_s:.1f}"),
         ("tokens / step (M)", f"{t.mean_generated_length:.2f}"),
         ("steps", f"{t.steps}"),
         ("tokens", f"{t.new_tokens}"),
