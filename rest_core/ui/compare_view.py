@@ -346,14 +346,16 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
                 line=dict(color=LOOKUP_COLOR, width=2, shape="hv", dash="dot"),
             )
         )
+    bottom = 50 + LEGEND_ROW * legend_rows([d["name"] for d in data])
     layout = dict(
-        height=300,
-        # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it
-        margin=dict(l=50, r=16, t=TOP_MARGIN, b=44),
+        height=256 + bottom,
+        # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it;
+        # the legend sits under the x axis's title, off the curves at any width
+        margin=dict(l=50, r=16, t=TOP_MARGIN, b=bottom),
         # a little room past the last step, so the line's end stays inside the figure
         xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1]),
         yaxis=dict(title="tokens", rangemode="tozero"),
-        legend=dict(x=0.99, xanchor="right", y=0.02, yanchor="bottom", bgcolor="rgba(255,255,255,0.6)"),
+        legend=_legend_below(),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
@@ -431,12 +433,11 @@ def _block_groups(
     groups: dict[tuple[int, str], dict[str, list]] = {}
     for lane, blocks in lanes:
         for i, b in enumerate(blocks):
-            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "text": [], "hover": []})
+            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "hover": []})
             text = visible(decode_text(tokenizer, b.tokens), 40)
             g["base"].append(b.start_ms)
             g["x"].append(b.ms)
             g["y"].append(lane)
-            g["text"].append(esc(text))
             g["hover"].append(
                 f"{esc(lane)}, forward {i + 1}: {plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}"
             )
@@ -456,12 +457,8 @@ def _timeline_bars(groups: dict[tuple[int, str], dict[str, list]], names: Mappin
                 x=g["x"],
                 y=g["y"],
                 orientation="h",
-                text=g["text"],
-                textposition="inside",
-                insidetextanchor="start",
-                textangle=0,  # labels run along the blocks; one that cannot fit is hidden (uniformtext)
-                textfont=dict(size=10),
-                marker=dict(color=color, line=dict(color="#ffffff", width=1)),
+                # no text in the blocks (too small to read): colour says who drafted, hover what they wrote
+                marker=dict(color=color, line=dict(color="#ffffff", width=0.5)),
                 name=name,
                 legendgroup=name,
                 showlegend=not any(d.name == name for d in data),
@@ -483,48 +480,49 @@ def timeline_figure(
 
     data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
-    rows = legend_rows([d.name for d in data if d.showlegend])
-    bottom = 50 + KEY_ROW + LEGEND_ROW * rows
-    # the blocks' labels, keyed under the x title (before the legend)
-    fig.add_annotation(
-        text=BLOCK_KEY,
-        xref="paper",
-        x=0,
-        xanchor="left",
-        yref="paper",
-        y=0,
-        yshift=-50,
-        yanchor="top",
-        showarrow=False,
-        font=dict(size=10, color="#374151"),
-    )
+    rows = 1 + legend_rows([d.name for d in data if d.showlegend])  # the key's line, then the items
+    bottom = 50 + LEGEND_ROW * rows
+    for lane, _ in lanes:  # each lane's name over its blocks, so the blocks get the figure's width
+        fig.add_annotation(
+            text=esc(lane), xref="paper", x=0, xanchor="left", yref="y", y=lane, yanchor="bottom",
+            yshift=LANE * (1 - BAR_GAP) / 2, showarrow=False, font=dict(size=12, color="#374151"),
+        )  # fmt: skip
     fig.update_layout(
         barmode="overlay",
+        bargap=BAR_GAP,
         height=TOP_MARGIN + LANE * len(lanes) + bottom,
-        margin=dict(l=90, r=16, t=TOP_MARGIN, b=bottom),
+        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
-        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
-        legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom", font=dict(size=11)),
-        uniformtext=dict(minsize=9, mode="hide"),
+        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
+        legend=_legend_below(BLOCK_KEY),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
 
 
-LEGEND_ROW = 21  # px a legend row takes
+def _legend_below(title: str = "") -> dict:
+    """A horizontal legend under the x axis's title, from the figure's left edge (not the plot's),
+    in type a phone can read; `title`: a line above its items."""
+    legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+    return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
+
+
+LEGEND_ROW = 24  # px a legend row takes
+LEGEND_FONT = 12  # px: the legend's type, legible at 390 px
+CHAR_PX = 6.8  # px a character of the legend's type takes, about
+BAR_GAP = 0.45  # of a lane, above and below its blocks: room for the lane's name
 LANE = 64  # px a method's lane takes: its blocks stay tall enough to see and hover on a phone
-KEY_ROW = 18  # px the key line of the blocks' labels takes
-BLOCK_KEY = "label: the tokens a block's forward wrote, where they fit"
+BLOCK_KEY = "hover a block for the tokens it wrote"
 
 
 def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:
     """How many rows a horizontal legend of `names` wraps to in `width` px (Plotly's item: a 40 px
-    symbol and gap, then its text, about 6.2 px a character at 11 px)."""
+    symbol and gap, then its text, about 6.8 px a character at 12 px)."""
     rows, used = 1, 0.0
     for name in names:
-        item = 40 + 6.2 * len(name)
+        item = 40 + CHAR_PX * len(name)
         if used and used + item > width:
             rows, used = rows + 1, 0.0
         used += item
