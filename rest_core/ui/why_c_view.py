@@ -76,11 +76,13 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14
     )
-    sizes = plotted_sizes(curve.sizes)
+    c = int(min(max(chosen_c, 0), max_c))
+    x, y, dots = cost_line(curve, 1 + c)
     fig.add_trace(
         go.Scatter(
-            x=sizes,
-            y=[float(curve.ms[list(curve.sizes).index(n)]) for n in sizes],
+            x=x,
+            y=y,
+            marker=dict(size=dots),
             mode="lines+markers",
             name="measured",
             line=dict(color=MODEL_COLOR),
@@ -102,7 +104,6 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
         1,
         2,
     )
-    c = int(min(max(chosen_c, 0), max_c))
     # the caption's "1 + c tokens costs … ms", marked where the chart shows it; and the asked c
     mark(fig, 1, 1 + c, float(curve(1 + c)), marker_text(curve, c), "top left", "1 + c", 10)
     mark(fig, 2, c, float(speedup[c]), f"your c = {c}", "top center", "chosen c", 11)
@@ -189,6 +190,18 @@ def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
             continue
         kept.append(int(size))
     return kept
+
+
+def cost_line(curve: CostCurve, marked: int) -> tuple[list[int], list[float], list[int]]:
+    """The cost chart's line: the plotted measured sizes (a dot each) and, where 1 + c (`marked`)
+    was not measured, its value read off the curve (no dot: the marker sits there), so the line
+    runs through the marker the caption quotes."""
+    sizes = plotted_sizes(curve.sizes)
+    ms = {n: float(curve.ms[list(curve.sizes).index(n)]) for n in sizes}
+    if marked not in ms and marked <= max(sizes):
+        ms[marked] = float(curve(marked))
+    x = sorted(ms)
+    return x, [ms[n] for n in x], [6 if n in sizes else 0 for n in x]
 
 
 def marker_text(curve: CostCurve, c: int) -> str:

@@ -183,8 +183,11 @@ def test_both_speedups_are_named_with_their_formulas():
 def test_the_cost_chart_has_one_point_per_size_and_marks_the_quoted_one():
     """Score 2, 07: two points at x = 65 (64 and 65 measured); the text's 1 + 16 tokens not on the chart."""
     fig = why_c_view.why_c_figure(CPU, [_step(100)] * 2, 16, max_c=64)
-    assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 32, 65]
+    dots = [x for x, size in zip(fig.data[0].x, fig.data[0].marker.size) if size]
+    assert dots == [1, 2, 4, 8, 16, 32, 65]  # one dot per measured size
     marked = next(t for t in fig.data if t.name == "1 + c")
+    # the line runs through the marker: 17 was not measured, its value read off the curve
+    assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 17, 32, 65] and fig.data[0].y[5] == marked.y[0]
     assert list(marked.x) == [17] and marked.y[0] == pytest.approx(float(CPU(17)))
     words = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
     cost = f"{float(CPU(17)):.1f} ms"
