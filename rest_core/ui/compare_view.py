@@ -346,16 +346,16 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
                 line=dict(color=LOOKUP_COLOR, width=2, shape="hv", dash="dot"),
             )
         )
-    bottom = 50 + LEGEND_ROW * legend_rows([d["name"] for d in data])
+    bottom = UNDER_AXIS + LEGEND_ROW * legend_rows([d["name"] for d in data])
     layout = dict(
-        height=256 + bottom,
+        height=TOP_MARGIN + SPEED_PLOT + bottom,
         # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it;
         # the legend sits under the x axis's title, off the curves at any width
         margin=dict(l=50, r=16, t=TOP_MARGIN, b=bottom),
         # a little room past the last step, so the line's end stays inside the figure
         xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1]),
         yaxis=dict(title="tokens", rangemode="tozero"),
-        legend=_legend_below(),
+        legend=_legend_below(SPEED_PLOT),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
@@ -481,7 +481,7 @@ def timeline_figure(
     data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
     rows = 1 + legend_rows([d.name for d in data if d.showlegend])  # the key's line, then the items
-    bottom = 50 + LEGEND_ROW * rows
+    bottom = UNDER_AXIS + LEGEND_ROW * rows
     for lane, _ in lanes:  # each lane's name over its blocks, so the blocks get the figure's width
         fig.add_annotation(
             text=esc(lane), xref="paper", x=0, xanchor="left", yref="y", y=lane, yanchor="bottom",
@@ -495,21 +495,25 @@ def timeline_figure(
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
-        legend=_legend_below(BLOCK_KEY),
+        legend=_legend_below(LANE * len(lanes), BLOCK_KEY),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
 
 
-def _legend_below(title: str = "") -> dict:
-    """A horizontal legend under the x axis's title, from the figure's left edge (not the plot's),
-    in type a phone can read; `title`: a line above its items."""
-    legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+def _legend_below(plot_px: float, title: str = "") -> dict:
+    """A horizontal legend just under the x axis's title (`plot_px`: the plot area's height), from
+    the figure's left edge (not the plot's), in type a phone can read; the rows it wraps to on a
+    phone grow downwards into the bottom margin; `title`: a line above its items."""
+    below = -UNDER_AXIS / plot_px
+    legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="paper", y=below, yanchor="top")
     return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
 
 
 LEGEND_ROW = 24  # px a legend row takes
+UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title
+SPEED_PLOT = 200  # px: the tokens chart's plot area
 LEGEND_FONT = 12  # px: the legend's type, legible at 390 px
 CHAR_PX = 6.8  # px a character of the legend's type takes, about
 BAR_GAP = 0.45  # of a lane, above and below its blocks: room for the lane's name

@@ -54,8 +54,8 @@ def test_the_timelines_blocks_carry_no_text_and_its_rows_clear_the_label():
     assert all(" ms<br>" in h for t in fig.data for h in t.hovertext)  # each hover: its time, then its tokens
     assert fig.layout.margin.t >= compare_view.TOP_MARGIN  # the page's two-line label on a phone
     assert fig.layout.xaxis.title.text == "decode time (ms)"  # fits 330 px; the text above says prefill is excluded
-    legend = fig.layout.legend
-    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+    legend, plot = fig.layout.legend, fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert (legend.yref, legend.yanchor) == ("paper", "top") and round(legend.y * plot) == -compare_view.UNDER_AXIS
     shown = [t.name for t in fig.data if t.showlegend]
     rows = compare_view.legend_rows(shown)
     assert rows == len(shown)  # at a phone's width each of these names takes its own row
@@ -101,7 +101,9 @@ def test_the_tokens_chart_keeps_its_legend_off_the_curves():
     rest, ar = _runs()
     fig = compare_view.speed_figure(rest, ar)
     legend = fig.layout.legend
-    assert (legend.orientation, legend.yref, legend.y, legend.yanchor) == ("h", "container", 0, "bottom")
+    plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert (legend.orientation, legend.yref, legend.yanchor) == ("h", "paper", "top")
+    assert round(legend.y * plot) == -compare_view.UNDER_AXIS  # just under the x axis's title
     rows = compare_view.legend_rows([t.name for t in fig.data])
     assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * rows
     assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= 200  # the plot keeps its height
