@@ -355,7 +355,7 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
         # a little room past the last step, so the line's end stays inside the figure
         xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1]),
         yaxis=dict(title="tokens", rangemode="tozero"),
-        legend=_legend_below(SPEED_PLOT),
+        legend=_legend_below(),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
@@ -491,7 +491,8 @@ def timeline_figure(
         barmode="overlay",
         bargap=BAR_GAP,
         height=TOP_MARGIN + LANE * len(lanes) + bottom,
-        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom),
+        # the margins hold the legend: it may not widen them (Plotly would push the left one)
+        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom, autoexpand=False),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
@@ -502,16 +503,19 @@ def timeline_figure(
     return fig
 
 
-def _legend_below(plot_px: float, title: str = "") -> dict:
-    """A horizontal legend just under the x axis's title (`plot_px`: the plot area's height), from
-    the figure's left edge (not the plot's), in type a phone can read; the rows it wraps to on a
-    phone grow downwards into the bottom margin; `title`: a line above its items."""
-    below = -UNDER_AXIS / plot_px
-    legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="paper", y=below, yanchor="top")
+def _legend_below(plot_px: float = 0, title: str = "") -> dict:
+    """A horizontal legend under the x axis's title, from the figure's left edge (not the plot's),
+    in type a phone can read; `title`: a line above its items. Given the plot area's height
+    (`plot_px`), just under the title, the rows a phone wraps to growing downwards into the bottom
+    margin (the figure's margins must then not autoexpand: Plotly would push the left one); else
+    at the figure's bottom."""
+    legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+    if plot_px:
+        legend |= dict(yref="paper", y=-UNDER_AXIS / plot_px, yanchor="top")
     return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
 
 
-LEGEND_ROW = 24  # px a legend row takes
+LEGEND_ROW = 30  # px a legend row takes at 12 px type
 UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title
 SPEED_PLOT = 200  # px: the tokens chart's plot area
 LEGEND_FONT = 12  # px: the legend's type, legible at 390 px
