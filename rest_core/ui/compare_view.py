@@ -491,32 +491,27 @@ def timeline_figure(
         barmode="overlay",
         bargap=BAR_GAP,
         height=TOP_MARGIN + LANE * len(lanes) + bottom,
-        # the margins hold the legend: it may not widen them (Plotly would push the left one)
-        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom, autoexpand=False),
+        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
-        legend=_legend_below(LANE * len(lanes), BLOCK_KEY),
+        legend=_legend_below(BLOCK_KEY),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
 
 
-def _legend_below(plot_px: float = 0, title: str = "") -> dict:
-    """A horizontal legend under the x axis's title, from the figure's left edge (not the plot's),
-    in type a phone can read; `title`: a line above its items. Given the plot area's height
-    (`plot_px`), just under the title, the rows a phone wraps to growing downwards into the bottom
-    margin (the figure's margins must then not autoexpand: Plotly would push the left one); else
-    at the figure's bottom."""
+def _legend_below(title: str = "") -> dict:
+    """A horizontal legend at the figure's bottom, under the x axis's title, from the figure's left
+    edge (not the plot's), in type a phone can read; `title`: a line above its items. (Anchored to
+    the plot instead, under its title, the page's Plotly pushed the plot right to make room.)"""
     legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
-    if plot_px:
-        legend |= dict(yref="paper", y=-UNDER_AXIS / plot_px, yanchor="top")
     return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
 
 
 LEGEND_ROW = 30  # px a legend row takes at 12 px type
-UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title
+UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title: the legend's rows go below
 SPEED_PLOT = 200  # px: the tokens chart's plot area
 LEGEND_FONT = 12  # px: the legend's type, legible at 390 px
 CHAR_PX = 6.8  # px a character of the legend's type takes, about
