@@ -15,9 +15,8 @@ from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_
 # machine while the model decodes, so on a small CPU the live figure is below Speed's, whose runs
 # go back to back with nothing drawn in between.
 TIMING_NOTE = (
-    "tokens/s counts the decode steps only: the prefill and loading the model are left out. The page draws the "
-    "answer on the same machine while it streams, so Speed (Compare), which runs with nothing drawn, is the speed "
-    "to compare."
+    "tokens/s counts the decode steps only, not the prefill or loading the model. Compare's tokens/s, with nothing "
+    "drawn, is the speed to compare."
 )
 # Why Compare's REST run can count other steps than the answer above for the same prompt: the
 # auto budget picks each step's drafts from the forward's cost measured at that moment.
