@@ -117,10 +117,8 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
     return (
         f'<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: '
         f"{esc(feeds_listed(event))}, heaviest first.</p>{feeds_list(event, tokenizer)}"
-        '<details class="tt-more"><summary>How to read this list</summary><p class="tt-cap">Each line is one of the '
-        "trie's first tokens with the largest weight (its share of the first level's: the step picks its c nodes "
-        "by weight, not by the counts), how many of the retrieved continuations start with it, and the commonest "
-        "of them. Each source's weight is spread over its own continuations, so one of a few counts for more than "
-        "one of thousands. The verify table lists the drafted nodes in another order, breadth first as the trie "
-        "holds them, so each drafted one here names its row there.</p></details></div>"
+        '<details class="tt-more"><summary>How to read this list</summary><p class="tt-cap">Each line is one of '
+        "the trie's first tokens. Its weight is what the step drafts by: each source's weight is spread evenly over "
+        "its own continuations, so one of a few continuations counts for more than one of thousands. The verify "
+        "table lists the drafted nodes breadth first, so each drafted one here names its row there.</p></details></div>"
     )

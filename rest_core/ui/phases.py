@@ -328,7 +328,7 @@ def verify_lead(event: StepEvent) -> str:
     agree = sum(c.status == "agree" for c in checks)
     return (
         f"One forward checked all {len(checks) + 1} rows at once; "
-        f"{agree} of the {plural(len(checks), 'drafted token')} agree with the model."
+        f"{agree} of the {plural(len(checks), 'drafted token')} {'agrees' if agree == 1 else 'agree'} with the model."
     )
 
 

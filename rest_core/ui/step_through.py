@@ -45,7 +45,8 @@ class StepView:
 # the header holds this line; they stay in the page for the handlers).
 EMPTY_HEAD = (
     '<div class="tt-head tt-empty">Press <b>Next step</b> to take the answer\'s first step: '
-    "look up drafts, verify them in one forward, keep what the model agrees with.</div>"
+    "look up drafts, verify them in one forward, keep what the model agrees with. No message yet? "
+    "Pick a guided example above.</div>"
 )
 
 

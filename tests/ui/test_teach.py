@@ -363,7 +363,7 @@ def test_clear_and_new_answer_release_the_step_through(runtime):
         assert "<b>Step 2</b>" in h.next(MESSAGE, session, STORE, 16, **knobs)[h.ui.header]
         release(session)
         assert session.steps.events == [] and not session.steps.started
-        assert h.back(session)[h.ui.header] == ""  # nothing left to go back to
+        assert h.back(session)[h.ui.header] == step_through.EMPTY_HEAD  # nothing left to go back to
 
 
 def test_why_c_goes_once_the_answer_it_describes_is_no_longer_on_screen(runtime):
