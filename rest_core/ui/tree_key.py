@@ -103,7 +103,7 @@ TREE_NOTES = (
     "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
     "forward.",
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
-    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
+    "Labels: ⟨im_start⟩ a special token by its name (⟨end⟩ ends a turn), · a space, ↵ a newline.",
 )
 
 

@@ -390,7 +390,7 @@ def test_step_through_three_steps(page):
     # A guided example (above the views) opens the step-through with its prompt and c set.
     page.click("#guided-pick label:has-text('step by step')")
     page.wait_for_function(
-        "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('palindrome'); })()",
+        "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('argparse'); })()",
         timeout=30_000,
     )
     assert page.get_attribute("#view-step-through-button", "aria-selected") == "true"
@@ -405,7 +405,7 @@ def test_step_through_three_steps(page):
     for k in range(1, 4):
         page.click("#teach-next")
         page.wait_for_function(
-            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
+            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} ·')",
             timeout=180_000,
         )
         page.wait_for_selector("#teach-mask .js-plotly-plot", timeout=30_000)
@@ -438,7 +438,7 @@ def test_step_through_three_steps(page):
         shot(page, f"e2e_step_{k}")
     assert opened, "no step had a datastore match whose provenance could be opened"
     page.click("#teach-back")
-    page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 of 3')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 ·')", timeout=30_000)
     page.click("#teach-end")
     page.wait_for_function("document.querySelector('#teach-status').innerText.includes('complete')", timeout=300_000)
     page.click("#why-c button, #why-c .label-wrap")

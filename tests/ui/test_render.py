@@ -232,7 +232,7 @@ def test_tree_legend_names_every_mark_of_the_figure():
         "dashed",
         "filled",
         "hollow",
-        "∅",
+        "⟨im_start⟩",
         "trie",
         "heaviest",
         "weight",
