@@ -13,9 +13,13 @@ from rest_core.ui.tree_key import budget_note
 
 def feed_status(event: StepEvent, feed: Feed) -> str:
     """What the step did with the node: "drafted, accepted", "drafted, rejected" (the model's own
-    first token was another) or "not drafted (fixed c = …)" / "not drafted (auto budget)"."""
+    first token was another), "not drafted (fixed c = …)" / "not drafted (auto budget)" (others
+    were), or "not drafted (the step drafted nothing)": an auto step that drafted nothing carries
+    no predictions, so its budget cannot be told from the event and is never called "fixed c = 0"."""
     draft = event.draft
-    drafted = draft is not None and any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
+    if draft is None or not len(draft.tokens):
+        return "not drafted (the step drafted nothing)"
+    drafted = any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
     if not drafted:
         return f"not drafted ({budget_note(event)})"
     took = bool(event.accepted) and int(draft.tokens[event.accepted[0]]) == feed.token

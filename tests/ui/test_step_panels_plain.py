@@ -148,6 +148,9 @@ def test_the_feeds_never_call_the_steps_count_c():
     u = ev.feeds[1]
     assert feeds_view.feed_status(ev, u) == "not drafted (fixed c = 2)"
     assert feeds_view.feed_status(auto(ev), u) == "not drafted (auto budget)"
+    # an auto step that drafted nothing carries no predictions: still never "fixed c = 0"
+    nothing = replace(ev, draft=None, c=0, predicted=())
+    assert feeds_view.feed_status(nothing, u) == "not drafted (the step drafted nothing)"
 
 
 def test_the_panels_figures_stay_in_view():
