@@ -88,10 +88,25 @@ def device_words(settings: Settings, cores: int | None = None, gpu: str | None =
     )
 
 
+def header_diagram() -> str:
+    """How REST works' six-box diagram (assets/how_rest_works.svg) for the header, its ids renamed:
+    the How REST works view draws its own copy, and on a phone, where this one is hidden, an
+    arrowhead that pointed at the hidden copy's marker would vanish from the shown one."""
+    svg = ASSETS / "how_rest_works.svg"
+    text = svg.read_text(encoding="utf-8") if svg.exists() else ""
+    return (
+        text.replace('id="how-', 'id="header-how-')
+        .replace("#how-", "#header-how-")
+        .replace('aria-labelledby="how-title how-desc"', 'aria-labelledby="header-how-title header-how-desc"')
+    )
+
+
 def header_html(settings: Settings, cores: int | None = None, gpu: str | None = None) -> str:
-    """The page's header for these settings: the model and the device it runs on named."""
+    """The page's header for these settings: the model and the device it runs on named, and the
+    method as one figure (the diagram over its three steps)."""
     name = model_name(model_spec(settings.model))
-    return words.header_html(name, device_words(settings, cores, gpu), small_model="135M" in name)
+    device = device_words(settings, cores, gpu)
+    return words.header_html(name, device, small_model="135M" in name, diagram=header_diagram())
 
 
 def new_session() -> Session:
@@ -101,19 +116,21 @@ def new_session() -> Session:
 def _layout(
     settings: Settings, runtime: Runtime, release: Callable[[Any], Any]
 ) -> tuple[chat_tab.ChatPage, teach_tab.TeachPanel]:
-    """The whole page, top to bottom: the header, the guided examples, then three views (tabs):
-    Chat, Step through and How REST works; `release` frees an expired session's state."""
+    """The whole page, top to bottom: the header (with the method's diagram), the guided examples,
+    then three views (tabs): Chat (the colour key over the chat), Step through and How REST works;
+    `release` frees an expired session's state."""
     # A callable value: every page session gets its own Session (its own key). Expired states
     # (no update for session_ttl seconds) are freed by `release`.
     session = gr.State(new_session, time_to_live=settings.session_ttl or None, delete_callback=release)
     gr.HTML(header_html(settings), elem_id="header-box")
     if isinstance(runtime.calls, VllmCalls):
         gr.HTML(backend_note(runtime.calls.backend), elem_id="backend-note")
-    legend = gr.HTML(answer_view.legend_html(), elem_id="legend")
     banner = gr.HTML("", elem_id="status-banner")
     guide = teach_tab.guided_panel()
+    # The colour key belongs to the answer's colours: the Chat view draws it over the chat.
+    legend = gr.HTML(answer_view.legend_html(), elem_id="legend", render=False)
     with gr.Tabs(elem_id="views") as views:
-        answer, store, corpus, knobs = chat_tab.build(settings, runtime)
+        answer, store, corpus, knobs = chat_tab.build(settings, runtime, legend)
         teaching = teach_tab.build(views, guide, settings.max_message_chars)
     timer = gr.Timer(3, active=False)
     chat = chat_tab.ChatPage(

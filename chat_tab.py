@@ -153,8 +153,11 @@ def _corpus_panel(settings: Settings) -> CorpusPanel:
     return CorpusPanel(files=files, pasted=pasted, name=name, build=build, status=status)
 
 
-def _answer_column(max_chars: int) -> AnswerPanel:
-    """The chat, the message row, the stats, the step's trie and inspector and the comparison."""
+def _answer_column(max_chars: int, legend: gr.HTML | None = None) -> AnswerPanel:
+    """The colour key (`legend`, made by app.py), the chat, the message row, the stats, the step's
+    trie and inspector and the comparison."""
+    if legend is not None:
+        legend.render()
     chat = gr.HTML(Chat().chat_html(), elem_id="chat")
     with gr.Row(elem_id="send-row"):
         box = gr.Textbox(
@@ -223,15 +226,18 @@ def _compare_box() -> tuple[gr.Button, gr.HTML, gr.HTML, gr.Plot, gr.Plot]:
     return compare, compare_status, compare_out, timeline, speed
 
 
-def build(settings: Settings, runtime: Runtime) -> tuple[AnswerPanel, gr.Dropdown, CorpusPanel, dict[str, Any]]:
-    """The Chat view, inside the page's tabs: the answer column, then the side panel (on a phone
-    it comes after the message box, assets/app.css, and starts folded, app.js)."""
+def build(
+    settings: Settings, runtime: Runtime, legend: gr.HTML | None = None
+) -> tuple[AnswerPanel, gr.Dropdown, CorpusPanel, dict[str, Any]]:
+    """The Chat view, inside the page's tabs: the answer column (the colour key `legend` over the
+    chat), then the side panel (on a phone it comes after the message box, assets/app.css, and
+    starts folded, app.js)."""
     with (
         gr.Tab("Chat", id=teach_tab.CHAT_VIEW, elem_id="view-chat"),
         gr.Row(equal_height=False, elem_id="main-row"),
     ):
         with gr.Column(scale=3, min_width=320, elem_id="answer-col"):
-            answer = _answer_column(settings.max_message_chars)
+            answer = _answer_column(settings.max_message_chars, legend)
         with (
             gr.Column(scale=1, min_width=250, elem_id="knobs"),
             gr.Accordion("Settings", open=True, elem_id="settings-acc"),

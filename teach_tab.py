@@ -142,7 +142,7 @@ def _phase_panels() -> dict[str, Any]:
     """The step's status, header and answer, then one panel per phase: retrieve, trie, verify,
     accept (the trie and the verify forward side by side where the screen is wide enough)."""
     status = gr.HTML("", elem_id="teach-status")
-    header = gr.HTML("", elem_id="teach-head")
+    header = gr.HTML(step_through.EMPTY_HEAD, elem_id="teach-head")
     answer = gr.HTML("", elem_id="teach-answer")
     gr.Markdown("#### 1. Retrieve, and where it came from")
     retrieve = gr.HTML("", elem_id="teach-retrieve")

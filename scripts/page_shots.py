@@ -3,8 +3,8 @@
     python scripts/page_shots.py --datastores datastores --out artifacts/shots
 
 Starts the app on the embedded model, then takes, at 1366x900 (laptop) and 390x844 (phone):
-the first view; an answer while it streams and after it; Compare; the step-through at steps 1
-and 3; Why this c? after Run to end; How REST works; the phone's chat, Compare and step-through.
+the first view; an answer while it streams and after it; Compare; the step-through, opened by its
+guided example, at steps 1 and 3; Why this c? after Run to end; How REST works; the phone's chat, Compare and step-through.
 Issue 29's target is scored on these pictures alone (no other text), so run it alone on the
 machine: Compare's timings are only as steady as the machine is idle.
 """
@@ -27,7 +27,7 @@ from tests.page.test_browser import open_view, set_slider  # noqa: E402  (the br
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CODE_PROMPT = "Write a Python function that checks whether a string is a palindrome."
-CHAT_PROMPT = "Repeat this sentence three times: the quick brown fox jumps over the lazy dog."
+GUIDED_STEP = "step by step"  # the guided example that opens the step-through (rest_core.ui.guided)
 
 
 def shoot(page, out: Path, name: str, full: bool = True) -> None:
@@ -46,13 +46,28 @@ def compare(page, out: Path, name: str) -> None:
 
 
 def next_step(page, k: int) -> None:
-    """Next step in the step-through, until step k of k and its mask are drawn."""
+    """Next step in the step-through, until step k's header and its mask are drawn."""
     page.click("#teach-next")
     page.wait_for_function(
-        f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
+        f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} ·')",
         timeout=300_000,
     )
     page.wait_for_selector("#teach-mask .js-plotly-plot", timeout=60_000)
+    time.sleep(1)
+
+
+def guided_step(page) -> None:
+    """What a newcomer presses: the guided example that opens the step-through with its prompt,
+    its datastore and c set (as tests/page/test_browser.py clicks it); on a phone the examples
+    start folded, so it opens them first."""
+    if not page.evaluate("document.querySelector('#guided .label-wrap').classList.contains('open')"):
+        page.click("#guided .label-wrap")
+    page.click(f"#guided-pick label:has-text('{GUIDED_STEP}')")
+    page.wait_for_function(
+        "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.length > 0; })()",
+        timeout=30_000,
+    )
+    page.wait_for_selector("#guided-note .example-note", timeout=30_000)
     time.sleep(1)
 
 
@@ -74,7 +89,7 @@ def laptop(browser, url: str, out: Path, tokens: int) -> None:
 
     open_view(pg, "step-through")
     shoot(pg, out, "05_step_through_empty")
-    pg.fill("#teach-prompt textarea", CHAT_PROMPT)
+    guided_step(pg)
     for k in range(1, 4):
         next_step(pg, k)
         if k in (1, 3):
@@ -108,8 +123,7 @@ def phone(browser, url: str, out: Path, tokens: int) -> None:
     time.sleep(1)
     shoot(pg, out, "10_phone_answer")
     compare(pg, out, "11_phone_compare")
-    open_view(pg, "step-through")
-    pg.fill("#teach-prompt textarea", CHAT_PROMPT)
+    guided_step(pg)
     for k in range(1, 3):
         next_step(pg, k)
     shoot(pg, out, "12_phone_step")

@@ -387,5 +387,5 @@ def live_panels(events: Sequence[StepEvent], tokenizer: Any, c_max: int | None =
     return (
         stats,
         trie_figure(last, tokenizer, c_max=c_max),
-        inspector_html(last, tokenizer, n_steps=len(events), c_max=c_max),
+        inspector_html(last, tokenizer, c_max=c_max),  # no "of N": while it streams, N is not the end
     )

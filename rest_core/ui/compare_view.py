@@ -15,7 +15,18 @@ from typing import Any
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
-from rest_core.ui.measures import PER_TOKEN, ForwardTime, divided, minus, plain_forward, ratio, rest_forward, shown
+from rest_core.ui.measures import (
+    COMPARE_RATE,
+    LIVE_RATE,
+    PER_TOKEN,
+    ForwardTime,
+    divided,
+    minus,
+    plain_forward,
+    ratio,
+    rest_forward,
+    shown,
+)
 from rest_core.ui.style import (
     SEVERAL_NAME,
     SOURCE_COLORS,
@@ -96,13 +107,13 @@ def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], gr
 def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
     r, a = cmp.rest, cmp.ar
     rows = [
-        ("tokens / s", f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
+        (COMPARE_RATE, f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
         (
             "per token (wall clock, whole steps, prefill excluded)",
             f"{r.mean_token_ms:.1f} ms",
             f"{a.mean_token_ms:.1f} ms",
         ),
-        ("step (mean; forward + retrieval, trie, acceptance)", f"{step_ms(r):.1f} ms", f"{step_ms(a):.1f} ms"),
+        (STEP_ROW, f"{step_ms(r):.1f} ms", f"{step_ms(a):.1f} ms"),
         ("one forward (mean; REST: root + drafts, plain: 1 token)", *(_ms(f) for f in cmp.forwards)),
         (
             "tokens / steps (M)",
@@ -114,11 +125,14 @@ def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
         (PREFILL_ROW, prefill_cell(r.prefill_ms), prefill_cell(a.prefill_ms)),
     ]
     if cmp.identical is not None:
-        rows.append(
-            ("same output (greedy)", ("yes" if cmp.identical else "NO") + f", {cmp.compared} tokens compared", "")
-        )
+        rows.append((SAME_ROW, ("yes" if cmp.identical else "NO") + f", {cmp.compared} tokens compared", ""))
     return rows
 
+
+STEP_ROW = "time per step (mean: forward + retrieval + acceptance)"
+SAME_ROW = "same output (greedy)"
+# The rows a newcomer needs, under the headline; the table's others fold with the arithmetic.
+MAIN_ROWS = (COMPARE_RATE, "tokens / steps (M)", STEP_ROW, SAME_ROW)
 
 # Prefill is timed apart and left out of every other row; its row says so, and why it can read 0.
 PREFILL_ROW = "prefill (apart: in no row above; the prompt's part not already in the KV cache)"
@@ -158,7 +172,10 @@ def live_note(cmp: Comparison, live: float | None) -> str:
     rest is the load of the moment (other work, a browser on the same cores), either way."""
     if live is None or f"{live:.1f}" == f"{cmp.rest.tokens_per_s:.1f}":
         return ""
-    said = f"The live stats showed {live:.1f} tokens/s for this prompt's answer and Compare's REST {cmp.rest.tokens_per_s:.1f}"
+    said = (
+        f"The chat's answer to this prompt ran at {live:.1f} {LIVE_RATE}, Compare's REST at "
+        f"{cmp.rest.tokens_per_s:.1f} {COMPARE_RATE}"
+    )
     if live < cmp.rest.tokens_per_s:
         return (
             f"{said}: a live answer can pay the first request's warm-up and shares the machine with the page it "
@@ -201,9 +218,7 @@ def slower_note(cmp: Comparison) -> str:
     """When REST lost (a believable speedup below 1): where it wins on this CPU instead, one sentence; else ""."""
     if cmp.load_note() or not 0 < cmp.speedup < 1:
         return ""
-    return (
-        f'REST wins on this CPU where the answer repeats the conversation: try the guided example "{repeat_example()}".'
-    )
+    return f'To see REST win on this CPU, open the guided example "{repeat_example()}": there the conversation drafts the second answer.'
 
 
 def identity_claim(cmp: Comparison) -> str:
@@ -239,11 +254,34 @@ class Machine:
 def comparison_html(
     cmp: Comparison, machine: Machine | None = None, lookup: str = "", live: float | None = None, rerun: str = ""
 ) -> str:
-    """The headline speedup with the machine and, beside it, why it is what it is (`speedup_why`);
-    then the table, the prompt lookup line (`lookup`, HTML), why the live stats' tokens/s for the
-    same prompt differ (`live`: theirs, None when Compare ran on another prompt: `live_note`) and,
-    folded, how the figures follow from each other (`speedup_details`)."""
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in comparison_rows(cmp))
+    """The headline speedup and one sentence of why (`speedup_short`, and where REST wins when it
+    lost); the table's rows a newcomer needs (`MAIN_ROWS`) and the prompt lookup line (`lookup`,
+    HTML); then, folded, the whole arithmetic (`speedup_why`), the table's other rows, why the
+    live stats' tokens/s differ (`live`: theirs, None when Compare ran on another prompt:
+    `live_note`), why the steps differ (`rerun`) and how the figures follow from each other."""
+    rows = comparison_rows(cmp)
+    main = _table(sorted((row for row in rows if row[0] in MAIN_ROWS), key=lambda row: MAIN_ROWS.index(row[0])))
+    rest = _table([row for row in rows if row[0] not in MAIN_ROWS])
+    why = " ".join(x for x in (speedup_short(cmp, machine), slower_note(cmp)) if x)
+    paras = [(speedup_why(cmp, machine), "speedup-sum"), (live_note(cmp, live), "live-note"), (rerun, "rerun-note")]
+    fold = "".join(f'<p class="live-note" id="{k}">{esc(x)}</p>' for x, k in paras if x)
+    details = "".join(f"<li>{esc(x)}</li>" for x in speedup_details(cmp))
+    return (
+        f'<div class="compare"><div class="speedup">{_headline(cmp)}</div>'
+        + (f'<p class="speedup-why" id="speedup-why">{esc(why)}</p>' if why else "")
+        + f'{main}{lookup}<details class="measures"><summary>All figures and how they follow from each other</summary>'
+        f"{fold}{rest}<ul>{details}</ul></details></div>"
+    )
+
+
+def _table(rows: Sequence[tuple[str, str, str]]) -> str:
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in rows)
+    head = "<thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>"
+    return f'<div class="scroll-x"><table class="cmp">{head}<tbody>{body}</tbody></table></div>'
+
+
+def _headline(cmp: Comparison) -> str:
+    """ "REST was slower here: 0.85×" or "speedup 1.40×", and the same-output badge."""
     badge = f'<span class="same ok">{esc(identity_claim(cmp))}</span>' if cmp.identical else ""
     if cmp.identical is False:
         badge = f'<span class="same bad">{esc(identity_claim(cmp))}</span>'
@@ -255,22 +293,22 @@ def comparison_html(
         head = (
             f'speedup <b id="speedup-value" class="unsure">{cmp.speedup:.2f}×</b> <span class="load">{esc(load)}</span>'
         )
-    why = speedup_why(cmp, machine)
-    slower = slower_note(cmp)
-    if why and slower:
-        why += " " + slower
-    details = "".join(f"<li>{esc(x)}</li>" for x in speedup_details(cmp))
-    note = live_note(cmp, live)
-    return (
-        '<div class="compare">'
-        f'<div class="speedup">{head} {badge}</div>'
-        + (f'<p class="speedup-why" id="speedup-why">{esc(why)}</p>' if why else "")
-        + '<div class="scroll-x"><table class="cmp"><thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>'
-        f"<tbody>{body}</tbody></table></div>{lookup}"
-        + (f'<p class="live-note" id="live-note">{esc(note)}</p>' if note else "")
-        + (f'<p class="live-note" id="rerun-note">{esc(rerun)}</p>' if rerun else "")
-        + f'<details class="measures"><summary>How these figures follow from each other</summary><ul>{details}</ul></details></div>'
-    )
+    return f"{head} {badge}"
+
+
+def speedup_short(cmp: Comparison, machine: Machine | None = None) -> str:
+    """The headline's why in one sentence, from the table's step and M rows: "SmolLM2 on this
+    machine's CPU (2 cores): a REST step took 1.48× as long as a plain one-token step but wrote only
+    M = 1.25 tokens." When the runs' figures rule each other out, `speedup_why`'s sentence says so."""
+    r, a = cmp.rest, cmp.ar
+    if not (r.steps and a.steps and r.elapsed_s > 0 and a.elapsed_s > 0):
+        return ""
+    if load_changed(r, a):
+        return speedup_why(cmp, machine)
+    where = f"{machine.words()}: a" if machine is not None else "A"
+    x, m = ratio(step_ms(r), step_ms(a)), shown(r.mean_generated_length, 2)
+    wrote = "but wrote only" if x > m else "and wrote"
+    return f"{where} REST step took {x:.2f}× as long as a plain one-token step {wrote} M = {m:.2f} tokens."
 
 
 def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], lookup: Any = None):
@@ -308,14 +346,16 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
                 line=dict(color=LOOKUP_COLOR, width=2, shape="hv", dash="dot"),
             )
         )
+    bottom = UNDER_AXIS + LEGEND_ROW * legend_rows([d["name"] for d in data])
     layout = dict(
-        height=300,
-        # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it
-        margin=dict(l=50, r=16, t=TOP_MARGIN, b=44),
+        height=TOP_MARGIN + SPEED_PLOT + bottom,
+        # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it;
+        # the legend sits under the x axis's title, off the curves at any width
+        margin=dict(l=50, r=16, t=TOP_MARGIN, b=bottom),
         # a little room past the last step, so the line's end stays inside the figure
         xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1]),
         yaxis=dict(title="tokens", rangemode="tozero"),
-        legend=dict(x=0.99, xanchor="right", y=0.02, yanchor="bottom", bgcolor="rgba(255,255,255,0.6)"),
+        legend=_legend_below(),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
@@ -393,12 +433,11 @@ def _block_groups(
     groups: dict[tuple[int, str], dict[str, list]] = {}
     for lane, blocks in lanes:
         for i, b in enumerate(blocks):
-            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "text": [], "hover": []})
+            g = groups.setdefault((b.sources, lane), {"base": [], "x": [], "y": [], "hover": []})
             text = visible(decode_text(tokenizer, b.tokens), 40)
             g["base"].append(b.start_ms)
             g["x"].append(b.ms)
             g["y"].append(lane)
-            g["text"].append(esc(text))
             g["hover"].append(
                 f"{esc(lane)}, forward {i + 1}: {plural(len(b.tokens), 'token')} in {b.ms:.1f} ms<br>{esc(text)}"
             )
@@ -418,12 +457,8 @@ def _timeline_bars(groups: dict[tuple[int, str], dict[str, list]], names: Mappin
                 x=g["x"],
                 y=g["y"],
                 orientation="h",
-                text=g["text"],
-                textposition="inside",
-                insidetextanchor="start",
-                textangle=0,  # labels run along the blocks; one that cannot fit is hidden (uniformtext)
-                textfont=dict(size=10),
-                marker=dict(color=color, line=dict(color="#ffffff", width=1)),
+                # no text in the blocks (too small to read): colour says who drafted, hover what they wrote
+                marker=dict(color=color, line=dict(color="#ffffff", width=0.5)),
                 name=name,
                 legendgroup=name,
                 showlegend=not any(d.name == name for d in data),
@@ -445,48 +480,52 @@ def timeline_figure(
 
     data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
-    rows = legend_rows([d.name for d in data if d.showlegend])
-    bottom = 50 + KEY_ROW + LEGEND_ROW * rows
-    # the blocks' labels, keyed under the x title (before the legend)
-    fig.add_annotation(
-        text=BLOCK_KEY,
-        xref="paper",
-        x=0,
-        xanchor="left",
-        yref="paper",
-        y=0,
-        yshift=-50,
-        yanchor="top",
-        showarrow=False,
-        font=dict(size=10, color="#374151"),
-    )
+    rows = 1 + legend_rows([d.name for d in data if d.showlegend])  # the key's line, then the items
+    bottom = UNDER_AXIS + LEGEND_ROW * rows
+    for lane, _ in lanes:  # each lane's name over its blocks, so the blocks get the figure's width
+        fig.add_annotation(
+            text=esc(lane), xref="paper", x=0, xanchor="left", yref="y", y=lane, yanchor="bottom",
+            yshift=LANE * (1 - BAR_GAP) / 2, showarrow=False, font=dict(size=12, color="#374151"),
+        )  # fmt: skip
     fig.update_layout(
         barmode="overlay",
+        bargap=BAR_GAP,
         height=TOP_MARGIN + LANE * len(lanes) + bottom,
-        margin=dict(l=90, r=16, t=TOP_MARGIN, b=bottom),
+        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero"),
-        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)]),
-        legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom", font=dict(size=11)),
-        uniformtext=dict(minsize=9, mode="hide"),
+        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
+        legend=_legend_below(BLOCK_KEY),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
     )
     return fig
 
 
-LEGEND_ROW = 21  # px a legend row takes
+def _legend_below(title: str = "") -> dict:
+    """A horizontal legend at the figure's bottom, under the x axis's title, from the figure's left
+    edge (not the plot's), in type a phone can read; `title`: a line above its items. (Anchored to
+    the plot instead, under its title, the page's Plotly pushed the plot right to make room.)"""
+    legend = dict(orientation="h", xref="container", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+    return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
+
+
+LEGEND_ROW = 30  # px a legend row takes at 12 px type
+UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title: the legend's rows go below
+SPEED_PLOT = 200  # px: the tokens chart's plot area
+LEGEND_FONT = 12  # px: the legend's type, legible at 390 px
+CHAR_PX = 6.8  # px a character of the legend's type takes, about
+BAR_GAP = 0.45  # of a lane, above and below its blocks: room for the lane's name
 LANE = 64  # px a method's lane takes: its blocks stay tall enough to see and hover on a phone
-KEY_ROW = 18  # px the key line of the blocks' labels takes
-BLOCK_KEY = "label: the tokens a block's forward wrote, where they fit"
+BLOCK_KEY = "hover a block for the tokens it wrote"
 
 
 def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:
     """How many rows a horizontal legend of `names` wraps to in `width` px (Plotly's item: a 40 px
-    symbol and gap, then its text, about 6.2 px a character at 11 px)."""
+    symbol and gap, then its text, about 6.8 px a character at 12 px)."""
     rows, used = 1, 0.0
     for name in names:
-        item = 40 + 6.2 * len(name)
+        item = 40 + CHAR_PX * len(name)
         if used and used + item > width:
             rows, used = rows + 1, 0.0
         used += item

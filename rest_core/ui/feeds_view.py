@@ -13,9 +13,13 @@ from rest_core.ui.tree_key import budget_note
 
 def feed_status(event: StepEvent, feed: Feed) -> str:
     """What the step did with the node: "drafted, accepted", "drafted, rejected" (the model's own
-    first token was another) or "not drafted (fixed c = …)" / "not drafted (auto budget)"."""
+    first token was another), "not drafted (fixed c = …)" / "not drafted (auto budget)" (others
+    were), or "not drafted (the step drafted nothing)": an auto step that drafted nothing carries
+    no predictions, so its budget cannot be told from the event and is never called "fixed c = 0"."""
     draft = event.draft
-    drafted = draft is not None and any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
+    if draft is None or not len(draft.tokens):
+        return "not drafted (the step drafted nothing)"
+    drafted = any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
     if not drafted:
         return f"not drafted ({budget_note(event)})"
     took = bool(event.accepted) and int(draft.tokens[event.accepted[0]]) == feed.token
@@ -46,10 +50,23 @@ def feed_counts(event: StepEvent, feed: Feed) -> str:
     return f"{total}: {per}"
 
 
-def feed_weight(feed: Feed) -> str:
-    """The node's share of the trie's first-level weight, "weight 0.42": what the step drafts by,
-    where the counts beside it are not ("" when unknown)."""
-    return f"weight {feed.share:.2f}" if feed.share is not None else ""
+def feed_weight(event: StepEvent, feed: Feed) -> str:
+    """The node's weight (its share of the trie's first-level weight, what the step drafts by)
+    with its arithmetic where the counts show it: each source weighs the same and spreads that over
+    its own continuations, so the weight is the mean of the sources' fractions ("weight 0.64 =
+    mean of code 2/7 = 0.29 and conversation 2/2 = 1.00"), or one source's fraction. Where the
+    data do not add up so (weighted sources), the weight and the counts side by side. "" unknown."""
+    if feed.share is None:
+        return ""
+    names = {m.source_bit: shown_name(m.source_bit, m.source) for m in event.matches}
+    fracs = [(names.get(bit, "a source"), n, k) for bit, n, k in feed.counts if k]
+    if fracs and abs(sum(n / k for _, n, k in fracs) / len(fracs) - feed.share) < 0.005:
+        if len(fracs) == 1:
+            name, n, k = fracs[0]
+            return f"weight {feed.share:.2f} = {n:,} of {k:,} continuations ({name})"
+        terms = " and ".join(f"{name} {n:,}/{k:,} = {n / k:.2f}" for name, n, k in fracs)
+        return f"weight {feed.share:.2f} = mean of {terms}"
+    return f"weight {feed.share:.2f}; {feed_counts(event, feed)} start with it"
 
 
 def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
@@ -90,8 +107,7 @@ def feeds_list(event: StepEvent, tokenizer: Tokenizer, rows: bool = True) -> str
             f'<li data-token="{f.token}"><code class="feed-node">{esc(token_label(tokenizer, f.token, 16))}</code> '
             f'<span class="feed-status">{esc(feed_status(event, f))}</span>'
             + (f' · <span class="feed-row">verify row {row}</span>' if rows and (row := feed_row(event, f)) else "")
-            + (f' · <span class="feed-weight">{esc(weight)}</span>' if (weight := feed_weight(f)) else "")
-            + f" ← {esc(feed_counts(event, f))}"
+            + f' · <span class="feed-weight">{esc(feed_weight(event, f) or feed_counts(event, f))}</span>'
             + (f", e.g. {examples}" if examples else "")
             + "</li>"
         )
@@ -105,10 +121,8 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
     return (
         f'<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: '
         f"{esc(feeds_listed(event))}, heaviest first.</p>{feeds_list(event, tokenizer)}"
-        '<details class="tt-more"><summary>How to read this list</summary><p class="tt-cap">Each line is one of the '
-        "trie's first tokens with the largest weight (its share of the first level's: the step picks its c nodes "
-        "by weight, not by the counts), how many of the retrieved continuations start with it, and the commonest "
-        "of them. Each source's weight is spread over its own continuations, so one of a few counts for more than "
-        "one of thousands. The verify table lists the drafted nodes in another order, breadth first as the trie "
-        "holds them, so each drafted one here names its row there.</p></details></div>"
+        '<details class="tt-more"><summary>How to read this list</summary><p class="tt-cap">Each line is one of '
+        "the trie's first tokens. Its weight is what the step drafts by: each source's weight is spread evenly over "
+        "its own continuations, so one of a few continuations counts for more than one of thousands. The verify "
+        "table lists the drafted nodes breadth first, so each drafted one here names its row there.</p></details></div>"
     )

@@ -29,7 +29,7 @@ class GuidedExample:
 GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
     GuidedExample(
         "Code with the code store, step by step (c = 16)",
-        "Write a Python function that checks whether a string is a palindrome, with a docstring and two tests.",
+        "Write a Python script that parses command-line arguments with argparse.",
         "code",
         "step",
         (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),

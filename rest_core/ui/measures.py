@@ -39,6 +39,13 @@ def minus(a: float, b: float, places: int = 1) -> str:
     return f"{a:.{places}f} − {b:.{places}f} = {a - b:.{places}f}"
 
 
+# The two tokens/s the page shows, each naming what it measures in its own label, from one place:
+# the live stats under the chat (the page draws the answer on the same machine meanwhile) and
+# Compare's runs (back to back, nothing drawn until all are done).
+LIVE_RATE = "tokens/s live (page drawing included)"
+LIVE_RATE_SO_FAR = "tokens/s so far, live (page drawing included)"
+COMPARE_RATE = "tokens/s, decode speed (nothing drawn)"
+
 # Compare's "per token": the decode's wall clock over its new tokens.
 PER_TOKEN = "Per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
 

@@ -24,6 +24,7 @@ from rest_core.ui.style import (
     Tokenizer,
     decode_text,
     esc,
+    is_special,
     plural,
     shown_name,
     source_class,
@@ -118,6 +119,12 @@ def retrieve_caption(
     return " ".join(parts)
 
 
+def template_note(marks: Sequence[str]) -> str:
+    """The one line naming the chat template's markers among the conversation's tokens shown."""
+    listed = marks[0] if len(marks) == 1 else ", ".join(marks[:-1]) + " and " + marks[-1]
+    return f"{listed}: the chat template's markers, which open and close each turn."
+
+
 def match_underline(bits: Sequence[int]) -> str:
     """The style attribute underlining a context token in the colour of every source whose match
     covers it, one 3 px stripe each, the first lowest ("" for none): where code matched 3 tokens
@@ -151,6 +158,8 @@ def retrieve_html(
             f'<span class="tt-tok {cls}"{match_underline(bits)}>{esc(visible(token_text(tokenizer, t), 24))}</span>'
         )
     lead = "…" if cut > 0 else ""
+    marks = list(dict.fromkeys(token_text(tokenizer, t) for t in shown if is_special(tokenizer, t)))
+    template = f'<p class="tt-note">{esc(template_note(marks))}</p>' if marks else ""
     rows = [feeds_html(event, tokenizer)]
     for m in event.matches:
         if not m.suffix_len or event.feeds:
@@ -168,7 +177,7 @@ def retrieve_html(
     behind = "".join(rows)
     return (
         panel("retrieve", retrieve_lead(event), "How each source looked it up", caption)
-        + f'<div class="tt-ctx">{lead}{"".join(spans)}</div>'
+        + f'<div class="tt-ctx">{lead}{"".join(spans)}</div>{template}'
         + (
             f'<details class="tt-more"><summary>The continuations behind the tree</summary>{behind}</details>'
             if behind
@@ -320,7 +329,7 @@ def verify_lead(event: StepEvent) -> str:
     agree = sum(c.status == "agree" for c in checks)
     return (
         f"One forward checked all {len(checks) + 1} rows at once; "
-        f"{agree} of the {plural(len(checks), 'drafted token')} agree with the model."
+        f"{agree} of the {plural(len(checks), 'drafted token')} {'agrees' if agree == 1 else 'agree'} with the model."
     )
 
 
@@ -460,24 +469,26 @@ class StepPanels:
     accept: str  # HTML
 
 
+def step_header(event: StepEvent) -> str:
+    """The step's header: its number and the answer's tokens so far, never a total of steps
+    (the answer goes on past the steps taken: "Step 3 of 3" read as its end)."""
+    return (
+        f'<div class="tt-head"><b>Step {event.step + 1}</b> · {plural(event.totals.new_tokens, "token")} so far, '
+        f"{len(event.tokens)} this step · {budget_words(event)}{' · finished' if event.finished else ''}</div>"
+    )
+
+
 def step_panels(
     event: StepEvent,
     context: Sequence[int],
     tokenizer: Tokenizer,
     retrieval: RetrievalConfig | None = None,
-    n_steps: int | None = None,
     max_trie_nodes: int = 80,
     stores: Mapping[str, Any] | None = None,
 ) -> StepPanels:
     """Every phase of one step. `stores`: the engine's datastores by name, for "where it came from"."""
-    of = f" of {n_steps}" if n_steps else ""
-    header = (
-        f'<div class="tt-head"><b>Step {event.step + 1}{of}</b> · {budget_words(event)} · '
-        f"{len(event.tokens)} token{'s' if len(event.tokens) != 1 else ''} this step · {event.totals.new_tokens} so far"
-        f"{' · finished' if event.finished else ''}</div>"
-    )
     return StepPanels(
-        header=header,
+        header=step_header(event),
         retrieve=retrieve_html(event, context, tokenizer, retrieval)
         + provenance_html(event, stores or {}, context, tokenizer),
         trie_caption=panel(

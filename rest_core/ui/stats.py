@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins
+from rest_core.ui.measures import LIVE_RATE, LIVE_RATE_SO_FAR
 from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_label, step_source_names
 
 # What the tokens/s counts, said under the figures: the steps' own clock, so neither the prefill,
@@ -14,9 +15,8 @@ from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_
 # machine while the model decodes, so on a small CPU the live figure is below Speed's, whose runs
 # go back to back with nothing drawn in between.
 TIMING_NOTE = (
-    "tokens/s counts the decode steps only: the prefill and loading the model are left out. The page draws the "
-    "answer on the same machine while it streams, so Speed (Compare), which runs with nothing drawn, is the speed "
-    "to compare."
+    "tokens/s counts the decode steps only, not the prefill or loading the model. Compare's tokens/s, with nothing "
+    "drawn, is the speed to compare."
 )
 # Why Compare's REST run can count other steps than the answer above for the same prompt: the
 # auto budget picks each step's drafts from the forward's cost measured at that moment.
@@ -105,7 +105,7 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
         return '<div class="stats muted">Stats appear here while the answer streams.</div>'
     t = events[-1].totals
     items = [
-        ("tokens/s so far" if running else "tokens/s", f"{t.tokens_per_s:.1f}"),
+        (LIVE_RATE_SO_FAR if running else LIVE_RATE, f"{t.tokens_per_s:.1f}"),
         ("tokens / step (M)", f"{t.mean_generated_length:.2f}"),
         ("steps", f"{t.steps}"),
         ("tokens", f"{t.new_tokens}"),

@@ -41,6 +41,15 @@ class StepView:
     status: str = ""
 
 
+# Before the first step: one line instead of four empty panels (assets/app.css hides them while
+# the header holds this line; they stay in the page for the handlers).
+EMPTY_HEAD = (
+    '<div class="tt-head tt-empty">Press <b>Next step</b> to take the answer\'s first step: '
+    "look up drafts, verify them in one forward, keep what the model agrees with. No message yet? "
+    "Pick a guided example above.</div>"
+)
+
+
 def step_view(st: Stepper, status: str = "") -> StepView:
     """The panels of the step shown; `status` under the page's word on the stores it picked."""
     if st.stores_note and st.started:
@@ -48,13 +57,12 @@ def step_view(st: Stepper, status: str = "") -> StepView:
     ev = st.event
     if ev is None:
         empty = trie_view.empty_figure("Press Next step.", height=260)
-        return StepView(trie=trie_view.empty_figure("Press Next step."), mask=empty, status=status)
+        return StepView(header=EMPTY_HEAD, trie=trie_view.empty_figure("Press Next step."), mask=empty, status=status)
     p = phases.step_panels(
         ev,
         st.context(),
         st.tokenizer,
         st.config.retrieval if st.config else None,
-        n_steps=len(st.events),
         stores=st.stores,
     )
     answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)

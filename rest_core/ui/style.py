@@ -90,8 +90,30 @@ def step_source_names(event: StepEvent) -> tuple[tuple[int, str], ...]:
     return tuple((int(m.source_bit), shown_name(m.source_bit, m.source)) for m in event.matches)
 
 
+# A special token (the chat template's "<|im_start|>", the end of a turn) prints as nothing: its
+# label is its name in a short mark, the end-of-text token's as END_MARK (tree_key's, the same).
+END_MARK = "⟨end⟩"
+
+
+def special_mark(tokenizer: Tokenizer, token_id: int) -> str:
+    """A special token's label: "⟨im_start⟩" for "<|im_start|>", END_MARK for the tokenizer's
+    end-of-text token; "" for a token that prints as something or has no name."""
+    raw = tokenizer.decode([int(token_id)], skip_special_tokens=False)
+    if not raw.strip():
+        return ""
+    if int(token_id) == getattr(tokenizer, "eos_token_id", None):
+        return END_MARK
+    return f"⟨{raw.strip().strip('<>').strip('|').strip() or raw.strip()}⟩"
+
+
 def token_text(tokenizer: Tokenizer, token_id: int) -> str:
-    return decode_text(tokenizer, [int(token_id)])
+    """A token's text; a special token, which prints as nothing, by its mark (special_mark)."""
+    text = decode_text(tokenizer, [int(token_id)])
+    return text or special_mark(tokenizer, token_id)
+
+
+def is_special(tokenizer: Tokenizer, token_id: int) -> bool:
+    return not decode_text(tokenizer, [int(token_id)]) and bool(special_mark(tokenizer, token_id))
 
 
 def visible(text: str, limit: int = 10) -> str:

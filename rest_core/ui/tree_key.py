@@ -123,7 +123,7 @@ TREE_NOTES = (
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
     "<b>+N more</b>: a crowded level's lighter siblings, folded into one node so that labels stay readable; "
     "hover lists them with their states.",
-    "Labels: ∅ a token that prints as nothing (a special token), · a space, ↵ a newline.",
+    "Labels: ⟨im_start⟩ a special token by its name (⟨end⟩ ends a turn), · a space, ↵ a newline.",
 )
 
 

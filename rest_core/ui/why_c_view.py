@@ -76,11 +76,13 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14
     )
-    sizes = plotted_sizes(curve.sizes)
+    c = int(min(max(chosen_c, 0), max_c))
+    x, y, dots = cost_line(curve, 1 + c)
     fig.add_trace(
         go.Scatter(
-            x=sizes,
-            y=[float(curve.ms[list(curve.sizes).index(n)]) for n in sizes],
+            x=x,
+            y=y,
+            marker=dict(size=dots),
             mode="lines+markers",
             name="measured",
             line=dict(color=MODEL_COLOR),
@@ -102,12 +104,11 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
         1,
         2,
     )
-    c = int(min(max(chosen_c, 0), max_c))
     # the caption's "1 + c tokens costs … ms", marked where the chart shows it; and the asked c
-    mark(fig, 1, 1 + c, float(curve(1 + c)), f"1 + {c}: {float(curve(1 + c)):.1f} ms", "top left", "1 + c", 10)
+    mark(fig, 1, 1 + c, float(curve(1 + c)), marker_text(curve, c), "top left", "1 + c", 10)
     mark(fig, 2, c, float(speedup[c]), f"your c = {c}", "top center", "chosen c", 11)
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dot"), row=1, col=2)
-    _lay_out(fig, curve)
+    _lay_out(fig, curve, c)
     # room above the curve for the chosen c's label, and c = 0 a little right of the y axis, so its
     # tick does not meet the y axis's 0
     top = 1.3 * max(float(np.max(speedup)), 1.0)
@@ -191,9 +192,36 @@ def _ticks(sizes: Sequence[int], apart: float = 1.25) -> list[int]:
     return kept
 
 
-def _lay_out(fig: Any, curve: CostCurve) -> None:
-    """The two panels' axes (the cost curve's on a log scale at its measured sizes) and the layout."""
-    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=_ticks(curve.sizes), row=1, col=1)
+def cost_line(curve: CostCurve, marked: int) -> tuple[list[int], list[float], list[int]]:
+    """The cost chart's line: the plotted measured sizes (a dot each) and, where 1 + c (`marked`)
+    was not measured, its value read off the curve (no dot: the marker sits there), so the line
+    runs through the marker the caption quotes."""
+    sizes = plotted_sizes(curve.sizes)
+    ms = {n: float(curve.ms[list(curve.sizes).index(n)]) for n in sizes}
+    if marked not in ms and marked <= max(sizes):
+        ms[marked] = float(curve(marked))
+    x = sorted(ms)
+    return x, [ms[n] for n in x], [6 if n in sizes else 0 for n in x]
+
+
+def marker_text(curve: CostCurve, c: int) -> str:
+    """The cost chart's marker label, its x value named: "1 + 16 = 17 tokens: 123.2 ms"."""
+    return f"1 + {c} = {1 + c} tokens: {float(curve(1 + c)):.1f} ms"
+
+
+def cost_ticks(sizes: Sequence[int], marked: int) -> list[int]:
+    """The cost axis's ticks: the plotted sizes, the marker's size `marked` (1 + c) among them,
+    and none so near another that their labels meet (17 beside 16, 65 beside 64): the marker's
+    tick wins over a plotted size beside it."""
+    near = [n for n in _ticks(sizes) if max(n, marked) / min(n, marked) < 1.25]
+    return sorted({n for n in _ticks(sizes) if n not in near} | {marked})
+
+
+def _lay_out(fig: Any, curve: CostCurve, c: int) -> None:
+    """The two panels' axes (the cost curve's on a log scale at its measured sizes and the marked
+    1 + c) and the layout."""
+    ticks = cost_ticks(curve.sizes, 1 + c)
+    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=ticks, row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="c, the most draft tokens verified per step", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
@@ -299,7 +327,7 @@ def _verify_cost(curve: CostCurve, c: int, one: float, verify: float) -> tuple[s
     """The bullet on what verifying 1 and 1 + c tokens costs (`one`, `verify` ms), and its arithmetic."""
     measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
     point = (
-        f"Verifying 1 token costs {one:.1f} ms on this device; verifying 1 + {c} tokens costs {verify:.1f} ms, "
+        f"Verifying 1 token costs {one:.1f} ms on this device; verifying 1 + {c} = {1 + c} tokens costs {verify:.1f} ms, "
         f"{ratio(verify, one):.2f}× as long."
     )
     return point, f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}."

@@ -40,49 +40,58 @@ def device_phrase(kind: str, cores: int | None = None, gpu: str | None = None, z
     return f"the device {kind}"
 
 
-# What speed to expect where, in the header: true of what Compare then measures on a CPU (REST
-# about as fast as plain decoding, or slower, on a first question; faster where the answer repeats
-# text) and of a GPU (the speedup approaches M).
+# What speed to expect where, in the header's one sentence after the model and the device: true
+# of what Compare then measures on a CPU (REST about as fast as plain decoding, or slower, on a
+# new question; faster where the answer repeats text) and of a GPU (the speedup approaches M).
+# The reasons are How REST works' (ONE_FORWARD).
 CPU_EXPECT = (
-    "On this CPU a verify step over several tokens costs more than a one-token step, so REST is about as fast as "
-    "plain decoding, or slower, on a new question, and faster where the answer repeats text: the conversation, or "
-    "code it was shown. Try the guided example <i>Ask the same thing twice</i>."
+    "On this CPU REST is about as fast as plain decoding, or slower, on a new question, and faster where the "
+    'answer repeats text<span class="wide-only"> (try <i>Ask the same thing twice</i>)</span>; on a GPU the speedup approaches M, the tokens per step.'
 )
 GPU_EXPECT = (
     "On a GPU a step costs about the same for 1 token or dozens, so the speedup approaches M, the tokens per step."
 )
-# A phone gets the same in fewer words (the reasons are in How REST works).
-CPU_EXPECT_SHORT = (
-    "On this CPU REST is about as fast as plain decoding, or slower, on a new question, and faster where it repeats "
-    "text; on a GPU the speedup approaches M, the tokens per step."
+
+# The method's three steps, one plain sentence each: the captions of the diagram's three groups
+# (assets/how_rest_works.svg: 1. Look up, 2. Verify, 3. Keep), and on a phone, where the
+# diagram is too small to read, the steps alone.
+STEPS = (
+    (
+        "1. Look up",
+        "the last few tokens are found in a <b>datastore</b> and in the <b>conversation</b>; what followed them "
+        "there are <b>drafts</b>.",
+    ),
+    (
+        "2. Verify",
+        "the model checks all drafts in <b>one</b> forward pass and accepts those it would have written itself: "
+        "the text is exactly what plain decoding writes.",
+    ),
+    ("3. Keep", f"the accepted drafts, then one token of the model's own: {NO_OWN_TOKEN}."),
 )
 
 
-def header_html(model: str, device: str, small_model: bool = False) -> str:
-    """The page's first screen: the title; what runs where and what speed to expect there; the
-    method as three steps (look up, verify, keep) with a link to How REST works. `model` is the
-    model's name, `device` where it runs in words (`device_phrase`); a `small_model` gets the
-    warning that its own mistakes are plain decoding's too."""
-    cpu = "CPU" in device
-    expect = f"{CPU_EXPECT} {GPU_EXPECT}" if cpu else GPU_EXPECT
-    short = CPU_EXPECT_SHORT if cpu else GPU_EXPECT
+def header_html(model: str, device: str, small_model: bool = False, diagram: str = "") -> str:
+    """The page's first screen: the title; in one sentence each, what runs where and what speed to
+    expect there; the method as one figure, `diagram` (the six-box SVG, shown on a laptop) over
+    its three groups' captions (look up, verify, keep; a phone shows these alone); a link to How
+    REST works. `model` is the model's name, `device` where it runs in words (`device_phrase`); a
+    `small_model` gets the warning that its own mistakes are plain decoding's too."""
+    expect = CPU_EXPECT if "CPU" in device else GPU_EXPECT
     caveat = (
         f"{model} is small and makes mistakes of its own (it may drop a word): plain decoding makes the same ones."
         if small_model
         else f"REST writes exactly what plain decoding writes with {model}, mistakes included."
     )
+    steps = "".join(f"<li><b>{name}:</b> {text}</li>\n" for name, text in STEPS)
+    figure = f'<div class="how-diagram">{diagram}</div>\n' if diagram else ""
     return f"""
 <div id="header">
 <h1>REST: retrieval-based speculative decoding, live</h1>
-<p class="machine">Running <b>{model}</b> on <b>{device}</b>. <span class="wide-only">{expect}</span><span
-class="phone-only">{short}</span></p>
-<ol class="steps">
-<li><b>1. Look up:</b> the last few tokens are found in a <b>datastore</b> and in the <b>conversation</b>; what
-followed them there are <b>drafts</b>.</li>
-<li><b>2. Verify:</b> the model checks all drafts in <b>one</b> forward pass and accepts those it would have
-written itself: the text is exactly what plain decoding writes.</li>
-<li><b>3. Keep:</b> the accepted drafts, then one token of the model's own: {NO_OWN_TOKEN}.</li>
-</ol>
+<p class="machine">Running <b>{model}</b> on <b>{device}</b>. {expect}</p>
+<figure class="how-figure">
+{figure}<figcaption><ol class="steps">
+{steps}</ol></figcaption>
+</figure>
 <p class="more"><a href="#how-rest">How REST works →</a> <span class="caveat">{caveat}</span></p>
 </div>
 """

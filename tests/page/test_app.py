@@ -425,15 +425,17 @@ def _page_order(demo: gradio.Blocks) -> list[str]:
 def test_the_first_screen_tells_the_method_before_the_key_and_the_views(tmp_path):
     """Issue 29 ("the idea comes last"): a newcomer met shade bins, "trie", "heaviest" and
     "several sources" before learning what a draft is. The header now tells the method in three
-    steps (look up, verify, keep), links to How REST works, and comes before the colour key, the
-    guided examples and the tabs."""
+    steps (look up, verify, keep), under the diagram, links to How REST works, and comes before
+    the guided examples and the tabs; the colour key is the Chat view's, over the chat (third
+    report: it took the first screen's room)."""
     demo = app.create_app(Settings(device="cpu", datastores=tmp_path))
     order = _page_order(demo)
-    assert order.index("header-box") < order.index("legend") < order.index("views")
+    assert order.index("header-box") < order.index("guided") < order.index("views")
+    assert order.index("view-chat") < order.index("legend") < order.index("chat") < order.index("view-step-through")
     header = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "header-box").value
     steps = re.findall(r"<li><b>(\d)\. (\w+ ?\w*):</b>", header)
     assert steps == [("1", "Look up"), ("2", "Verify"), ("3", "Keep")], steps
-    text = re.sub(r"<[^>]+>", "", header)
+    text = re.sub(r"<[^>]+>", "", re.sub(r"<svg.*</svg>", "", header, flags=re.S))  # the words, not the diagram's
     assert text.index("drafts") < text.index("one forward pass") < text.index("exactly")  # what a draft is, first
     assert 'href="#how-rest"' in header
     for late in ("trie", "heaviest", "shade", "several sources"):
@@ -443,11 +445,11 @@ def test_the_first_screen_tells_the_method_before_the_key_and_the_views(tmp_path
 def test_the_header_names_the_model_and_device_and_what_speed_to_expect():
     """Issue 29: the device was never named, and the main demo (a slowdown on a 2-core CPU) read
     against "accepted drafts cost no extra steps". The header names the model and where it runs
-    and says in one sentence why a CPU gains little and a GPU nearly M; the small model's own
-    mistakes are said to be plain decoding's too."""
+    and says in one sentence what speed to expect on a CPU and a GPU (How REST works says why);
+    the small model's own mistakes are said to be plain decoding's too."""
     cpu = re.sub(r"<[^>]+>", "", app.header_html(Settings(device="cpu"), cores=2))
     assert "Running SmolLM2-135M-Instruct on this machine's CPU (2 cores)." in cpu
-    assert "On this CPU a verify step over several tokens costs more than a one-token step" in cpu
+    assert "On this CPU REST is about as fast as plain decoding, or slower, on a new question" in cpu
     assert "faster where the answer repeats text" in cpu and "the speedup approaches M" in cpu
     assert "SmolLM2-135M-Instruct is small and makes mistakes of its own (it may drop a word)" in cpu
     assert "plain decoding makes the same ones" in cpu

@@ -220,8 +220,17 @@ def test_first_view_starts_at_the_top(app_url, browser):
             steps = pg.locator("#header ol.steps").bounding_box()
             assert steps is not None and steps["y"] + steps["height"] <= size["height"], steps
             assert "Running " in pg.inner_text("#header .machine")
-            if not phone:
+            # Third report: the way in is the first screen's. A laptop shows the diagram above the
+            # tabs; a phone, where it is too small to read, the three steps, with room to spare.
+            tabs = pg.locator("#views [role=tablist]").bounding_box()
+            diagram = pg.locator("#header .how-diagram svg")
+            if phone:
+                assert not diagram.is_visible() and tabs["y"] + tabs["height"] <= size["height"] - 120, tabs
+            else:
+                box = diagram.bounding_box()
+                assert box is not None and box["height"] > 150 and box["y"] + box["height"] <= tabs["y"], box
                 assert pg.evaluate("(k => k.scrollHeight <= k.clientHeight + 1)(document.querySelector('#knobs'))")
+            assert pg.locator("#view-chat #legend").count() == 1  # the colour key is the Chat view's
             shot(pg, f"e2e_first_view_{size['width']}", full=False)
         finally:
             pg.context.close()
@@ -381,7 +390,7 @@ def test_step_through_three_steps(page):
     # A guided example (above the views) opens the step-through with its prompt and c set.
     page.click("#guided-pick label:has-text('step by step')")
     page.wait_for_function(
-        "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('palindrome'); })()",
+        "(() => { const t = document.querySelector('#teach-prompt textarea'); return t && t.value.includes('argparse'); })()",
         timeout=30_000,
     )
     assert page.get_attribute("#view-step-through-button", "aria-selected") == "true"
@@ -396,7 +405,7 @@ def test_step_through_three_steps(page):
     for k in range(1, 4):
         page.click("#teach-next")
         page.wait_for_function(
-            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} of {k}')",
+            f"document.querySelector('#teach-head') && document.querySelector('#teach-head').innerText.includes('Step {k} ·')",
             timeout=180_000,
         )
         page.wait_for_selector("#teach-mask .js-plotly-plot", timeout=30_000)
@@ -429,7 +438,7 @@ def test_step_through_three_steps(page):
         shot(page, f"e2e_step_{k}")
     assert opened, "no step had a datastore match whose provenance could be opened"
     page.click("#teach-back")
-    page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 of 3')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 ·')", timeout=30_000)
     page.click("#teach-end")
     page.wait_for_function("document.querySelector('#teach-status').innerText.includes('complete')", timeout=300_000)
     page.click("#why-c button, #why-c .label-wrap")

@@ -1,7 +1,7 @@
 """In a real browser: Next step clicked three times while another user's answer holds the model.
 
 The step-through says at once that it waits for the model, and once that answer ends (here:
-its user presses Stop) each click takes its step: the page reaches "Step 3 of 3", no click lost
+its user presses Stop) each click takes its step: the page reaches "Step 3", no click lost
 without a word. The app, the browser and the helpers are tests/page/test_browser.py's.
 """
 
@@ -42,7 +42,7 @@ def test_step_clicks_while_another_answer_runs(app_url, browser):  # noqa: F811 
         shot(mine, "e2e_step_waiting")
 
         other.click("#stop")  # the other answer ends: the three steps run, one per click
-        mine.wait_for_function(f"{HEAD_JS}.includes('Step 3 of 3')", timeout=180_000)
+        mine.wait_for_function(f"{HEAD_JS}.includes('Step 3 ·')", timeout=180_000)
         assert "Waiting" not in mine.evaluate(STATUS_JS)
         assert mine.locator("#teach-status .status.err").count() == 0
         shot(mine, "e2e_step_after_waiting")

@@ -45,20 +45,25 @@ def test_the_timeline_names_the_violet_as_the_pages_key_does():
     assert name == f"accepted drafts: {SEVERAL_NAME} (chat + conversation)"
 
 
-def test_the_timelines_labels_are_dropped_where_they_cannot_fit_and_its_rows_clear_the_label():
-    """Issue: prompt lookup's blocks carried tiny vertical text; on the phone the "plain" row hid under
-    the chart's label, the x title was cut ("…prefill excluded") and met the legend."""
+def test_the_timelines_blocks_carry_no_text_and_its_rows_clear_the_label():
+    """Issue: prompt lookup's blocks carried tiny vertical text; newcomer, 04: the in-block labels were
+    unreadable. The blocks carry none: colour says who drafted, hover what they wrote. On the phone
+    the "plain" row hid under the chart's label, the x title was cut and met the legend."""
     fig = _timeline()
-    assert all(t.textangle == 0 for t in fig.data)  # never turned on end
-    assert fig.layout.uniformtext.mode == "hide" and fig.layout.uniformtext.minsize >= 9
+    assert all(t.text is None for t in fig.data)
+    assert all(" ms<br>" in h for t in fig.data for h in t.hovertext)  # each hover: its time, then its tokens
     assert fig.layout.margin.t >= compare_view.TOP_MARGIN  # the page's two-line label on a phone
     assert fig.layout.xaxis.title.text == "decode time (ms)"  # fits 330 px; the text above says prefill is excluded
     legend = fig.layout.legend
-    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+    assert (legend.yref, legend.y, legend.yanchor) == (
+        "container",
+        0,
+        "bottom",
+    )  # anchored to the plot, it pushed it right
     shown = [t.name for t in fig.data if t.showlegend]
     rows = compare_view.legend_rows(shown)
     assert rows == len(shown)  # at a phone's width each of these names takes its own row
-    assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * rows  # the x title, then every legend row
+    assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * (1 + rows)  # the x title, the key, every row
     assert compare_view.legend_rows(shown, width=700) < rows  # a laptop puts several on a row
     assert compare_view.legend_rows([]) == 0
 
@@ -74,13 +79,33 @@ def test_the_tokens_chart_clears_its_label_and_ends_inside_the_figure():
     assert lo == 0 and hi > 1.02 * last  # room past the last step
 
 
-def test_the_timelines_block_labels_have_a_key_and_its_lanes_stay_tall_on_a_phone():
-    """Score 2, 04/11: block labels ("(s", "·==", "]") had no key; on the phone the lanes shrank to slivers."""
+def test_the_timelines_key_reads_on_a_phone_and_its_blocks_get_the_width():
+    """Score 2, 04/11: block labels had no key; on the phone the lanes shrank to slivers. Newcomer,
+    11: the key's caption was cut at 390 px and the blocks were slivers. The key is the legend's
+    title, from the figure's left edge, in 12 px type, one line at a phone's width; the lane names
+    sit over their lanes, so the plot starts at the figure's edge."""
     fig = _timeline()
-    keys = [a.text for a in fig.layout.annotations if a.text == compare_view.BLOCK_KEY]
-    assert keys and 6.2 * len(keys[0]) * 10 / 11 <= compare_view.PHONE_WIDTH  # one line at 390 px, 10 px type
+    legend = fig.layout.legend
+    assert legend.title.text == compare_view.BLOCK_KEY and legend.xref == "container" and legend.x == 0
+    assert legend.font.size >= 12
+    assert compare_view.CHAR_PX * len(compare_view.BLOCK_KEY) <= compare_view.PHONE_WIDTH
+    assert fig.layout.margin.l <= 10 and fig.layout.yaxis.showticklabels is False
+    names = [a.text for a in fig.layout.annotations]
+    assert names == ["plain", "prompt lookup k=3", "REST"] and all(
+        a.yanchor == "bottom" for a in fig.layout.annotations
+    )
     lanes = 3
-    shown = [t.name for t in fig.data if t.showlegend]
     plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     assert plot >= 60 * lanes  # each lane at least 60 px tall, whatever the width
-    assert fig.layout.margin.b >= 50 + compare_view.KEY_ROW + compare_view.LEGEND_ROW * compare_view.legend_rows(shown)
+
+
+def test_the_tokens_chart_keeps_its_legend_off_the_curves():
+    """Newcomer, 11: on the phone the legend sat over the curves. It sits under the x axis's title,
+    at both widths, with room for every row it wraps to at 390 px."""
+    rest, ar = _runs()
+    fig = compare_view.speed_figure(rest, ar)
+    legend = fig.layout.legend
+    assert (legend.orientation, legend.yref, legend.y, legend.yanchor) == ("h", "container", 0, "bottom")
+    rows = compare_view.legend_rows([t.name for t in fig.data])
+    assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * rows
+    assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= 200  # the plot keeps its height

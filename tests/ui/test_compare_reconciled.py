@@ -51,13 +51,40 @@ def test_a_loss_is_the_headline_with_where_rest_wins():
     html = unescape(compare_view.comparison_html(cmp))
     assert f'REST was slower here: <b id="speedup-value">{cmp.speedup:.2f}×</b>' in html
     why = re.search(r'id="speedup-why">(.*?)</p>', html).group(1)
-    assert "so the speedup is M / " in why and why.endswith('try the guided example "Ask the same thing twice".')
+    x = measures.ratio(compare_view.step_ms(cmp.rest), compare_view.step_ms(cmp.ar))
+    assert why.startswith(
+        f"A REST step took {x:.2f}× as long as a plain one-token step but wrote only M = 2.00 tokens."
+    )
+    assert why.endswith(
+        'open the guided example "Ask the same thing twice": there the conversation drafts the second answer.'
+    )
+    assert why.count(". ") == 1  # two sentences: the why, then where REST wins
+    assert "so the speedup is M / " in html[html.index("<details") :]  # the arithmetic, folded
     rest, ar = runs()
     quick = [replace(e, totals=replace(e.totals, elapsed_s=e.totals.elapsed_s / 4)) for e in rest]
     fast_cmp = compare_view.compare(quick, ar, greedy=True)
     assert fast_cmp.speedup > 1
     fast = unescape(compare_view.comparison_html(fast_cmp))
     assert "REST was slower" not in fast and "Ask the same thing twice" not in fast
+
+
+def test_the_result_reads_in_one_glance_and_folds_every_other_figure():
+    """Newcomer, 04: headline, a paragraph of arithmetic, a 12-row table, three paragraphs. Above
+    the fold: the headline, one sentence of why, the four rows a newcomer needs; every other row
+    and paragraph folded, each figure printed once."""
+    rest, ar = runs()
+    cmp = compare_view.compare(rest, ar, greedy=True)
+    html = unescape(compare_view.comparison_html(cmp, live=6.8, rerun="The chat's answer took 3 steps."))
+    top, fold = html[: html.index("<details")], html[html.index("<details") :]
+    rows = compare_view.comparison_rows(cmp)
+    shown_rows = re.findall(r"<tr><th>([^<]+)</th><td>", top)
+    assert shown_rows == list(compare_view.MAIN_ROWS)
+    assert re.findall(r"<tr><th>([^<]+)</th><td>", fold) == [k for k, _, _ in rows if k not in compare_view.MAIN_ROWS]
+    for k, r, a in rows:  # every row once, above or in the fold
+        assert html.count(f"<tr><th>{k}</th><td>{r}</td><td>{a}</td></tr>") == 1
+    assert top.count("<p") == 1  # the why only: the live note, the rerun note and the sum are folded
+    for part in ('id="live-note"', 'id="rerun-note"', 'id="speedup-sum"'):
+        assert part in fold
 
 
 def test_compare_names_the_machine_in_the_headers_words(monkeypatch):

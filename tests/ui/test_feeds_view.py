@@ -75,7 +75,9 @@ def test_the_retrieve_panel_shows_them_instead_of_the_first_occurrences():
     ev, _ = step()
     html = unescape(re.sub(r"<[^>]+>", "", phases.retrieve_html(ev, ids("say x y z"), TOK)))
     assert "Which continuations made the heaviest branches" in html
-    assert "g drafted, accepted · verify row 1 · weight 0.64 ← 4 of 9 continuations" in html
+    assert (
+        "g drafted, accepted · verify row 1 · weight 0.64 = mean of code 2/7 = 0.29 and conversation 2/2 = 1.00" in html
+    )
     assert "“get(x” ×2" in html
     assert (
         "what followed" not in html and "f not drafted (fixed c = 2)" in html
@@ -90,8 +92,10 @@ def test_each_branch_prints_its_weight_so_the_drafting_order_shows():
     weight, which the step picks its nodes by, beside the counts that are not."""
     ev, _ = step()
     text = re.sub(r"<[^>]+>", "", unescape(feeds_view.feeds_html(ev, TOK)))
-    assert "g drafted, accepted · verify row 1 · weight 0.64 ← 4 of 9 continuations" in text
-    assert "u not drafted (fixed c = 2) · weight 0.29 ← 4 of 9 continuations" in text  # as many, half the weight
+    assert (
+        "g drafted, accepted · verify row 1 · weight 0.64 = mean of code 2/7 = 0.29 and conversation 2/2 = 1.00" in text
+    )
+    assert "u not drafted (fixed c = 2) · weight 0.29 = mean of code 4/7 = 0.57 and conversation 0/2 = 0.00" in text
     shares = [f.share for f in ev.feeds]
     assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 1) < 1e-9  # every first-level node listed
 
@@ -142,3 +146,21 @@ def test_the_weight_rule_the_glossary_states_is_the_one_the_panel_shows():
     weight = next(line for line in GLOSSARY.splitlines() if line.startswith("| **weight**"))
     assert "both" not in weight and "from every source" in weight and "gets 1/3" in weight
     assert "both sources" not in tree_key.TREE_LEGEND and "several sources reach" in tree_key.TREE_LEGEND
+
+
+def test_each_weight_shows_arithmetic_that_holds():
+    """Issue: "0.11 ← 37 of 193 continuations" read as a wrong fraction (37/193 is not 0.11). The
+    weight is the mean of the sources' fractions: the line now shows that sum, and it adds up."""
+    ev, _ = step()
+    for f in ev.feeds:
+        line = feeds_view.feed_weight(ev, f)
+        assert "←" not in line and line.startswith(f"weight {f.share:.2f} = mean of ")
+        fracs = [int(n) / int(k) for n, k in re.findall(r"(\d+)/(\d+) =", line)]
+        assert len(fracs) == 2 and abs(sum(fracs) / 2 - f.share) < 0.005
+    one = replace(ev.feeds[0], counts=ev.feeds[0].counts[:1], first_level=ev.feeds[0].weight * 7 / 2)
+    assert feeds_view.feed_weight(ev, one) == "weight 0.29 = 2 of 7 continuations (code)"
+    odd = replace(ev.feeds[0], first_level=ev.feeds[0].weight * 3)  # weighted sources: no sum shown
+    assert (
+        feeds_view.feed_weight(ev, odd)
+        == "weight 0.33; 4 of 9 continuations: code 2 of 7, conversation 2 of 2 start with it"
+    )

@@ -101,9 +101,11 @@ def test_the_live_tokens_per_second_reads_as_live_and_says_what_it_counts():
     why Speed's figure is the one to compare."""
     steps = _steps()
     live = stats.stats_html(steps, running=True)
-    assert '<div class="k">tokens/s so far</div>' in live
+    assert f'<div class="k">{stats.LIVE_RATE_SO_FAR}</div>' in live and stats.LIVE_RATE_SO_FAR.startswith(
+        "tokens/s so far"
+    )
     done = stats.stats_html(steps)
-    assert '<div class="k">tokens/s</div>' in done
+    assert f'<div class="k">{stats.LIVE_RATE}</div>' in done
     note = html.unescape(done)
     assert stats.TIMING_NOTE in note and "prefill" in stats.TIMING_NOTE and "Compare" in stats.TIMING_NOTE
 
@@ -271,8 +273,8 @@ def test_the_diagram_on_a_phone_scrolls_with_a_cue_and_its_caption_in_view():
     """Complaint 9 (13, phone): the diagram was cut after "weighted trie", the caption at "extend t",
     with no cue. On a phone the box scrolls sideways under a cue; the caption starts at the
     diagram's left edge, in two short lines that fit the first 390 pixels."""
-    phone = CSS.split("@media (max-width: 640px)")[-1]
-    assert "swipe sideways" in phone.lower() and ".how-svg::before" in phone
+    phone = next(block for block in CSS.split("@media (max-width: 640px)")[1:] if ".how-svg::before" in block)
+    assert "swipe sideways" in phone.lower()
     svg = ET.parse(ROOT / "assets" / "how_rest_works.svg").getroot()
     ns = "{http://www.w3.org/2000/svg}"
     scale = 326 / float(re.search(r"min-width: (\d+)px", phone.split(".how-svg svg {")[1]).group(1))
@@ -283,3 +285,89 @@ def test_the_diagram_on_a_phone_scrolls_with_a_cue_and_its_caption_in_view():
             text = "".join(line.itertext())
             right = float(line.get("x")) + len(text) * 0.58 * float(svg.get("font-size"))
             assert line.get("text-anchor") in (None, "start") and right * (1 / scale) ** -1 <= 326, text
+
+
+# ------------------------------------------------------------------ the first screen (third report)
+
+
+def css_blocks(selector: str) -> list[str]:
+    """The declarations of every rule (media blocks included) whose selector list is `selector`."""
+    return re.findall(rf"(?:^|[}}{{])\s*{re.escape(selector)}\s*\{{([^}}]*)\}}", CSS, re.M)
+
+
+def test_the_header_carries_the_diagram_over_its_three_steps():
+    """Third report, complaint 1: the explanation sat in the third tab. The header is one figure:
+    the six-box diagram, whose three groups' labels are the three steps' names, over those steps'
+    sentences (its captions); its ids are its own, so the How REST works view's copy keeps its
+    arrowheads. A phone hides the diagram and keeps the steps."""
+    import app
+
+    header = app.header_html(app.Settings(device="cpu"), cores=2)
+    figure = header.split('<figure class="how-figure">')[1].split("</figure>")[0]
+    diagram, caption = figure.split("<figcaption>")
+    svg = ET.fromstring(re.search(r"<svg.*</svg>", diagram, re.S).group(0))
+    ns = "{http://www.w3.org/2000/svg}"
+    groups = [t.text for t in svg.iter(f"{ns}text") if re.match(r"\d\. ", t.text or "")]
+    assert groups == [name for name, _ in words.STEPS] == ["1. Look up", "2. Verify", "3. Keep"]
+    captions = re.findall(r"<li><b>(\d\. [\w ]+):</b> (.*?)</li>", caption)
+    assert captions == list(words.STEPS)
+    assert 'id="how-' not in header and "url(#how-" not in header and 'id="header-how-arrow"' in header
+    phone = "".join(CSS.split("@media (max-width: 640px)")[1:])
+    assert "#header .how-diagram { display: none; }" in phone
+
+
+def test_the_intro_is_two_short_sentences():
+    """Third report, complaint 1: the header's paragraph was too long (four sentences on a CPU).
+    The model and the device, then what speed to expect there: two sentences, on a CPU and a GPU."""
+    for device in (words.device_phrase("cpu", 2), words.device_phrase("cuda", gpu="NVIDIA H200")):
+        intro = re.search(r'<p class="machine">(.*?)</p>', words.header_html("m", device), re.S).group(1)
+        text = re.sub(r"<[^>]+>", "", intro)
+        assert len(re.findall(r"[.!?](?:\s|$)", text)) == 2 and len(text) <= 300, text
+
+
+def test_the_colour_key_is_the_chat_views():
+    """Third report, complaint 2: the colour key took the first screen's room above the tabs. It
+    is drawn in the Chat view, over the chat, from the same legend_html."""
+    import app
+
+    demo = app.create_app(app.Settings(device="cpu"))
+    path: dict[str, list[str]] = {}
+
+    def walk(node, above):
+        block = demo.blocks.get(node["id"])
+        name = getattr(block, "elem_id", None)
+        if name:
+            path[name] = above
+        for child in node.get("children", []):
+            walk(child, [*above, name] if name else above)
+
+    walk(demo.config["layout"], [])
+    assert "view-chat" in path["legend"] and "header-box" not in path["legend"]
+    legend = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "legend")
+    assert legend.value == answer_view.legend_html()
+    order = list(path)
+    assert order.index("legend") < order.index("chat")
+
+
+def test_the_generating_mark_reads_at_aa_contrast():
+    """Third report, complaint 3: "generating…" was a pale green (#15803d, faded to 35% by its
+    pulse). Its last rule gives a green of at least 4.5:1 on white, and the words do not fade."""
+    live = css_blocks(".stats .live")[-1]
+    colour = re.search(r"(?<![-\w])color:\s*(#[0-9a-fA-F]{6})", live).group(1)
+
+    def luminance(hex_colour: str) -> float:
+        rgb = [int(hex_colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    assert (1.05) / (luminance(colour) + 0.05) >= 4.5, colour
+    assert "animation: none" in live  # the pulse is a dot's (::before), not the words'
+
+
+def test_the_step_buttons_sit_two_by_two_on_a_phone():
+    """Third report, complaint 4: on a phone "Next step", "Back", "Run to end" and "New answer"
+    wrapped their labels. There they sit in a 2 x 2 grid, each label on one line."""
+    phone = "".join(CSS.split("@media (max-width: 640px)")[1:])
+    grid = re.search(r"\.row:has\(> #teach-next\) \{([^}]*)\}", phone).group(1)
+    assert "display: grid" in grid and "grid-template-columns: 1fr 1fr" in grid
+    assert "white-space: nowrap" in re.search(r"\.row:has\(> #teach-next\) > button \{([^}]*)\}", phone).group(1)

@@ -113,7 +113,7 @@ def test_compares_step_never_reads_shorter_than_its_forward():
     ar = steady([50.0] * 6, [55.0] * 6, method="ar", tokens=1)
     cmp = compare_view.compare(rest, ar, greedy=False)
     rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
-    step = float(rows["step (mean; forward + retrieval, trie, acceptance)"][0].split()[0])
+    step = float(rows[compare_view.STEP_ROW][0].split()[0])
     forward = float(rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0].split()[0])
     assert (step, forward) == (80.0, 70.0)
     assert "took 80.0 / 55.0 = 1.45× a plain one-token step" in compare_view.speedup_why(cmp)
@@ -169,13 +169,13 @@ def test_every_ratio_compare_prints_reproduces_from_the_figures_it_prints():
     assert "55.2 / 41.3 = 1.34× a plain one-token step" in why
     rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
     step, forward = (
-        rows["step (mean; forward + retrieval, trie, acceptance)"][0],
+        rows[compare_view.STEP_ROW][0],
         rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0],
     )
     assert f"{step.split()[0]} − {forward.split()[0]} = 1.1 ms" in why
     per_token = rows["retrieval per token"][0].split()[0]  # retrieval per step: the printed row × M
     assert re.search(rf"{per_token} × 3\.00 = \d+\.\d ms a step", why)
-    tps = [float(x) for x in rows["tokens / s"]]
+    tps = [float(x) for x in rows[compare_view.COMPARE_RATE]]
     assert f"{cmp.speedup:.2f}" == f"{tps[0] / tps[1]:.2f}"
     # where M over the rounded step ratio and the headline part by rounding, the sentence names both
     slower = compare_view.compare(
@@ -196,10 +196,13 @@ def test_compare_names_the_machine_and_puts_the_why_beside_the_speedup():
     rest, ar = runs()
     cmp = compare_view.compare(rest, ar, greedy=True)
     html = compare_view.comparison_html(cmp, compare_view.Machine("SmolLM2-135M-Instruct", "CPU", "2 threads"))
-    why = unescape(re.search(r'<p class="speedup-why" id="speedup-why">(.*?)</p>', html).group(1))
+    short = unescape(re.search(r'<p class="speedup-why" id="speedup-why">(.*?)</p>', html).group(1))
+    assert short.startswith("SmolLM2-135M-Instruct on this CPU (2 threads): a REST step")
+    why = unescape(re.search(r'<p class="live-note" id="speedup-sum">(.*?)</p>', html).group(1))  # folded
     assert why.startswith("SmolLM2-135M-Instruct on this CPU (2 threads): a REST step")
     step_r, step_a = compare_view.step_ms(cmp.rest), compare_view.step_ms(cmp.ar)  # the table's step row
     x = round(step_r / step_a, 2)
+    assert f"took {x:.2f}× as long as a plain one-token step" in short
     assert f"{step_r:.1f} / {step_a:.1f} = {x:.2f}× a plain one-token step" in why
     assert f"so the speedup is M / {x:.2f} = 2.00 / {x:.2f} = {cmp.speedup:.2f}×" in why
     assert "on a GPU that factor is about 1, so the speedup approaches M = 2.00." in why
@@ -208,7 +211,26 @@ def test_compare_names_the_machine_and_puts_the_why_beside_the_speedup():
     assert "on a GPU that factor" not in gpu and "the closer the speedup comes to M" in gpu
     # the arithmetic behind the table is folded away, one idea a bullet
     fold = html[html.index("<details") :]
-    assert fold.count("<li>") >= 4 and "How these figures follow from each other" in fold
+    assert fold.count("<li>") >= 4 and "how they follow from each other" in fold
+
+
+def test_both_tokens_per_s_labels_say_what_they_measure_from_one_wording():
+    """Newcomer, 03 vs 04: the stats' 8.4 tokens/s and Compare's REST 17.5 read as a contradiction.
+    Each figure's own label names what it measures, both from measures' wording, and they differ."""
+    from rest_core.ui import stats
+
+    assert "live" in measures.LIVE_RATE and "page drawing" in measures.LIVE_RATE
+    assert "nothing drawn" in measures.COMPARE_RATE and measures.LIVE_RATE != measures.COMPARE_RATE
+    rest, ar = runs()
+    done, live = stats.stats_html(rest), stats.stats_html(rest, running=True)
+    assert f'<div class="k">{measures.LIVE_RATE}</div>' in unescape(done)
+    assert f'<div class="k">{measures.LIVE_RATE_SO_FAR}</div>' in unescape(live)
+    assert measures.LIVE_RATE_SO_FAR.startswith("tokens/s so far") and "page drawing" in measures.LIVE_RATE_SO_FAR
+    cmp = compare_view.compare(rest, ar, greedy=True)
+    html = unescape(compare_view.comparison_html(cmp))
+    table = html[: html.index("<details")]
+    assert f"<tr><th>{measures.COMPARE_RATE}</th><td>{cmp.rest.tokens_per_s:.1f}</td>" in table
+    assert "tokens/s" not in table.replace(measures.COMPARE_RATE, "")  # no other, unlabelled, rate
 
 
 def test_compare_says_why_the_live_stats_tokens_per_s_differ():
@@ -218,14 +240,19 @@ def test_compare_says_why_the_live_stats_tokens_per_s_differ():
     cmp = compare_view.compare(rest, ar, greedy=True)
     html = unescape(compare_view.comparison_html(cmp, live=6.8))
     note = re.search(r'<p class="live-note" id="live-note">(.*?)</p>', html).group(1)
-    assert note.startswith("The live stats showed 6.8 tokens/s for this prompt's answer and Compare's REST 20.0:")
+    assert note.startswith(
+        f"The chat's answer to this prompt ran at 6.8 {measures.LIVE_RATE}, Compare's REST at 20.0 {measures.COMPARE_RATE}:"
+    )
     assert note.count(". ") == 0 and note.endswith(".")
     assert "warm-up" in note and "back to back" in note
-    assert "live-note" not in compare_view.comparison_html(cmp)  # Compare on a typed message: no live figure
+    assert 'id="live-note"' not in compare_view.comparison_html(cmp)  # Compare on a typed message: no live figure
     assert compare_view.live_note(cmp, 20.04) == ""  # the same figure as printed: nothing to explain
     # a live answer faster than Compare's REST (the machine's load changed): no warm-up to blame
     faster = compare_view.live_note(cmp, 25.0)
-    assert faster.startswith("The live stats showed 25.0 tokens/s") and "warm-up" not in faster
+    assert (
+        faster.startswith(f"The chat's answer to this prompt ran at 25.0 {measures.LIVE_RATE}")
+        and "warm-up" not in faster
+    )
     assert "load of the moment" in faster and faster.count(". ") == 0
 
 
@@ -237,7 +264,7 @@ def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acce
     )
     events = [_step(100), _step(100)]
     caption = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
-    assert "verifying 1 + 16 tokens costs 109.1 ms, 1.63× as long" in caption
+    assert "verifying 1 + 16 = 17 tokens costs 109.1 ms, 1.63× as long" in caption
     assert "109.1 / 67.1 = 1.63" in caption
     for a, op, b, r in _claims(caption):
         assert op == "/" and abs(a / b - r) <= 0.005 + 1e-9
@@ -262,7 +289,7 @@ def test_why_this_c_shows_the_cost_ratio_once_and_source_share_does_not_repeat_i
     events = [_step(100), _step(100)]
     caption = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
     share = text(source_share.source_share_html(events, curve, 16))
-    assert "1 + 16 tokens costs 108.9 ms, 2.25× as long" in caption and "108.9 / 48.5 = 2.25" in caption
+    assert "1 + 16 = 17 tokens costs 108.9 ms, 2.25× as long" in caption and "108.9 / 48.5 = 2.25" in caption
     both = caption + share
     assert "2.24" not in both and both.count("2.25×") == 1
     assert "1 + 16 tokens" not in share and "224.0 / 48.5 = 4.62× one token's" in share

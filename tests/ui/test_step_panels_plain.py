@@ -16,11 +16,15 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from html import unescape
+from pathlib import Path
 
-from rest_core.ui import feeds_view, inspector, phases, tree_key, tree_mask, trie_view
+from rest_core.ui import feeds_view, inspector, phases, step_through, style, tree_key, tree_mask, trie_view
+from rest_core.ui.stepper import Stepper
 from tests.ui.test_feeds_view import step as feeds_step
 from tests.ui.test_render import trie_event
 from tests.ui.test_tree_reconciled import TOK, eos_step
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def text(html: str) -> str:
@@ -144,6 +148,9 @@ def test_the_feeds_never_call_the_steps_count_c():
     u = ev.feeds[1]
     assert feeds_view.feed_status(ev, u) == "not drafted (fixed c = 2)"
     assert feeds_view.feed_status(auto(ev), u) == "not drafted (auto budget)"
+    # an auto step that drafted nothing carries no predictions: still never "fixed c = 0"
+    nothing = replace(ev, draft=None, c=0, predicted=())
+    assert feeds_view.feed_status(nothing, u) == "not drafted (the step drafted nothing)"
 
 
 def test_the_panels_figures_stay_in_view():
@@ -168,3 +175,47 @@ def test_where_the_end_of_text_shows_the_words_say_so():
     assert tree_key.END_SHOWN.strip() in unescape(tree_key.tree_legend_html())
     cut = replace(ev, finish_reason="length")  # the length limit: no end of text to show
     assert tree_key.END_SHOWN.strip() not in text(inspector.inspector_html(cut, TOK))
+
+
+class ChatTemplateTok:
+    """Bytes as characters, plus a chat template's special tokens, which print as nothing."""
+
+    eos_token_id = 2
+    names = {0: "<|endoftext|>", 1: "<|im_start|>", 2: "<|im_end|>"}
+
+    def decode(self, ids, skip_special_tokens=False, **kw):
+        return "".join(("" if skip_special_tokens else self.names[i]) if i in self.names else chr(i) for i in ids)
+
+
+def test_a_special_token_is_shown_by_its_name_and_the_retrieve_panel_says_what_they_are():
+    """Issue: every special token showed as ∅, and "…dog.∅assistant↵" went unexplained."""
+    tok = ChatTemplateTok()
+    assert style.token_label(tok, 1) == "⟨im_start⟩" and style.token_label(tok, 0, 16) == "⟨endoftext⟩"
+    assert style.token_label(tok, 2) == tree_key.END_MARK == "⟨end⟩"  # the end of a turn, as an accepted one shows
+    assert style.token_label(tok, ord("a")) == "a" and not style.is_special(tok, ord("a"))
+    ev, _ = feeds_step()
+    context = list(b"dog.") + [2, 10, 1] + list(b"assistant\nsay x y z")
+    out = text(phases.retrieve_html(ev, context, tok))
+    assert "g.⟨end⟩↵⟨im_start⟩assistant↵" in out.replace("·", "")
+    assert out.count("the chat template's markers") == 1
+    assert "⟨end⟩ and ⟨im_start⟩: the chat template's markers" in out
+    plain = text(phases.retrieve_html(ev, list(b"say x y z"), tok))
+    assert "chat template" not in plain  # said only where the template shows
+
+
+def test_the_step_header_counts_tokens_so_far_and_never_a_total_of_steps():
+    """Issue: "Step 3 of 3" read as the end of the answer."""
+    ev = trie_event()
+    head = text(phases.step_header(ev))
+    assert head.startswith(f"Step {ev.step + 1} · {ev.totals.new_tokens} tokens so far, {len(ev.tokens)} this step · ")
+    assert " of " not in head.split("·")[0]
+
+
+def test_before_the_first_step_the_step_through_is_one_line():
+    """Issue: the empty step-through showed about 900 px of blank panels."""
+    view = step_through.step_view(Stepper())
+    assert view.header == step_through.EMPTY_HEAD and "Next step" in text(view.header)
+    assert not (view.answer or view.retrieve or view.verify or view.accept)
+    css = (ROOT / "assets" / "app.css").read_text()
+    assert "#teach:has(#teach-head .tt-empty) :is(#teach-answer, #teach-retrieve, #teach-accept, h4)" in css
+    assert "#teach:has(#teach-head .tt-empty) .row:has(#teach-trie)" in css

@@ -23,7 +23,18 @@ from rest_core.drafting.datastore_source import DatastoreSource
 from rest_core.drafting.tree import tree_attention_mask
 from rest_core.knobs import make_config
 from rest_core.store.datastore import Datastore
-from rest_core.ui import answer_view, compare_view, feeds_view, guided, phases, provenance, style, tree_mask, why_c_view
+from rest_core.ui import (
+    answer_view,
+    compare_view,
+    feeds_view,
+    guided,
+    phases,
+    provenance,
+    step_through,
+    style,
+    tree_mask,
+    why_c_view,
+)
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
@@ -177,8 +188,11 @@ def test_accept_caption_and_kept_rows_follow_the_walk(run, lm):
 def test_step_panels_render_every_phase(run, lm):
     events, contexts, config = run
     e, ctx = events[1], contexts[1]
-    p = phases.step_panels(e, ctx, lm.tokenizer, config.retrieval, n_steps=len(events))
-    assert f"Step 2 of {len(events)}" in p.header
+    p = phases.step_panels(e, ctx, lm.tokenizer, config.retrieval)
+    assert (
+        "<b>Step 2</b>" in p.header and " of " not in p.header.split("·")[0]
+    )  # never "Step 2 of 2": that reads as the end
+    assert f"{style.plural(e.totals.new_tokens, 'token')} so far, {len(e.tokens)} this step" in p.header
     for html, phase in ((p.retrieve, "retrieve"), (p.trie_caption, "trie"), (p.verify, "verify"), (p.accept, "accept")):
         assert f'data-phase="{phase}"' in html
     assert p.trie.data and p.mask.data
@@ -297,11 +311,13 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     out = h.next(MESSAGE, session, STORE, 16, **knobs)
     assert set(out) == shown and out[h.chat.session] is session
     st = session.steps
-    assert "Step 1 of 1" in out[t.header] and 'data-phase="retrieve"' in out[t.retrieve] and "err" not in out[t.status]
+    assert (
+        "<b>Step 1</b>" in out[t.header] and 'data-phase="retrieve"' in out[t.retrieve] and "err" not in out[t.status]
+    )
     out = h.next(MESSAGE, session, STORE, 16, **knobs)
-    assert "Step 2 of 2" in out[t.header]
+    assert "<b>Step 2</b>" in out[t.header]
     out = h.back(session)
-    assert set(out) == shown and "Step 1 of 2" in out[t.header]
+    assert set(out) == shown and "<b>Step 1</b>" in out[t.header]
     out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
     assert st.finished and "complete" in out[t.status]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
@@ -309,7 +325,7 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     out = h.next("", Session(), STORE, 16, **knobs)  # no message: a message, no traceback
     assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
     out = h.restart(session)
-    assert set(out) == shown and out[t.header] == "" and st.events == []
+    assert set(out) == shown and out[t.header] == step_through.EMPTY_HEAD and st.events == []
 
 
 def test_a_page_that_chose_no_store_steps_through_on_the_messages_pick(runtime):
@@ -344,10 +360,10 @@ def test_clear_and_new_answer_release_the_step_through(runtime):
     for release in (lambda s: chat.clear(s), lambda s: h.restart(s), lambda s: built.handlers.pages.expired(s)):
         session = Session()
         h.next(MESSAGE, session, STORE, 16, **knobs)
-        assert "Step 2 of 2" in h.next(MESSAGE, session, STORE, 16, **knobs)[h.ui.header]
+        assert "<b>Step 2</b>" in h.next(MESSAGE, session, STORE, 16, **knobs)[h.ui.header]
         release(session)
         assert session.steps.events == [] and not session.steps.started
-        assert h.back(session)[h.ui.header] == ""  # nothing left to go back to
+        assert h.back(session)[h.ui.header] == step_through.EMPTY_HEAD  # nothing left to go back to
 
 
 def test_why_c_goes_once_the_answer_it_describes_is_no_longer_on_screen(runtime):
@@ -412,15 +428,15 @@ def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
     knobs = step_knobs(**KNOBS)
     out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
     st = session.steps
-    assert len(st.events) == 3 and not st.finished and "Step 3 of 3" in out[t.header]
+    assert len(st.events) == 3 and not st.finished and "<b>Step 3</b>" in out[t.header]
     assert "keeps 3 steps of one answer" in out[t.status] and "New answer" in out[t.status]
     with_trie = [e for e in st.events if e.trie is not None and len(e.trie)]
     assert with_trie and all(e.trie_nodes is not None for e in with_trie)  # compact: the part the panels draw
     out = h.next(MESSAGE, session, STORE, 16, **knobs)  # at the bound: no step is taken
     assert len(st.events) == 3 and "keeps 3 steps" in out[t.status]
-    assert "Step 2 of 3" in h.back(session)[t.header]  # the steps kept still show
+    assert "<b>Step 2</b>" in h.back(session)[t.header]  # the steps kept still show
     h.restart(session)
-    assert "Step 1 of 1" in h.next(MESSAGE, session, STORE, 16, **knobs)[t.header]  # a new answer starts afresh
+    assert "<b>Step 1</b>" in h.next(MESSAGE, session, STORE, 16, **knobs)[t.header]  # a new answer starts afresh
 
 
 def _lane_blocks(fig, lane: str) -> list[tuple[float, float]]:

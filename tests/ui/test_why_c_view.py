@@ -153,7 +153,7 @@ def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
     fig, caption = why_c.why_c(runtime, session, 16)
     marker = next(t for t in fig.data if t.name == "chosen c")
     assert marker.text == ("your c = 16",)
-    assert "c = 0" not in text(caption) and "verifying 1 + 16 tokens" in text(caption)
+    assert "c = 0" not in text(caption) and "verifying 1 + 16 = 17 tokens" in text(caption)
 
 
 def test_the_same_count_in_every_step_reads_per_step_and_in_all():
@@ -183,13 +183,30 @@ def test_both_speedups_are_named_with_their_formulas():
 def test_the_cost_chart_has_one_point_per_size_and_marks_the_quoted_one():
     """Score 2, 07: two points at x = 65 (64 and 65 measured); the text's 1 + 16 tokens not on the chart."""
     fig = why_c_view.why_c_figure(CPU, [_step(100)] * 2, 16, max_c=64)
-    assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 32, 65]
+    dots = [x for x, size in zip(fig.data[0].x, fig.data[0].marker.size) if size]
+    assert dots == [1, 2, 4, 8, 16, 32, 65]  # one dot per measured size
     marked = next(t for t in fig.data if t.name == "1 + c")
+    # the line runs through the marker: 17 was not measured, its value read off the curve
+    assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 17, 32, 65] and fig.data[0].y[5] == marked.y[0]
     assert list(marked.x) == [17] and marked.y[0] == pytest.approx(float(CPU(17)))
     words = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
-    assert (
-        f"1 + 16 tokens costs {float(CPU(17)):.1f} ms" in words and f"1 + 16: {float(CPU(17)):.1f} ms" in marked.text[0]
-    )
+    cost = f"{float(CPU(17)):.1f} ms"
+    assert f"1 + 16 = 17 tokens costs {cost}" in words and marked.text[0] == f"1 + 16 = 17 tokens: {cost}"
+
+
+def test_the_cost_axis_ticks_the_marked_size_and_no_two_ticks_meet():
+    """Newcomer, 07: the marker for 1 + c = 17 tokens sat beside the tick 16 and read as 16. The
+    axis ticks 17 itself (16 beside it goes), the marker names its value, and no two ticks sit
+    closer than a factor 1.25 (64 and 65 would meet)."""
+    fig = why_c_view.why_c_figure(CPU, [_step(100)] * 2, 16, max_c=64)
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert ticks == [1, 2, 4, 8, 17, 32, 65]
+    assert all(b / a >= 1.25 for a, b in zip(ticks, ticks[1:]))
+    marked = next(t for t in fig.data if t.name == "1 + c")
+    assert marked.x[0] in ticks and marked.text[0].startswith("1 + 16 = 17 tokens")
+    # a measured size keeps its tick when the marker sits on it
+    assert why_c_view.cost_ticks((1, 2, 4, 8, 16, 32, 64, 65), 16) == [1, 2, 4, 8, 16, 32, 65]
+    assert why_c_view.cost_ticks((1, 2, 4, 8, 16, 32, 64, 65), 60) == [1, 2, 4, 8, 16, 32, 60]
 
 
 def test_the_curve_at_c_0_says_why_it_is_not_1x():
