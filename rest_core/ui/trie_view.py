@@ -480,7 +480,13 @@ class _TrieDrawing:
         drafted = len(event.draft) if event.draft is not None else 0
         # Three short lines, so that a phone shows all of it.
         title = (
-            f"Step {event.step + 1}: accepted {event.accepted_len} of {drafted} drafted<br>"
+            f"Step {event.step + 1}: "
+            + (
+                f"accepted {event.accepted_len} of {drafted} drafted"
+                if drafted
+                else "drafted nothing (the model's token alone)"
+            )
+            + "<br>"
             f"{budget_note(event, c_max)}<br>"
             f"trie of {view.total_nodes:,} nodes" + (f", {shown} drawn" if shown < view.total_nodes else "")
         )

@@ -309,3 +309,13 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
     labels = [t for tr in fig.data if tr.mode == "markers+text" and tr.name != "model's own token" for t in tr.text]
     assert "·…" not in labels and labels.count("·hel…") >= depth // 2 - 1, labels
+
+
+def test_a_step_that_drafted_nothing_says_so_not_accepted_0_of_0():
+    """Issue 29: an auto step that drafted nothing was titled "accepted 0 of 0 drafted" beside
+    the trie it retrieved; it says what happened instead."""
+    from tests.ui.test_render import event, small_trie
+
+    ev = event(3, [ord("Z")], (0,), trie=small_trie(), draft=None, draft_idx=())
+    title = trie_view.trie_figure(ev, TOK, c_max=16).layout.title.text
+    assert "Step 4: drafted nothing" in title and "0 of 0" not in title
