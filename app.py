@@ -22,6 +22,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -88,12 +89,16 @@ def device_words(settings: Settings, cores: int | None = None, gpu: str | None =
     )
 
 
-def header_diagram() -> str:
+def header_diagram(plain: bool = True) -> str:
     """How REST works' six-box diagram (assets/how_rest_works.svg) for the header, its ids renamed:
     the How REST works view draws its own copy, and on a phone, where this one is hidden, an
-    arrowhead that pointed at the hidden copy's marker would vanish from the shown one."""
+    arrowhead that pointed at the hidden copy's marker would vanish from the shown one. `plain`:
+    each line with a data-plain attribute says that instead (plain words for n_max, n_min, K, m
+    and c, which the page defines only below the header)."""
     svg = ASSETS / "how_rest_works.svg"
     text = svg.read_text(encoding="utf-8") if svg.exists() else ""
+    if plain:
+        text = re.sub(r'(<text[^>]*?) data-plain="([^"]*)"([^>]*)>[^<]*</text>', r"\1\3>\2</text>", text)
     return (
         text.replace('id="how-', 'id="header-how-')
         .replace("#how-", "#header-how-")

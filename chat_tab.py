@@ -108,10 +108,15 @@ def knob_component(knob: Knob, value: Any) -> gr.components.Component:
     return gr.Slider(knob.minimum, knob.maximum, value=value, step=knob.step, **common)
 
 
+# The knobs in sight under the datastores; the others (the lookup's n_max, n_min, m and K, the
+# sources' weights, top-p and top-k) fold under "More settings", their elem_ids unchanged.
+OPEN_KNOBS = ("use_datastore", "use_context", "c", "budget", "temperature", "max_new_tokens")
+
+
 def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, CorpusPanel, dict[str, gr.components.Component]]:
     """The side panel: the datastores (the stores built by now; the page's load event, the timer
-    and this page's uploads add later ones), the "Your corpus" panel and one widget per knob,
-    in the knobs' order."""
+    and this page's uploads add later ones), the "Your corpus" panel and one widget per knob:
+    OPEN_KNOBS in sight, the rest under "More settings" (the dict in the knobs' order)."""
     choices, value = choose_stores(runtime.store_names(), None, default_first=True)
     store = gr.Dropdown(
         choices,
@@ -123,7 +128,10 @@ def _settings_column(runtime: Runtime) -> tuple[gr.Dropdown, CorpusPanel, dict[s
     )
     corpus = _corpus_panel(runtime.settings)
     preset = runtime.preset
-    return store, corpus, {k.name: knob_component(k, k.default(preset)) for k in APP_KNOBS}
+    made = {k.name: knob_component(k, k.default(preset)) for k in APP_KNOBS if k.name in OPEN_KNOBS}
+    with gr.Accordion("More settings", open=False, elem_id="more-settings"):
+        made |= {k.name: knob_component(k, k.default(preset)) for k in APP_KNOBS if k.name not in OPEN_KNOBS}
+    return store, corpus, {k.name: made[k.name] for k in APP_KNOBS}
 
 
 def _corpus_panel(settings: Settings) -> CorpusPanel:

@@ -125,7 +125,7 @@ def _step_controls(max_chars: int) -> dict[str, Any]:
             value=16,
             step=1,
             label="c in step mode",
-            info="draft tokens verified per step (fixed here)",
+            info=words.STEP_C_HELP,
             scale=2,
             min_width=140,
             elem_id="teach-c",

@@ -20,6 +20,10 @@ from rest_core.config import ConfigError, GenerationConfig
 
 Widget = Literal["slider", "number", "radio", "checkbox"]
 
+# What the fixed draft budget drafts, in the one wording every help text, the glossary and the
+# step-through's note use: c each step, unless the step's trie holds fewer nodes than c.
+FIXED_MEANS = "c every step, fewer only when the trie holds fewer"
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -143,7 +147,7 @@ KNOBS: tuple[Knob, ...] = (
         step=1,
         help=(
             "auto budget: each step drafts as many as it expects to pay on this device, up to c, possibly none "
-            '(a step\'s "drafted N"); fixed: always c. A large c pays on a GPU, where a step costs about the same '
+            f'(a step\'s "drafted N"); fixed: {FIXED_MEANS}. A large c pays on a GPU, where a step costs about the same '
             "for 1 token or dozens"
         ),
     ),
@@ -156,7 +160,7 @@ KNOBS: tuple[Knob, ...] = (
         widget="radio",
         help=(
             "auto: per step, how many drafts to verify (up to c, possibly none), from the forward's cost "
-            "measured on this device; fixed: always c"
+            f"measured on this device; fixed: {FIXED_MEANS}"
         ),
     ),
     Knob(

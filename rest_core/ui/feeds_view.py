@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rest_core.decode.events import StepEvent
 from rest_core.drafting.feeds import Feed
+from rest_core.ui import words
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, token_label, visible
 from rest_core.ui.tree_key import budget_note
 
@@ -52,20 +53,16 @@ def feed_counts(event: StepEvent, feed: Feed) -> str:
 
 def feed_weight(event: StepEvent, feed: Feed) -> str:
     """The node's weight (its share of the trie's first-level weight, what the step drafts by)
-    with its arithmetic where the counts show it: each source weighs the same and spreads that over
-    its own continuations, so the weight is the mean of the sources' fractions ("weight 0.64 =
+    with its arithmetic by the glossary's rule (words.WEIGHT_RULE, words.weight_words): at the
+    default weights the mean of the fractions of the sources that found a match ("weight 0.64 =
     mean of code 2/7 = 0.29 and conversation 2/2 = 1.00"), or one source's fraction. Where the
     data do not add up so (weighted sources), the weight and the counts side by side. "" unknown."""
     if feed.share is None:
         return ""
     names = {m.source_bit: shown_name(m.source_bit, m.source) for m in event.matches}
-    fracs = [(names.get(bit, "a source"), n, k) for bit, n, k in feed.counts if k]
-    if fracs and abs(sum(n / k for _, n, k in fracs) / len(fracs) - feed.share) < 0.005:
-        if len(fracs) == 1:
-            name, n, k = fracs[0]
-            return f"weight {feed.share:.2f} = {n:,} of {k:,} continuations ({name})"
-        terms = " and ".join(f"{name} {n:,}/{k:,} = {n / k:.2f}" for name, n, k in fracs)
-        return f"weight {feed.share:.2f} = mean of {terms}"
+    terms = [(names.get(bit, "a source"), n, k) for bit, n, k in feed.counts if k]
+    if terms and abs(words.node_share(terms) - feed.share) < 0.005:
+        return words.weight_words(terms)
     return f"weight {feed.share:.2f}; {feed_counts(event, feed)} start with it"
 
 
@@ -122,7 +119,7 @@ def feeds_html(event: StepEvent, tokenizer: Tokenizer) -> str:
         f'<div class="feeds" id="feeds"><p class="tt-cap">Which continuations made the heaviest branches: '
         f"{esc(feeds_listed(event))}, heaviest first.</p>{feeds_list(event, tokenizer)}"
         '<details class="tt-more"><summary>How to read this list</summary><p class="tt-cap">Each line is one of '
-        "the trie's first tokens. Its weight is what the step drafts by: each source's weight is spread evenly over "
-        "its own continuations, so one of a few continuations counts for more than one of thousands. The verify "
+        "the trie's first tokens. Its weight is what the step drafts by: "
+        f"{words.WEIGHT_RULE}. So one of a few continuations counts for more than one of thousands. The verify "
         "table lists the drafted nodes breadth first, so each drafted one here names its row there.</p></details></div>"
     )

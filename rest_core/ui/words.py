@@ -8,6 +8,7 @@ import contextlib
 from pathlib import Path
 
 from rest_core.cpus import available_cpus
+from rest_core.knobs import FIXED_MEANS
 from rest_core.ui.style import NO_OWN_TOKEN
 
 
@@ -41,15 +42,23 @@ def device_phrase(kind: str, cores: int | None = None, gpu: str | None = None, z
 
 
 # What speed to expect where, in the header's one sentence after the model and the device: true
-# of what Compare then measures on a CPU (REST about as fast as plain decoding, or slower, on a
-# new question; faster where the answer repeats text) and of a GPU (the speedup approaches M).
-# The reasons are How REST works' (ONE_FORWARD).
+# of what Compare then measures on a CPU (a step over many tokens costs more than a one-token
+# step, so REST's speedup is below M and can fall below 1; it gains most where the answer repeats
+# text) and of a GPU (the speedup approaches M). A promise for no particular question: Compare
+# measures it, Why this c? predicts it. The reasons are How REST works' (ONE_FORWARD).
 CPU_EXPECT = (
-    "On this CPU REST is about as fast as plain decoding, or slower, on a new question, and faster where the "
-    'answer repeats text<span class="wide-only"> (try <i>Ask the same thing twice</i>)</span>; on a GPU the speedup approaches M, the tokens per step.'
+    "On this CPU a many-token step costs more than a one-token one, so the speedup is below M, the tokens per "
+    "step, and can fall below 1 (Compare measures it); it is largest where the answer repeats text"
+    '<span class="wide-only"> (try <i>Ask the same thing twice</i>)</span>; on a GPU it approaches M.'
 )
 GPU_EXPECT = (
     "On a GPU a step costs about the same for 1 token or dozens, so the speedup approaches M, the tokens per step."
+)
+
+# The method in one plain sentence, the first thing the page says (before any symbol).
+INTRO = (
+    "REST guesses the next words by copying what followed the same words in a text collection, the "
+    "<b>datastore</b>; the model checks all the guesses at once and keeps the ones it would have written itself."
 )
 
 # The method's three steps, one plain sentence each: the captions of the diagram's three groups
@@ -87,6 +96,7 @@ def header_html(model: str, device: str, small_model: bool = False, diagram: str
     return f"""
 <div id="header">
 <h1>REST: retrieval-based speculative decoding, live</h1>
+<p class="intro">{INTRO}</p>
 <p class="machine">Running <b>{model}</b> on <b>{device}</b>. {expect}</p>
 <figure class="how-figure">
 {figure}<figcaption><ol class="steps">
@@ -104,12 +114,58 @@ EXAMPLES = [
     ["Explain the difference between a list and a tuple in Python."],
 ]
 
+# The step-through's c slider's help: why its range (1..STEP_C_MAX) is not Chat's (1..128).
+STEP_C_HELP = f"draft tokens verified per step: {FIXED_MEANS}; at most 64 here, so the figures stay readable"
+
+# The step-through's note: one sentence in sight, its facts in a fold.
 STEP_NOTE = (
-    "Step mode runs one forward pass per click. It verifies a fixed c, the most draft tokens verified per step: "
-    "set it beside the message, up to 64, so the tree is worth looking at. The datastores and the other settings "
-    "are those of the Chat view's Settings panel; each step's header lists the ones it used. Timings here are not "
-    "speed figures: the page renders between steps and c is fixed. Use Send and Compare in Chat for speed."
+    "Step mode runs one step per click: watch it look up, verify and keep.\n\n"
+    "<details><summary>Settings and timings in step mode</summary>\n\n"
+    f"- c, the most draft tokens verified per step, is set beside the message. The budget is fixed: {FIXED_MEANS}.\n"
+    "- The datastores and the other settings are those of the Chat view's Settings panel. Each step's header "
+    "lists the ones it used.\n"
+    "- Timings here are not speed figures: the page renders between steps. Use Send and Compare in Chat for speed."
+    "\n\n</details>"
 )
+
+
+# How a trie node's weight is made, the engine's rule (rest_core.drafting.draft.weigh, then
+# rest_core.drafting.feeds.Feed.share): each source's weight is spread evenly over its own
+# continuations, a node adds up what runs through it, and the step compares nodes by their share
+# of the first level's weight. At the default weights (1 each) that is the mean, over the sources
+# that found a match, of the fraction of each one's continuations that start with the node. The
+# glossary and the Retrieve panel's lines (feeds_view.feed_weight) both say it with these.
+WEIGHT_RULE = (
+    "the mean, over the sources that found a match, of the fraction of each one's continuations that run "
+    "through it; a source that found nothing is left out"
+)
+
+
+def node_share(terms: list[tuple[str, int, int]], weights: list[float] | None = None) -> float:
+    """A node's weight by WEIGHT_RULE from (source, continuations through the node, continuations
+    the source found) per source; a source that found none is left out. `weights`: the sources'
+    weight settings (None: 1 each, the mean)."""
+    ws = weights or [1.0] * len(terms)
+    kept = [(w, n / k) for w, (_, n, k) in zip(ws, terms) if k]
+    total = sum(w for w, _ in kept)
+    return sum(w * f for w, f in kept) / total if total else 0.0
+
+
+def weight_words(terms: list[tuple[str, int, int]]) -> str:
+    """The arithmetic of a node's weight at the default weights, as the Retrieve panel shows it:
+    "weight 0.83 = mean of code 2/2 = 1.00 and chat 4/6 = 0.67", or one source's fraction
+    ("weight 0.29 = 2 of 7 continuations (code)")."""
+    kept = [(name, n, k) for name, n, k in terms if k]
+    share = node_share(kept)
+    if len(kept) == 1:
+        name, n, k = kept[0]
+        return f"weight {share:.2f} = {n:,} of {k:,} continuations ({name})"
+    return f"weight {share:.2f} = mean of " + " and ".join(f"{name} {n:,}/{k:,} = {n / k:.2f}" for name, n, k in kept)
+
+
+# The glossary's worked example: code found 2 continuations, both through the node; chat found 6,
+# 4 through it; the conversation found none.
+WEIGHT_EXAMPLE = (("code", 2, 2), ("chat", 4, 6), ("conversation", 0, 0))
 
 GLOSSARY = f"""
 | term | meaning |
@@ -123,10 +179,10 @@ GLOSSARY = f"""
 | **m** | How many tokens after each occurrence are taken as a continuation. |
 | **K** | The most occurrences used; above K a fair sample of K is taken. |
 | **trie** | A prefix tree of the continuations: ones that start alike share a branch. Each node is one token; its path from the root is its draft. |
-| **weight** | How likely a node's path is: each source splits its weight (1 by default) evenly over its continuations, and a node adds up the shares through it from every source. With code, chat and the conversation at 1 each, a token that starts all of one source's continuations and none of the others' gets 1/3. |
-| **heaviest** | The nodes of largest weight. The c heaviest form a connected subtree, and only they are verified. |
+| **weight** | How likely a node's path is: {WEIGHT_RULE}. E.g. code 2 of 2 and chat 4 of 6 run through it, the conversation found none: {weight_words(list(WEIGHT_EXAMPLE))}. |
+| **heaviest** | The nodes of largest weight. Up to c of the heaviest, a connected subtree, are verified. |
 | **c** | c, the most draft tokens verified per step, set in Settings; each step's own count is "drafted N", which the auto budget picks from 0 up to c. |
-| **auto budget** | Picks each step's drafts, from 0 up to c, from the forward's cost measured on this device. It keeps the count that should give the most tokens per millisecond; the fixed budget always drafts c. |
+| **auto budget** | Picks each step's drafts, from 0 up to c, from the forward's cost measured on this device. It keeps the count that should give the most tokens per millisecond; the fixed budget drafts {FIXED_MEANS}. |
 | **accepted** | A draft token equal to the token the model writes there. A step keeps its drafts up to the first disagreement. |
 | **model's own token** | The token the model writes after a step's accepted drafts, marked by a dotted underline; {NO_OWN_TOKEN}. |
 | **tree attention mask** | Lets each draft token see the cached context, its ancestors and itself only. So one forward pass checks every branch at once. |

@@ -15,7 +15,7 @@ from rest_core.drafting.draft import build_draft
 from rest_core.drafting.feeds import feeds
 from rest_core.drafting.source import Retrieved
 from rest_core.sources import SOURCE_CONTEXT, SOURCE_DATASTORE
-from rest_core.ui import feeds_view, phases, tree_key
+from rest_core.ui import feeds_view, phases, tree_key, words
 from tests.tiny_models import tiny_tokenizer
 from tests.ui.test_render import event
 
@@ -143,9 +143,36 @@ def test_the_weight_rule_the_glossary_states_is_the_one_the_panel_shows():
     shares = {chr(f.token): f.share for f in feeds([code, chat, conversation], draft.trie)}
     assert shares["x"] == 1 / 3  # all of code's, none of the others'
     assert abs(shares["y"] - (1 / 2 + 1) / 3) < 1e-12  # half of chat's and all of the conversation's
+    assert shares["x"] == words.node_share([("code", 3, 3), ("chat", 0, 2), ("conversation", 0, 1)])
     weight = next(line for line in GLOSSARY.splitlines() if line.startswith("| **weight**"))
-    assert "both" not in weight and "from every source" in weight and "gets 1/3" in weight
+    assert "both sources" not in weight and words.WEIGHT_RULE in weight
     assert "both sources" not in tree_key.TREE_LEGEND and "several sources reach" in tree_key.TREE_LEGEND
+
+
+def test_the_glossarys_worked_example_is_what_the_panel_shows_for_it():
+    """Fourth report: the glossary divided a node's shares by all three sources ("gets 1/3") while
+    the panels took the mean over the sources that matched ("0.83 = mean of code 2/2 and chat 4/6"
+    while the conversation showed "no match"). One rule (words.WEIGHT_RULE, the engine's: a source
+    that found nothing is left out); the glossary's example, built by the engine into a step, is
+    the panel's line word for word."""
+    code = Retrieved(SOURCE_DATASTORE, 2, (1, 2), 2, rows("(a", "(b"))
+    chat = Retrieved(4, 2, (1, 2), 6, rows("(c", "(d", "(e", "(f", "xg", "xh"))
+    conversation = Retrieved.empty(SOURCE_CONTEXT, 2)
+    parts = [code, chat, conversation]
+    draft = build_draft(parts, c=2)
+    matches = [
+        MatchInfo(SOURCE_DATASTORE, 2, (1, 2), 2, (), name="code"),
+        MatchInfo(4, 2, (1, 2), 6, (), name="chat"),
+        MatchInfo(SOURCE_CONTEXT, 0, (), 0, ()),
+    ]
+    ev = replace(event(0, [ord("(")], [SOURCE_DATASTORE | 4], matches=matches), feeds=feeds(parts, draft.trie))
+    paren = next(f for f in ev.feeds if f.token == ord("("))
+    example = list(words.WEIGHT_EXAMPLE)
+    assert abs(paren.share - words.node_share(example)) < 1e-12 and round(paren.share, 2) == 0.83
+    line = feeds_view.feed_weight(ev, paren)
+    assert line == words.weight_words(example) == "weight 0.83 = mean of code 2/2 = 1.00 and chat 4/6 = 0.67"
+    entry = next(row for row in words.GLOSSARY.splitlines() if row.startswith("| **weight**"))
+    assert words.WEIGHT_RULE in entry and line in entry and "1/3" not in entry
 
 
 def test_each_weight_shows_arithmetic_that_holds():
