@@ -78,7 +78,8 @@ def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
 
 def feeds_listed(event: StepEvent) -> str:
     """What the feeds list holds, from the data, against the tree's drafted first-level branches:
-    "the accepted branch and the heaviest other, of 5 drafted first-level branches"."""
+    "the accepted branch and the heaviest other, of 5 drafted first-level branches"; "the 2 heaviest
+    branches, none of them drafted" where the step drafted nothing."""
     draft = event.draft
     firsts = {int(t) for t, d in zip(draft.tokens, draft.depths) if int(d) == 1} if draft is not None else set()
     took = [f for f in event.feeds if feed_status(event, f) == "drafted, accepted"]
@@ -86,9 +87,11 @@ def feeds_listed(event: StepEvent) -> str:
     parts = ["the accepted branch"] if took else []
     if others:
         what = "other" if took else "branch"
-        parts.append(f"the heaviest {what}" if others == 1 else f"the {others} heaviest {what}s")
+        parts.append(f"the heaviest {what}" if others == 1 else f"the {others} heaviest {what}{'s' if took else 'es'}")
     listed = " and ".join(parts) if parts else "no branch"
     of = len(firsts)
+    if not of:
+        return f"{listed}, {'none of them' if len(event.feeds) > 1 else 'not'} drafted"
     return f"{listed}, of {of} drafted first-level branch{'es' if of != 1 else ''}"
 
 

@@ -191,3 +191,14 @@ def test_each_weight_shows_arithmetic_that_holds():
         feeds_view.feed_weight(ev, odd)
         == "weight 0.33; 4 of 9 continuations: code 2 of 7, conversation 2 of 2 start with it"
     )
+
+
+def test_a_step_that_drafted_nothing_lists_its_branches_in_plain_words():
+    """Fourth screenshots: a step of the auto budget that drafted nothing read "What fed the 2
+    heaviest branchs, of 0 drafted first-level branches". Now "the 2 heaviest branches, none of
+    them drafted"."""
+    ev, _ = step()
+    nothing = replace(ev, draft=None, accepted=())
+    assert feeds_view.feeds_listed(nothing) == "the 3 heaviest branches, none of them drafted"
+    assert feeds_view.feeds_listed(replace(nothing, feeds=nothing.feeds[:1])) == "the heaviest branch, not drafted"
+    assert "branchs" not in feeds_view.feeds_listed(replace(ev, accepted=()))
