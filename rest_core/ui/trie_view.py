@@ -122,6 +122,11 @@ LABEL_POSITION = "top center"  # every label above its node: one side, clear of 
 LABEL_HALO = "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, 0 0 3px #fff"  # a line under a label never hides it
 
 
+ROW_PX = 10  # a drafted node's row number, under it
+ROW_POSITION = "bottom center"
+ROW_TRACE = "verify row"
+
+
 CHAR_PX = 7.4  # about a character's width at LABEL_PX
 
 
@@ -170,6 +175,14 @@ def label_positions(x: Sequence[float]) -> list[str]:
     return [LABEL_POSITION] * len(x)
 
 
+def punctuation(text: str) -> str:
+    """A label of punctuation alone (",", ".", ")):") in quotes, “,”, so that it reads as a token
+    and not as a stray mark; spaces (·), newlines (↵) and named tokens stay as they are."""
+    if text and len(text) <= 4 and not any(ch.isalnum() or ch in "·↵⇥⟨⟩∅…" for ch in text):
+        return f"“{text}”"
+    return text
+
+
 def faded(colour: str, alpha: float = 0.35) -> str:
     """A "#rrggbb" colour as rgba with `alpha`: a faded fill under a solid outline or cross."""
     h = colour.lstrip("#")
@@ -188,21 +201,24 @@ class _TrieDrawing:
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
         self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
-        full = [visible(token_text(tokenizer, t), 99) for t in self.tok]
+        full = [punctuation(visible(token_text(tokenizer, t), 99)) for t in self.tok]
         end = end_token(event)
         deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
         if end is not None and deepest:  # the accepted end-of-text token prints as nothing: mark it
             full[max(deepest, key=lambda k: view.x[k])] = END_MARK
         # every drawn label (retrieved-only nodes draw none), then the star's and the folds'
         said = [k for k, st in enumerate(view.states) if st != "retrieved"]
-        star = visible(token_text(tokenizer, view.model_token), 99) if view.model_token is not None else ""
+        # a drafted node's row in the verify table and the mask, drawn under it (`row_trace`)
+        self.row_no = [view.draft_rows[k] if k < len(view.draft_rows) else 0 for k in range(len(view.nodes))]
+        star = punctuation(visible(token_text(tokenizer, view.model_token), 99)) if view.model_token is not None else ""
         more = [f"+{len(f[3])} more" for f in view.folds]
         xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
         ys = [float(view.y[k]) for k in said] + [view.star_y if star else 1e9] + [f[2] for f in view.folds]
         wants = [len(full[k]) for k in said] + [len(star)] + [len(m) for m in more]
         least = [len(END_MARK) if full[k] == END_MARK else 2 for k in said] + [2] + [len(m) - 5 for m in more]
         room = label_room(xs, ys, self.columns, wants, least)
-        # a word cut to one character and "…" says nothing: drop it, and its neighbours get its room
+        # a word cut to one character and "…" says nothing: drop it (its row number stays), and
+        # its neighbours get its room
         mute = [i for i in range(len(said)) if room[i] <= 2 < wants[i]]
         if mute:
             wants = [0 if i in mute else n for i, n in enumerate(wants)]
@@ -238,8 +254,9 @@ class _TrieDrawing:
     def hover(self, k: int) -> str:
         state = self.view.states[k]
         says = {name: meaning for _, name, _, meaning in TREE_MARKS}[MARK_OF_STATE.get(state, "retrieved only")]
+        row = f"row {self.row_no[k]} of the verify table: " if self.row_no[k] else ""
         return (
-            f"<b>{plot_esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
+            f"{row}<b>{plot_esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
             f"weight {self.w[k]:.3g} · depth {int(self.view.x[k])}<br>source: {plot_esc(source_label(int(self.srcs[k]), self.names))}"
             f"<br>{plot_esc(says)}"
         )
@@ -330,6 +347,7 @@ class _TrieDrawing:
             self.node_trace(
                 view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)
             ),
+            self.row_trace(),
             *star[1:],
             *self.fold_traces(),
             dict(
@@ -346,6 +364,23 @@ class _TrieDrawing:
             *self.key_traces(),
         ]
 
+    def row_trace(self) -> dict:
+        """Each drafted node's row in the verify table and the mask ("3"), small and bold under
+        its node: never dropped where the labels crowd (its token's label gives way first)."""
+        idx = [k for k, r in enumerate(self.row_no) if r]
+        return dict(
+            type="scatter",
+            x=[float(self.view.x[k]) for k in idx],
+            y=[float(self.view.y[k]) for k in idx],
+            mode="text",
+            text=[f"<b>{self.row_no[k]}</b>" for k in idx],
+            textposition=ROW_POSITION,
+            textfont=dict(size=ROW_PX, color="#374151", shadow=LABEL_HALO),
+            hoverinfo="skip",
+            name=ROW_TRACE,
+            showlegend=False,
+        )
+
     def model_token_traces(self) -> list[dict]:
         """The model's own token that closes the step: a star, dashed from its parent, in a row
         of its own (the layout gives it one, last under its parent), never on a circle (a star
@@ -354,7 +389,9 @@ class _TrieDrawing:
         view = self.view
         if view.model_token is None:
             return []
-        label = plot_esc(visible(token_text(self.tokenizer, view.model_token), self.star_chars))
+        label = plot_esc(
+            visible(punctuation(visible(token_text(self.tokenizer, view.model_token), 99)), self.star_chars)
+        )
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
@@ -395,11 +432,9 @@ class _TrieDrawing:
             return []
         trie = self.event.trie
         assert trie is not None
-        state_of = (
-            dict(zip(draft_to_trie(trie, self.event.draft), draft_states(self.event)))
-            if self.event.draft is not None
-            else {}
-        )
+        d2t = draft_to_trie(trie, self.event.draft) if self.event.draft is not None else []
+        state_of = dict(zip((int(t) for t in d2t), draft_states(self.event)))
+        row_of = {int(t): f"row {i + 1}, " for i, t in enumerate(d2t) if t >= 0}
         xs: list = []
         ys: list = []
         texts, hovers = [], []
@@ -410,7 +445,8 @@ class _TrieDrawing:
             more = f"+{len(held)} more"
             texts.append(more if len(more) <= chars else f"+{len(held)}")
             lines = [
-                f"{plot_esc(visible(token_text(self.tokenizer, int(trie.tokens[t])), 16))}: {state_of.get(t, 'retrieved only')}"
+                f"{row_of.get(t, '')}{plot_esc(visible(token_text(self.tokenizer, int(trie.tokens[t])), 16))}: "
+                f"{state_of.get(t, 'retrieved only')}"
                 for t in held[:12]
             ]
             hovers.append(

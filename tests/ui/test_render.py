@@ -339,6 +339,7 @@ def test_trie_figure_data():
     assert list(by_name["retrieved only"].text) == ["D"]
     assert list(by_name["model's own token"].text) == ["Z"]
     nodes = sum(len(t.text) for t in fig.data if t.mode == "markers+text")
+    assert list(by_name["verify row"].text) == ["<b>1</b>", "<b>2</b>", "<b>3</b>", "<b>4</b>"]  # the drafted
     assert nodes == 5 + 1  # all trie nodes + the model's token
     # accepted edges: root->A and A->C
     acc_edges = [t for t in fig.data if t.mode == "lines" and t.line.color == style.ACCEPTED_COLOR][0]

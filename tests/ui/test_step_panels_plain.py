@@ -99,7 +99,7 @@ def test_no_own_token_is_one_sentence_and_the_end_of_text_shows():
     assert sentence[1:] in phases.accept_caption(ev, TOK)
     mark = tree_key.END_MARK
     labels = [x for t in trie_view.trie_figure(ev, TOK).data if t.name == "accepted" and t.text for x in t.text]
-    assert labels == ["d", ".", mark]
+    assert labels == ["d", "“.”", mark]
     assert re.search(r"accepted: d\.⟨end⟩ then", text(inspector.inspector_html(ev, TOK)))
     acc = phases.accept_html(ev, TOK)
     chips = re.findall(r'<span class="[^"]*">([^<]*)</span>', acc.split('class="tt-acc"')[1])

@@ -20,6 +20,17 @@ from rest_core.ui import answer_view, inspector, phases, tree_key, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
+
+
+def word(label: str) -> str:
+    """A drawn label without its bold row number: "<b>7</b> ↵" -> "↵"."""
+    return re.sub(r"^<b>\d+</b> ?", "", label)
+
+
+def words(trace) -> list[str]:
+    return [word(t) for t in trace.text]
+
+
 QUOTE = 257 + ByteTokenizer.words.index(b'"')
 
 
@@ -56,9 +67,9 @@ def test_walk_states_are_one_source_for_tree_table_and_key():
     # while the table said the model's token there was the same)
     fig = trie_view.trie_figure(ev, TOK)
     by_name = {t.name: t for t in fig.data if t.name}
-    assert list(by_name["not checked"].text) == ["↵"]
+    assert words(by_name["not checked"]) == ["↵"]
     assert by_name["not checked"].marker.symbol is None
-    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", '"'])
+    assert sorted(words(by_name["drafted, rejected"])) == sorted(["x", '“"”'])
     # the table says why, and the key has the mark
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
     assert re.search(r"· not checked\s+7 \(parent 5\)\s+↵", table) and "not checked: the answer ended first" in table
@@ -91,9 +102,9 @@ def test_plotly_labels_are_escaped_once_for_plotly():
     """`.&quot;` showed in the tree and the mask: Plotly does not read &quot;."""
     ev = eos_step()
     fig = trie_view.trie_figure(ev, TOK)
-    texts = [t for tr in fig.data for t in (tr.text or ()) if t]
+    texts = [word(t) for tr in fig.data for t in (tr.text or ()) if t]
     hovers = " ".join(h for tr in fig.data for h in (tr.hovertext or ()))
-    assert '"' in texts and "&quot;" not in " ".join(texts) + hovers and "&#x27;" not in hovers
+    assert '“"”' in texts and "&quot;" not in " ".join(texts) + hovers and "&#x27;" not in hovers
     mask = phases.mask_figure(phases.mask_view(ev, [1, 2, ord("a")], TOK))
     ticks = list(mask.data[0].y)
     assert any('"' in t for t in ticks) and not any("&quot;" in t for t in ticks)
@@ -125,7 +136,7 @@ def assert_no_label_overlaps_on_a_phone(fig, columns: float) -> None:
     phone's plot width (CHAR_PX a character)."""
     col_px = trie_view.PHONE_PLOT_PX / columns
     spots = [
-        (x, y, len(t))
+        (x, y, len(re.sub(r"<[^>]+>", "", t)))
         for tr in fig.data
         if tr.mode == "markers+text" and tr.texttemplate != " "
         for x, y, t in zip(tr.x, tr.y, tr.text)
@@ -253,9 +264,9 @@ def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
     ev = eos_step()
     fig = trie_view.trie_figure(ev, TOK)
     by_name = {t.name: t for t in fig.data if t.name}
-    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", '"'])
+    assert sorted(words(by_name["drafted, rejected"])) == sorted(["x", '“"”'])
     off = by_name[tree_key.OFF_PATH]
-    assert list(off.text) == ["q"] and off.marker.symbol != "circle-x"
+    assert words(off) == ["q"] and off.marker.symbol != "circle-x"
     # the key lists it by the same words, and the verify table's row uses the key's name
     assert tree_key.key_name(tree_key.OFF_PATH) in [t.name for t in fig.data if t.showlegend]
     assert "under a rejected token, never compared" in unescape(tree_key.TREE_LEGEND)
@@ -300,14 +311,16 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     )
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
-    labels = [t for tr in fig.data if tr.mode == "markers+text" for t in tr.text]
+    labels = [word(t) for tr in fig.data if tr.mode == "markers+text" for t in tr.text]
     assert "·he…" in labels or "·hel…" in labels, labels
     # ten words in a row: a label cut to "·…" says nothing, so every other one gives way
     words = replace(chain, tokens=np.full(depth, hello, dtype=np.int64))
     ev = replace(ev, trie=words, draft=words, tokens=(hello, ord("Z")))
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
-    labels = [t for tr in fig.data if tr.mode == "markers+text" and tr.name != "model's own token" for t in tr.text]
+    labels = [
+        word(t) for tr in fig.data if tr.mode == "markers+text" and tr.name != "model's own token" for t in tr.text
+    ]
     assert "·…" not in labels and labels.count("·hel…") >= depth // 2 - 1, labels
 
 
@@ -319,3 +332,30 @@ def test_a_step_that_drafted_nothing_says_so_not_accepted_0_of_0():
     ev = event(3, [ord("Z")], (0,), trie=small_trie(), draft=None, draft_idx=())
     title = trie_view.trie_figure(ev, TOK, c_max=16).layout.title.text
     assert "Step 4: drafted nothing" in title and "0 of 0" not in title
+
+
+def test_every_drafted_node_carries_its_verify_table_row():
+    """06_step_1: drafted nodes went unlabelled ("You", "·rest") and the tree could not be mapped
+    to the table. Each drafted node is numbered under it by its table row (the mask's "i:" too);
+    a folded node's number is in its fold's hover."""
+    for ev in (eos_step(), wide_step(15)):
+        fig = trie_view.trie_figure(ev, TOK)
+        table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
+        rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
+        at = {(x, y): re.sub(r"<[^>]+>", "", t) for x, y, t in zip(rows.x, rows.y, rows.text)}
+        view = trie_view.tree_view(ev)
+        drawn = [k for k, st in enumerate(view.states) if st != "retrieved"]
+        assert len(at) == len(drawn)
+        for k in drawn:
+            row = at[(float(view.x[k]), float(view.y[k]))]
+            token = TOK.decode([int(ev.trie.tokens[view.nodes[k]])])
+            node = list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(view.nodes[k])
+            assert row == str(node + 1)  # the table's row of that draft node
+            assert re.search(rf"\s{row} \((parent|root)", table) or f" {row} (parent" in table
+            assert token == TOK.decode([int(ev.draft.tokens[node])])
+        mask = phases.mask_view(ev, [1, 2, ord("a")], TOK)
+        assert all(mask.row_labels[int(r)].startswith(f"{r}: ") for r in at.values())
+        hovers = " ".join(h for t in fig.data if t.name == "folded" for h in t.hovertext)
+        for _, _, _, held in view.folds:
+            for t in held:
+                assert f"row {list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(t) + 1}," in hovers
