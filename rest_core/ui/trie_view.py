@@ -192,6 +192,11 @@ def faded(colour: str, alpha: float = 0.35) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+# Under a rejected token, not used: one look for the nodes and the key's sample.
+OFF_LOOK: dict[str, Any] = dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1))
+REJECTED_ALPHA = 0.75  # a rejected node's source colour, under its cross, still reads as that colour
+
+
 class _TrieDrawing:
     """The traces and layout of one step's trie figure (see `trie_figure`)."""
 
@@ -327,16 +332,14 @@ class _TrieDrawing:
             self.node_trace(
                 rejected,
                 "drafted, rejected",
-                color=[faded(c) for c in self.colors(rejected)],
+                color=[faded(c, REJECTED_ALPHA) for c in self.colors(rejected)],
                 symbol="circle-x",
                 line=dict(color="#111827", width=2),
                 textcolor="#374151",
             ),
-            # Under a rejected token, never compared: faded, not crossed. Where the answer ended
+            # Under a rejected token, not used: faded grey as the key draws it, not crossed. Where the answer ended
             # first: a hollow ring in its source's colour.
-            self.node_trace(
-                off, OFF_PATH, color=self.colors(off), opacity=0.35, line=dict(color=GREY, width=1), textcolor="#4b5563"
-            ),
+            self.node_trace(off, OFF_PATH, **OFF_LOOK, textcolor="#4b5563"),
             self.node_trace(
                 unchecked,
                 UNCHECKED,
@@ -487,7 +490,7 @@ class _TrieDrawing:
             "root": dict(symbol="square", size=11, color="#374151"),
             "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
             "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=2)),
-            OFF_PATH: dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
+            OFF_PATH: OFF_LOOK,
             "not checked": dict(color="white", line=dict(color=GREY, width=2.5)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
             "model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),

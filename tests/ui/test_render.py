@@ -345,7 +345,9 @@ def test_trie_figure_data():
     acc_edges = [t for t in fig.data if t.mode == "lines" and t.line.color == style.ACCEPTED_COLOR][0]
     assert sum(1 for x in acc_edges.x if x is None) == 2
     # the context-proposed B is drawn in the context colour
-    assert list(by_name["drafted, rejected"].marker.color)[0] == trie_view.faded(style.SOURCE_COLORS[SOURCE_CONTEXT])
+    assert list(by_name["drafted, rejected"].marker.color)[0] == trie_view.faded(
+        style.SOURCE_COLORS[SOURCE_CONTEXT], trie_view.REJECTED_ALPHA
+    )
     assert "Step 6" in fig.layout.title.text
     # the count is of trie nodes (merged continuations), not of retrieved occurrences or continuations
     assert "<br>trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
@@ -395,7 +397,9 @@ def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed()
     assert (star.x[0], star.y[0]) not in nodes
     assert "the trie had it too" in star.hovertext[0]
     rejected = by_name["drafted, rejected"].marker
-    assert rejected.symbol == "circle-x" and all(c.startswith("rgba(") and c.endswith(",0.35)") for c in rejected.color)
+    assert rejected.symbol == "circle-x" and all(
+        c.startswith("rgba(") and c.endswith(f",{trie_view.REJECTED_ALPHA})") for c in rejected.color
+    )
     assert rejected.opacity is None and rejected.line.width >= 2  # a faded fill, the cross drawn solid and bold
     assert by_name["accepted"].marker.symbol in (None, "circle")
 

@@ -131,7 +131,7 @@ def test_each_panel_opens_with_one_plain_sentence_and_folds_the_rest():
         assert rest.startswith('<details class="tt-more"><summary>'), phase
     assert "The chat held its last token 9 times" in text(p.retrieve)
     assert "2 of the 6 drafted tokens agree" not in text(p.verify)
-    assert "3 of the 7 drafted tokens agree with the model" in text(p.verify)
+    assert "3 of the 7 drafted tokens are accepted" in text(p.verify)
 
 
 def test_the_tree_keys_marks_show_and_its_notes_fold():

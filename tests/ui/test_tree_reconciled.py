@@ -16,7 +16,7 @@ import numpy as np
 
 from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, inspector, phases, tree_key, trie_view
+from rest_core.ui import answer_view, inspector, phases, style, tree_key, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
@@ -269,10 +269,39 @@ def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
     assert words(off) == ["q"] and off.marker.symbol != "circle-x"
     # the key lists it by the same words, and the verify table's row uses the key's name
     assert tree_key.key_name(tree_key.OFF_PATH) in [t.name for t in fig.data if t.showlegend]
-    assert "under a rejected token, never compared" in unescape(tree_key.TREE_LEGEND)
+    assert "under a rejected token, so not used" in unescape(tree_key.TREE_LEGEND)
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
-    assert re.search(r"· off the path(: other)?\s+4 \(parent 2\)\s+q", table), table
+    assert re.search(r"· not used: under a rejected row\s+4 \(parent 2\)\s+q", table), table
     assert "off path" not in table
+
+
+def test_off_the_path_says_one_thing_in_key_table_caption_and_tree():
+    """06: the key said "never compared" while the table gave those rows a model token and a
+    "same / other" verdict, and the caption counted 1 agreeing token beside 9 rows whose drafted
+    token equalled the model's. One forward computes every row; a row under a rejected token is
+    not used. Off-path nodes were drawn in pale source colours, keyed grey."""
+    ev = eos_step()
+    states = tree_key.draft_states(ev)
+    html = phases.verify_html(ev, [1, 2, ord("a")], TOK)
+    table = unescape(re.sub(r"<[^>]+>", " ", html))
+    assert ": same" not in table and ": other" not in table
+    off_rows = [i + 1 for i, s in enumerate(states) if s == tree_key.OFF_PATH]
+    assert table.count(phases.NOT_USED) == len(off_rows) == 1 and 'class="tt-unused"' in html
+    accepted = states.count(tree_key.ACCEPTED)
+    lead = phases.verify_lead(ev)
+    assert f"{accepted} of the 7 drafted tokens are accepted" in lead and "agree with the model" not in lead
+    assert "1 row under a rejected token is not used" in lead
+    assert "not used" in tree_key.KEY_SHORT[tree_key.OFF_PATH] and "never compared" not in tree_key.TREE_LEGEND
+    assert "computed its row too" in unescape(tree_key.TREE_LEGEND)
+    # drawn as keyed: grey and faded, the same look for the nodes and the key's sample
+    fig = trie_view.trie_figure(ev, TOK)
+    node = next(t for t in fig.data if t.name == tree_key.OFF_PATH)
+    sample = next(t for t in fig.data if t.showlegend and t.name.startswith(tree_key.OFF_PATH))
+    assert node.marker.color == sample.marker.color == style.GREY and node.marker.opacity == sample.marker.opacity
+    # a rejected node's source colour shows under its cross, and the key says so
+    rejected = next(t for t in fig.data if t.name == "drafted, rejected")
+    assert all(c.endswith(f",{trie_view.REJECTED_ALPHA})") for c in rejected.marker.color)
+    assert trie_view.REJECTED_ALPHA >= 0.7 and "its source" in tree_key.KEY_SHORT[tree_key.REJECTED]
 
 
 def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
