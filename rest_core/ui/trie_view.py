@@ -119,12 +119,16 @@ PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit
 
 LABEL_PX = 12  # node labels: readable on a laptop and a phone
 LABEL_POSITION = "top center"  # every label above its node: one side, clear of the edges that leave it to the right
-LABEL_HALO = "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, 0 0 3px #fff"  # a line under a label never hides it
+LABEL_HALO = (
+    "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, "
+    "-2px 0 0 #fff, 2px 0 0 #fff, 0 -2px 0 #fff, 0 2px 0 #fff, 0 0 4px #fff"
+)  # a line under a label never hides it
 
 
-ROW_PX = 10  # a drafted node's row number, under it
+ROW_PX = 11  # a drafted node's row number, under it
 ROW_POSITION = "bottom center"
 ROW_TRACE = "verify row"
+ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above, a row number below, never clipped
 
 
 CHAR_PX = 7.4  # about a character's width at LABEL_PX
@@ -176,9 +180,9 @@ def label_positions(x: Sequence[float]) -> list[str]:
 
 
 def punctuation(text: str) -> str:
-    """A label of punctuation alone (",", ".", ")):") in quotes, “,”, so that it reads as a token
+    """A label of one or two punctuation marks (",", ".", "),") in quotes, “,”, so that it reads as a token
     and not as a stray mark; spaces (·), newlines (↵) and named tokens stay as they are."""
-    if text and len(text) <= 4 and not any(ch.isalnum() or ch in "·↵⇥⟨⟩∅…" for ch in text):
+    if text and len(text) <= 2 and not any(ch.isalnum() or ch in "·↵⇥⟨⟩∅…" for ch in text):
         return f"“{text}”"
     return text
 
@@ -194,7 +198,8 @@ def faded(colour: str, alpha: float = 0.35) -> str:
 
 # Under a rejected token, not used: one look for the nodes and the key's sample.
 OFF_LOOK: dict[str, Any] = dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1))
-REJECTED_ALPHA = 0.75  # a rejected node's source colour, under its cross, still reads as that colour
+CROSS_WIDTH = 2  # a rejected node's cross: bold enough to read at 8 px, over its source colour
+REJECTED_ALPHA = 0.85  # a rejected node's source colour, under its cross, still reads as that colour
 
 
 class _TrieDrawing:
@@ -334,7 +339,7 @@ class _TrieDrawing:
                 "drafted, rejected",
                 color=[faded(c, REJECTED_ALPHA) for c in self.colors(rejected)],
                 symbol="circle-x",
-                line=dict(color="#111827", width=2),
+                line=dict(color="#111827", width=CROSS_WIDTH),
                 textcolor="#374151",
             ),
             # Under a rejected token, not used: faded grey as the key draws it, not crossed. Where the answer ended
@@ -375,7 +380,8 @@ class _TrieDrawing:
             type="scatter",
             x=[float(self.view.x[k]) for k in idx],
             y=[float(self.view.y[k]) for k in idx],
-            mode="text",
+            mode="markers+text",
+            marker=dict(size=[float(self.sizes[k]) + 2 for k in idx], color="rgba(0,0,0,0)"),  # text clears its node
             text=[f"<b>{self.row_no[k]}</b>" for k in idx],
             textposition=ROW_POSITION,
             textfont=dict(size=ROW_PX, color="#374151", shadow=LABEL_HALO),
@@ -489,7 +495,7 @@ class _TrieDrawing:
         look = {
             "root": dict(symbol="square", size=11, color="#374151"),
             "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
-            "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=2)),
+            "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=CROSS_WIDTH)),
             OFF_PATH: OFF_LOOK,
             "not checked": dict(color="white", line=dict(color=GREY, width=2.5)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
@@ -542,7 +548,8 @@ class _TrieDrawing:
             height=TRIE_HEIGHT,
             margin=dict(l=10, r=10, t=TITLE_TOP + TITLE_LINES * 18 + 6, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
-            yaxis=dict(visible=False, range=[bottom - 0.6, top + 0.6], fixedrange=True),
+            # room above the top row's labels and below the bottom row's numbers
+            yaxis=dict(visible=False, range=[bottom - ROW_PAD, top + ROW_PAD], fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
             plot_bgcolor="rgba(0,0,0,0)",
             paper_bgcolor="rgba(0,0,0,0)",

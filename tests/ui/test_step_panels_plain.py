@@ -66,14 +66,14 @@ def test_labels_sit_on_one_side_haloed_over_every_edge_and_crosses_are_bold():
 
     ev = rep(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(1, 0), accepted=(0,))
     fig = trie_view.trie_figure(ev, TOK)
-    labelled = [t for t in fig.data if t.mode == "markers+text" and len(t.x)]
+    labelled = [t for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and len(t.x)]
     assert labelled
     for t in labelled:
         positions = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
         assert set(positions) == {"top center"}, t.name
         assert t.textfont.shadow and "#fff" in t.textfont.shadow, t.name
     last_line = max(i for i, t in enumerate(fig.data) if t.mode == "lines")
-    first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text")
+    first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
     assert last_line < first_label  # the star's dashed line too: no line is drawn over a label
     rejected = next(t for t in fig.data if t.name == "drafted, rejected").marker
     assert rejected.line.width >= 2 and rejected.line.color == "#111827" and rejected.opacity is None

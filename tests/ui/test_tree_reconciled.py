@@ -138,7 +138,7 @@ def assert_no_label_overlaps_on_a_phone(fig, columns: float) -> None:
     spots = [
         (x, y, len(re.sub(r"<[^>]+>", "", t)))
         for tr in fig.data
-        if tr.mode == "markers+text" and tr.texttemplate != " "
+        if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE and tr.texttemplate != " "
         for x, y, t in zip(tr.x, tr.y, tr.text)
     ]
     for i, (x, y, n) in enumerate(spots):
@@ -156,7 +156,12 @@ def test_no_label_or_marker_shares_a_row_or_a_spot():
     ):
         view = trie_view.tree_view(ev)
         fig = trie_view.trie_figure(ev, TOK)
-        spots = [(x, y) for t in fig.data if t.mode == "markers+text" for x, y in zip(t.x, t.y)]
+        spots = [
+            (x, y)
+            for t in fig.data
+            if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE
+            for x, y in zip(t.x, t.y)
+        ]
         assert len(spots) == len(set(spots))
         # every leaf and the star has a row of its own, one row apart at least
         leaves = [k for k in range(len(view.nodes)) if k not in set(view.parent_pos.tolist())]
@@ -319,7 +324,7 @@ def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
     assert list(more.text) == [f"+{len(folded)} more"]
     assert f"trie of 15 nodes, {drawn} drawn, {len(folded)} folded" in fig.layout.title.text
     # labels at least 12 px, on every drawn node, the star and the fold
-    assert all(t.textfont.size >= 12 for t in fig.data if t.mode == "markers+text")
+    assert all(t.textfont.size >= 12 for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
 
 
 def test_each_label_takes_the_room_its_neighbours_leave():
@@ -340,7 +345,9 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     )
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
-    labels = [word(t) for tr in fig.data if tr.mode == "markers+text" for t in tr.text]
+    labels = [
+        word(t) for tr in fig.data if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE for t in tr.text
+    ]
     assert "·he…" in labels or "·hel…" in labels, labels
     # ten words in a row: a label cut to "·…" says nothing, so every other one gives way
     words = replace(chain, tokens=np.full(depth, hello, dtype=np.int64))
@@ -348,7 +355,10 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
     labels = [
-        word(t) for tr in fig.data if tr.mode == "markers+text" and tr.name != "model's own token" for t in tr.text
+        word(t)
+        for tr in fig.data
+        if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE and tr.name != "model's own token"
+        for t in tr.text
     ]
     assert "·…" not in labels and labels.count("·hel…") >= depth // 2 - 1, labels
 
@@ -371,6 +381,8 @@ def test_every_drafted_node_carries_its_verify_table_row():
         fig = trie_view.trie_figure(ev, TOK)
         table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
         rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
+        # under its node, clear of it: an invisible marker as large as the node's moves the number down
+        assert rows.mode == "markers+text" and rows.textposition == "bottom center" and min(rows.marker.size) > 8
         at = {(x, y): re.sub(r"<[^>]+>", "", t) for x, y, t in zip(rows.x, rows.y, rows.text)}
         view = trie_view.tree_view(ev)
         drawn = [k for k, st in enumerate(view.states) if st != "retrieved"]
@@ -388,3 +400,13 @@ def test_every_drafted_node_carries_its_verify_table_row():
         for _, _, _, held in view.folds:
             for t in held:
                 assert f"row {list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(t) + 1}," in hovers
+
+
+def test_top_label_and_bottom_row_number_stay_inside_the_figure():
+    """07: the top node's label "8" was clipped at the figure's edge (0.6 of a row above it)."""
+    for ev in (eos_step(), wide_step(15)):
+        fig = trie_view.trie_figure(ev, TOK)
+        ys = [y for t in fig.data if t.mode and "text" in t.mode for y in t.y]
+        lo, hi = fig.layout.yaxis.range
+        assert hi - max(ys) >= 0.89 and min(ys) - lo >= 0.89
+    assert "2px" in trie_view.LABEL_HALO  # a line under a label (the star's dashed one) never crosses it
