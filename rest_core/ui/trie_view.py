@@ -126,7 +126,7 @@ LABEL_HALO = (
 
 
 ROW_PX = 11  # a drafted node's row number, under it
-ROW_POSITION = "bottom center"
+ROW_POSITION = "middle left"  # beside its node, on the edge coming in: clear of the labels above and the next row
 ROW_TRACE = "verify row"
 ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above, a row number below, never clipped
 
@@ -218,7 +218,7 @@ class _TrieDrawing:
             full[max(deepest, key=lambda k: view.x[k])] = END_MARK
         # every drawn label (retrieved-only nodes draw none), then the star's and the folds'
         said = [k for k, st in enumerate(view.states) if st != "retrieved"]
-        # a drafted node's row in the verify table and the mask, drawn under it (`row_trace`)
+        # a drafted node's row in the verify table and the mask, drawn beside it (`row_trace`)
         self.row_no = [view.draft_rows[k] if k < len(view.draft_rows) else 0 for k in range(len(view.nodes))]
         star = punctuation(visible(token_text(tokenizer, view.model_token), 99)) if view.model_token is not None else ""
         more = [f"+{len(f[3])} more" for f in view.folds]
@@ -373,7 +373,7 @@ class _TrieDrawing:
         ]
 
     def row_trace(self) -> dict:
-        """Each drafted node's row in the verify table and the mask ("3"), small and bold under
+        """Each drafted node's row in the verify table and the mask ("3"), small and bold left of
         its node: never dropped where the labels crowd (its token's label gives way first)."""
         idx = [k for k, r in enumerate(self.row_no) if r]
         return dict(

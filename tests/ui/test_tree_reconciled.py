@@ -375,14 +375,14 @@ def test_a_step_that_drafted_nothing_says_so_not_accepted_0_of_0():
 
 def test_every_drafted_node_carries_its_verify_table_row():
     """06_step_1: drafted nodes went unlabelled ("You", "·rest") and the tree could not be mapped
-    to the table. Each drafted node is numbered under it by its table row (the mask's "i:" too);
+    to the table. Each drafted node is numbered beside it by its table row (the mask's "i:" too);
     a folded node's number is in its fold's hover."""
     for ev in (eos_step(), wide_step(15)):
         fig = trie_view.trie_figure(ev, TOK)
         table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
         rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
-        # under its node, clear of it: an invisible marker as large as the node's moves the number down
-        assert rows.mode == "markers+text" and rows.textposition == "bottom center" and min(rows.marker.size) > 8
+        # beside its node, clear of it: an invisible marker as large as the node's moves the number aside
+        assert rows.mode == "markers+text" and rows.textposition == "middle left" and min(rows.marker.size) > 8
         at = {(x, y): re.sub(r"<[^>]+>", "", t) for x, y, t in zip(rows.x, rows.y, rows.text)}
         view = trie_view.tree_view(ev)
         drawn = [k for k, st in enumerate(view.states) if st != "retrieved"]
