@@ -265,17 +265,18 @@ def row_checks(event: StepEvent) -> list[RowCheck]:
     return out
 
 
+NOT_USED = "· not used: under a rejected row"  # a row off the walk's path: computed, not used
+
+
 def _mark(check: RowCheck) -> str:
     """A verify row's first cell, short enough for a phone (the caption says what each means):
-    agree / disagree, off the walk's path (and whether the model's own token there is the same,
-    when known), or not checked (the answer ended first)."""
+    agree / disagree, not used (a row under a rejected one: no verdict, its model token greyed),
+    or not checked (the answer ended first)."""
     if check.status in ("agree", "disagree"):
         return {"agree": "✓ agree", "disagree": "✗ disagree"}[check.status]
     if check.status == "not checked":
         return "· not checked"
-    if check.model is None:
-        return f"· {OFF_PATH}"
-    return f"· {OFF_PATH}: same" if check.model == check.drafted else f"· {OFF_PATH}: other"
+    return NOT_USED
 
 
 def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
@@ -288,8 +289,9 @@ def verify_caption(event: StepEvent, context: Sequence[int]) -> str:
     parts = [
         f"{count['agree']} agree with the model's own (✓)",
         f"{count['disagree']} disagree (✗)",
-        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} {OFF_PATH}: "
-        f"{KEY_SHORT[OFF_PATH]} (same / other: the model's own token there, scored for this view)",
+        f"{count['not reached']} {'is' if count['not reached'] == 1 else 'are'} {KEY_SHORT[OFF_PATH]}: "
+        "the walk stops where the model disagrees and never reaches the rows under it (the model's token there "
+        "is greyed)",
     ]
     if count["not checked"]:
         parts.append(f"{count['not checked']} not checked: the answer ended first")
@@ -327,9 +329,13 @@ def verify_lead(event: StepEvent) -> str:
     if not checks:
         return "One forward over the root alone gives the model's next token, as plain decoding does."
     agree = sum(c.status == "agree" for c in checks)
+    off = sum(c.status == "not reached" for c in checks)
+    unused = (
+        f", and the {plural(off, 'row')} under a rejected token {'is' if off == 1 else 'are'} not used" if off else ""
+    )
     return (
-        f"One forward checked all {len(checks) + 1} rows at once; "
-        f"{agree} of the {plural(len(checks), 'drafted token')} {'agrees' if agree == 1 else 'agree'} with the model."
+        f"One forward checked all {len(checks) + 1} rows; "
+        f"{agree} of the {plural(len(checks), 'drafted token')} {'is' if agree == 1 else 'are'} accepted{unused}."
     )
 
 
@@ -352,15 +358,16 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
         assert draft is not None
         pos = root_pos + int(draft.depths[c.node])
         model = esc(token_label(tokenizer, c.model, 12)) if c.model is not None else "–"
+        grey = ' class="tt-unused"' if c.status == "not reached" else ""
         body.append(
             f'<tr class="{ROW_CLASS[c.status]}"><td>{esc(_mark(c))}</td><td>{c.node + 1} (parent {c.parent_row or "root"})</td>'
-            f"<td><code>{esc(token_label(tokenizer, c.drafted, 12))}</code></td><td><code>{model}</code></td>"
+            f"<td><code>{esc(token_label(tokenizer, c.drafted, 12))}</code></td><td{grey}><code>{model}</code></td>"
             f'<td class="tt-pos">{pos}</td></tr>'
         )
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
     table = (
         '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
-        '<th>model\'s token at the parent row</th><th class="tt-pos">position id</th></tr></thead>'
+        '<th>model\'s token at the parent row</th><th class="tt-pos" title="position id">pos</th></tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>{more}"
     )
     # The lead sentence, the how folded, the table in view (a figure, not a wall of words).

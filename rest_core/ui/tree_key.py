@@ -15,7 +15,7 @@ ACCEPTED, REJECTED, OFF_PATH, UNCHECKED = "accepted", "rejected", "off the path"
 def draft_states(event: StepEvent) -> tuple[str, ...]:
     """Per node of `event.draft`, in its order: ACCEPTED (on the accepted path); REJECTED (the walk
     reached its parent row and the model chose another token there); OFF_PATH (an ancestor was
-    rejected, so the walk never reached its parent row); UNCHECKED (its parent was accepted, or
+    rejected, so the walk never reached its parent row: its row is computed, not used); UNCHECKED (its parent was accepted, or
     is the root, but the walk stopped there first: the answer ended on an end-of-text token or
     at its length limit, so no token was chosen at that row)."""
     draft = event.draft
@@ -76,13 +76,13 @@ def budget_note(event: StepEvent, c_max: int | None = None) -> str:
 TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("■", "root", "dark square", "The last token written; the step starts here."),
     ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
-    ("⊗", "rejected", "crossed", "Drafted; the model chose another token in its place."),
+    ("⊗", "rejected", "crossed, on its source's colour", "Drafted; the model chose another token in its place."),
     (
         "◌",
         OFF_PATH,
-        "faded",
-        "Drafted under a rejected token, so the walk never reached it: verified in the same forward, "
-        "but its result is not used.",
+        "faded grey",
+        "Drafted under a rejected token: the one forward computed its row too, but the walk never "
+        "reaches it, so it is not used.",
     ),
     ("◎", UNCHECKED, "hollow, coloured ring", "Drafted; the answer ended before the walk reached it."),
     ("○", "retrieved only", "hollow, grey, unlabelled", "In the trie, not drafted this step; hover shows its token."),
@@ -98,8 +98,8 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
 KEY_SHORT = {
     "root": "the last token written",
     ACCEPTED: "the model agreed",
-    REJECTED: "the model chose another",
-    OFF_PATH: "under a rejected token, never compared",
+    REJECTED: "the model chose another (fill: its source)",
+    OFF_PATH: "under a rejected token, so not used",
     UNCHECKED: "the answer ended first",
     "retrieved only": "in the trie, not drafted",
     "model's own token": "the model's next token",

@@ -146,6 +146,8 @@ class TreeView:
     # a crowded level's lightest siblings, folded into one "+N more" node each:
     # (its parent's position, -1 = root; its x; its y; the trie indices folded, subtrees included)
     folds: tuple[tuple[int, float, float, tuple[int, ...]], ...] = ()
+    # per shown node: its row in the verify table and the mask (draft index + 1), 0 when not drafted
+    draft_rows: tuple[int, ...] = ()
 
 
 def draft_to_trie(trie: Trie, draft: Trie) -> np.ndarray:
@@ -318,6 +320,7 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int, max_rows: int = 
     parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
     state_of = {int(t): st for t, st in zip(d2t, draft_states(event)) if t >= 0}
     states = tuple(state_of.get(int(t), "retrieved") for t in nodes)
+    row_of = {int(t): i + 1 for i, t in enumerate(d2t) if t >= 0}
     model_token, model_parent_pos, model_in_trie_pos = model_token_place(event, trie, nodes, parent_pos, accepted)
     fold_parents = tuple(pos.get(p, -1) for p, _ in folded)
     y, rows = layout_rows(trie, nodes, parent_pos, model_token, model_parent_pos, fold_parents)
@@ -344,4 +347,5 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int, max_rows: int = 
         states=states,
         rows=rows,
         folds=folds,
+        draft_rows=tuple(row_of.get(int(t), 0) for t in nodes),
     )

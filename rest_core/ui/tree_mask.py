@@ -90,6 +90,19 @@ def mask_ticks(labels: Sequence[str], positions: Sequence[int]) -> list[str]:
     return [f"{plot_esc(lab)} ({p})" for lab, p in zip(labels, positions)]
 
 
+def column_ticks(view: MaskView) -> list[str]:
+    """The columns' ticks: a cached token as "tok (41)", cut short, then the tree's columns by
+    their row alone, "root", "1", "2", ... (the row labels and the verify table name the tokens),
+    so that every column keeps a readable tick on a phone."""
+    k = view.n_context
+    context = mask_ticks([lab[:CONTEXT_CHARS] for lab in view.col_labels[:k]], view.col_positions[:k])
+    return context + ["root"] + [str(i) for i in range(1, len(view.col_labels) - k)]
+
+
+CONTEXT_CHARS = 4  # a cached token's characters in its column tick
+TICK_PX = 11  # the mask's tick labels: readable on a phone
+
+
 MASK_COLORS = ("#f3f4f6", "#93c5fd", "#16a34a", "#065f46")  # hidden, cached context, root/ancestor, itself
 MASK_NAMES = ("hidden", "cached context", "root / ancestor", "itself")  # the key: one swatch per value
 
@@ -115,7 +128,7 @@ def mask_figure(view: MaskView):
     for i, color in enumerate(MASK_COLORS):  # discrete colours for the values 0..3
         scale += [[i / 4, color], [(i + 1) / 4, color]]
     rows_cat = mask_ticks(view.row_labels, view.row_positions)
-    cols_cat = mask_ticks(view.col_labels, view.col_positions)
+    cols_cat = column_ticks(view)
     z = view.z
     earlier = earlier_column(view)
     if earlier is not None:  # every row sees the earlier cache too
@@ -144,10 +157,8 @@ def mask_figure(view: MaskView):
     fig.update_layout(
         height=size,
         margin=dict(l=10, r=10, t=10, b=40),
-        xaxis=dict(
-            type="category", side="top", tickangle=0 if cols <= 12 else -90, tickfont=dict(size=9), fixedrange=True
-        ),
-        yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=9), fixedrange=True),
+        xaxis=mask_axis(side="top", tickangle=0 if cols <= 12 else -90),
+        yaxis=mask_axis(autorange="reversed"),
         legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
@@ -155,6 +166,11 @@ def mask_figure(view: MaskView):
     if view.n_context:
         fig.add_vline(x=view.n_context - 0.5 + (earlier is not None), line=dict(color="#374151", width=1.5, dash="dot"))
     return fig
+
+
+def mask_axis(**more) -> dict:
+    """A mask axis: categories, every one ticked (none skipped), at a readable size, never clipped."""
+    return dict(type="category", tickfont=dict(size=TICK_PX), dtick=1, automargin=True, fixedrange=True, **more)
 
 
 def mask_key_traces() -> list:

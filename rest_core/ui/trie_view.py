@@ -119,7 +119,16 @@ PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit
 
 LABEL_PX = 12  # node labels: readable on a laptop and a phone
 LABEL_POSITION = "top center"  # every label above its node: one side, clear of the edges that leave it to the right
-LABEL_HALO = "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, 0 0 3px #fff"  # a line under a label never hides it
+LABEL_HALO = (
+    "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, "
+    "-2px 0 0 #fff, 2px 0 0 #fff, 0 -2px 0 #fff, 0 2px 0 #fff, 0 0 4px #fff"
+)  # a line under a label never hides it
+
+
+ROW_PX = 11  # a drafted node's row number, under it
+ROW_POSITION = "middle left"  # beside its node, on the edge coming in: clear of the labels above and the next row
+ROW_TRACE = "verify row"
+ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above, a row number below, never clipped
 
 
 CHAR_PX = 7.4  # about a character's width at LABEL_PX
@@ -170,6 +179,14 @@ def label_positions(x: Sequence[float]) -> list[str]:
     return [LABEL_POSITION] * len(x)
 
 
+def punctuation(text: str) -> str:
+    """A label of one or two punctuation marks (",", ".", "),") in quotes, “,”, so that it reads as a token
+    and not as a stray mark; spaces (·), newlines (↵) and named tokens stay as they are."""
+    if text and len(text) <= 2 and not any(ch.isalnum() or ch in "·↵⇥⟨⟩∅…" for ch in text):
+        return f"“{text}”"
+    return text
+
+
 def faded(colour: str, alpha: float = 0.35) -> str:
     """A "#rrggbb" colour as rgba with `alpha`: a faded fill under a solid outline or cross."""
     h = colour.lstrip("#")
@@ -177,6 +194,12 @@ def faded(colour: str, alpha: float = 0.35) -> str:
         return colour
     r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+# Under a rejected token, not used: one look for the nodes and the key's sample.
+OFF_LOOK: dict[str, Any] = dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1))
+CROSS_WIDTH = 2  # a rejected node's cross: bold enough to read at 8 px, over its source colour
+REJECTED_ALPHA = 0.85  # a rejected node's source colour, under its cross, still reads as that colour
 
 
 class _TrieDrawing:
@@ -188,21 +211,24 @@ class _TrieDrawing:
         self.event, self.view, self.tokenizer = event, view, tokenizer
         self.tok = [int(trie.tokens[t]) for t in view.nodes]
         self.columns = float(max(view.x.max(), view.star_x if view.model_token is not None else 0)) + 1.6
-        full = [visible(token_text(tokenizer, t), 99) for t in self.tok]
+        full = [punctuation(visible(token_text(tokenizer, t), 99)) for t in self.tok]
         end = end_token(event)
         deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
         if end is not None and deepest:  # the accepted end-of-text token prints as nothing: mark it
             full[max(deepest, key=lambda k: view.x[k])] = END_MARK
         # every drawn label (retrieved-only nodes draw none), then the star's and the folds'
         said = [k for k, st in enumerate(view.states) if st != "retrieved"]
-        star = visible(token_text(tokenizer, view.model_token), 99) if view.model_token is not None else ""
+        # a drafted node's row in the verify table and the mask, drawn beside it (`row_trace`)
+        self.row_no = [view.draft_rows[k] if k < len(view.draft_rows) else 0 for k in range(len(view.nodes))]
+        star = punctuation(visible(token_text(tokenizer, view.model_token), 99)) if view.model_token is not None else ""
         more = [f"+{len(f[3])} more" for f in view.folds]
         xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
         ys = [float(view.y[k]) for k in said] + [view.star_y if star else 1e9] + [f[2] for f in view.folds]
         wants = [len(full[k]) for k in said] + [len(star)] + [len(m) for m in more]
         least = [len(END_MARK) if full[k] == END_MARK else 2 for k in said] + [2] + [len(m) - 5 for m in more]
         room = label_room(xs, ys, self.columns, wants, least)
-        # a word cut to one character and "…" says nothing: drop it, and its neighbours get its room
+        # a word cut to one character and "…" says nothing: drop it (its row number stays), and
+        # its neighbours get its room
         mute = [i for i in range(len(said)) if room[i] <= 2 < wants[i]]
         if mute:
             wants = [0 if i in mute else n for i, n in enumerate(wants)]
@@ -238,8 +264,9 @@ class _TrieDrawing:
     def hover(self, k: int) -> str:
         state = self.view.states[k]
         says = {name: meaning for _, name, _, meaning in TREE_MARKS}[MARK_OF_STATE.get(state, "retrieved only")]
+        row = f"row {self.row_no[k]} of the verify table: " if self.row_no[k] else ""
         return (
-            f"<b>{plot_esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
+            f"{row}<b>{plot_esc(visible(token_text(self.tokenizer, self.tok[k]), 24))}</b> (id {self.tok[k]})<br>"
             f"weight {self.w[k]:.3g} · depth {int(self.view.x[k])}<br>source: {plot_esc(source_label(int(self.srcs[k]), self.names))}"
             f"<br>{plot_esc(says)}"
         )
@@ -310,16 +337,14 @@ class _TrieDrawing:
             self.node_trace(
                 rejected,
                 "drafted, rejected",
-                color=[faded(c) for c in self.colors(rejected)],
+                color=[faded(c, REJECTED_ALPHA) for c in self.colors(rejected)],
                 symbol="circle-x",
-                line=dict(color="#111827", width=2),
+                line=dict(color="#111827", width=CROSS_WIDTH),
                 textcolor="#374151",
             ),
-            # Under a rejected token, never compared: faded, not crossed. Where the answer ended
+            # Under a rejected token, not used: faded grey as the key draws it, not crossed. Where the answer ended
             # first: a hollow ring in its source's colour.
-            self.node_trace(
-                off, OFF_PATH, color=self.colors(off), opacity=0.35, line=dict(color=GREY, width=1), textcolor="#4b5563"
-            ),
+            self.node_trace(off, OFF_PATH, **OFF_LOOK, textcolor="#4b5563"),
             self.node_trace(
                 unchecked,
                 UNCHECKED,
@@ -330,6 +355,7 @@ class _TrieDrawing:
             self.node_trace(
                 view.accepted, "accepted", color=self.colors(view.accepted), line=dict(color=ACCEPTED_COLOR, width=3.5)
             ),
+            self.row_trace(),
             *star[1:],
             *self.fold_traces(),
             dict(
@@ -346,6 +372,24 @@ class _TrieDrawing:
             *self.key_traces(),
         ]
 
+    def row_trace(self) -> dict:
+        """Each drafted node's row in the verify table and the mask ("3"), small and bold left of
+        its node: never dropped where the labels crowd (its token's label gives way first)."""
+        idx = [k for k, r in enumerate(self.row_no) if r]
+        return dict(
+            type="scatter",
+            x=[float(self.view.x[k]) for k in idx],
+            y=[float(self.view.y[k]) for k in idx],
+            mode="markers+text",
+            marker=dict(size=[float(self.sizes[k]) + 2 for k in idx], color="rgba(0,0,0,0)"),  # text clears its node
+            text=[f"<b>{self.row_no[k]}</b>" for k in idx],
+            textposition=ROW_POSITION,
+            textfont=dict(size=ROW_PX, color="#374151", shadow=LABEL_HALO),
+            hoverinfo="skip",
+            name=ROW_TRACE,
+            showlegend=False,
+        )
+
     def model_token_traces(self) -> list[dict]:
         """The model's own token that closes the step: a star, dashed from its parent, in a row
         of its own (the layout gives it one, last under its parent), never on a circle (a star
@@ -354,7 +398,9 @@ class _TrieDrawing:
         view = self.view
         if view.model_token is None:
             return []
-        label = plot_esc(visible(token_text(self.tokenizer, view.model_token), self.star_chars))
+        label = plot_esc(
+            visible(punctuation(visible(token_text(self.tokenizer, view.model_token), 99)), self.star_chars)
+        )
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
@@ -395,11 +441,9 @@ class _TrieDrawing:
             return []
         trie = self.event.trie
         assert trie is not None
-        state_of = (
-            dict(zip(draft_to_trie(trie, self.event.draft), draft_states(self.event)))
-            if self.event.draft is not None
-            else {}
-        )
+        d2t = draft_to_trie(trie, self.event.draft) if self.event.draft is not None else []
+        state_of = dict(zip((int(t) for t in d2t), draft_states(self.event)))
+        row_of = {int(t): f"row {i + 1}, " for i, t in enumerate(d2t) if t >= 0}
         xs: list = []
         ys: list = []
         texts, hovers = [], []
@@ -410,7 +454,8 @@ class _TrieDrawing:
             more = f"+{len(held)} more"
             texts.append(more if len(more) <= chars else f"+{len(held)}")
             lines = [
-                f"{plot_esc(visible(token_text(self.tokenizer, int(trie.tokens[t])), 16))}: {state_of.get(t, 'retrieved only')}"
+                f"{row_of.get(t, '')}{plot_esc(visible(token_text(self.tokenizer, int(trie.tokens[t])), 16))}: "
+                f"{state_of.get(t, 'retrieved only')}"
                 for t in held[:12]
             ]
             hovers.append(
@@ -450,8 +495,8 @@ class _TrieDrawing:
         look = {
             "root": dict(symbol="square", size=11, color="#374151"),
             "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
-            "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=2)),
-            OFF_PATH: dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1)),
+            "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=CROSS_WIDTH)),
+            OFF_PATH: OFF_LOOK,
             "not checked": dict(color="white", line=dict(color=GREY, width=2.5)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
             "model's own token": dict(symbol="star", size=14, color=MODEL_COLOR),
@@ -503,7 +548,8 @@ class _TrieDrawing:
             height=TRIE_HEIGHT,
             margin=dict(l=10, r=10, t=TITLE_TOP + TITLE_LINES * 18 + 6, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
-            yaxis=dict(visible=False, range=[bottom - 0.6, top + 0.6], fixedrange=True),
+            # room above the top row's labels and below the bottom row's numbers
+            yaxis=dict(visible=False, range=[bottom - ROW_PAD, top + ROW_PAD], fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
             plot_bgcolor="rgba(0,0,0,0)",
             paper_bgcolor="rgba(0,0,0,0)",

@@ -338,13 +338,16 @@ def test_trie_figure_data():
     assert list(by_name["drafted, rejected"].text) == ["B", "E"]
     assert list(by_name["retrieved only"].text) == ["D"]
     assert list(by_name["model's own token"].text) == ["Z"]
-    nodes = sum(len(t.text) for t in fig.data if t.mode == "markers+text")
+    nodes = sum(len(t.text) for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
+    assert list(by_name["verify row"].text) == ["<b>1</b>", "<b>2</b>", "<b>3</b>", "<b>4</b>"]  # the drafted
     assert nodes == 5 + 1  # all trie nodes + the model's token
     # accepted edges: root->A and A->C
     acc_edges = [t for t in fig.data if t.mode == "lines" and t.line.color == style.ACCEPTED_COLOR][0]
     assert sum(1 for x in acc_edges.x if x is None) == 2
     # the context-proposed B is drawn in the context colour
-    assert list(by_name["drafted, rejected"].marker.color)[0] == trie_view.faded(style.SOURCE_COLORS[SOURCE_CONTEXT])
+    assert list(by_name["drafted, rejected"].marker.color)[0] == trie_view.faded(
+        style.SOURCE_COLORS[SOURCE_CONTEXT], trie_view.REJECTED_ALPHA
+    )
     assert "Step 6" in fig.layout.title.text
     # the count is of trie nodes (merged continuations), not of retrieved occurrences or continuations
     assert "<br>trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
@@ -390,11 +393,18 @@ def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed()
     fig = trie_view.trie_figure(ev, ByteTokenizer())
     by_name = {t.name: t for t in fig.data if t.name}
     star = by_name["model's own token"]
-    nodes = {(x, y) for t in fig.data if t.mode == "markers+text" and t is not star for x, y in zip(t.x, t.y)}
+    nodes = {
+        (x, y)
+        for t in fig.data
+        if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and t is not star
+        for x, y in zip(t.x, t.y)
+    }
     assert (star.x[0], star.y[0]) not in nodes
     assert "the trie had it too" in star.hovertext[0]
     rejected = by_name["drafted, rejected"].marker
-    assert rejected.symbol == "circle-x" and all(c.startswith("rgba(") and c.endswith(",0.35)") for c in rejected.color)
+    assert rejected.symbol == "circle-x" and all(
+        c.startswith("rgba(") and c.endswith(f",{trie_view.REJECTED_ALPHA})") for c in rejected.color
+    )
     assert rejected.opacity is None and rejected.line.width >= 2  # a faded fill, the cross drawn solid and bold
     assert by_name["accepted"].marker.symbol in (None, "circle")
 
@@ -503,7 +513,9 @@ def test_trie_labels_are_escaped_for_plotly():
     )
     e = event(0, [tok.word(b"<b>"), ord("x")], (1, 0), trie=trie, draft=trie, draft_idx=(0,), accepted=(0,))
     fig = trie_view.trie_figure(e, tok)
-    acc = [t for t in fig.data if t.name == "accepted" and t.mode == "markers+text"][0]
+    acc = [t for t in fig.data if t.name == "accepted" and t.mode == "markers+text" and t.name != trie_view.ROW_TRACE][
+        0
+    ]
     assert list(acc.text) == ["&lt;b&gt;"]
 
 

@@ -66,14 +66,14 @@ def test_labels_sit_on_one_side_haloed_over_every_edge_and_crosses_are_bold():
 
     ev = rep(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(1, 0), accepted=(0,))
     fig = trie_view.trie_figure(ev, TOK)
-    labelled = [t for t in fig.data if t.mode == "markers+text" and len(t.x)]
+    labelled = [t for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and len(t.x)]
     assert labelled
     for t in labelled:
         positions = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
         assert set(positions) == {"top center"}, t.name
         assert t.textfont.shadow and "#fff" in t.textfont.shadow, t.name
     last_line = max(i for i, t in enumerate(fig.data) if t.mode == "lines")
-    first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text")
+    first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
     assert last_line < first_label  # the star's dashed line too: no line is drawn over a label
     rejected = next(t for t in fig.data if t.name == "drafted, rejected").marker
     assert rejected.line.width >= 2 and rejected.line.color == "#111827" and rejected.opacity is None
@@ -99,7 +99,7 @@ def test_no_own_token_is_one_sentence_and_the_end_of_text_shows():
     assert sentence[1:] in phases.accept_caption(ev, TOK)
     mark = tree_key.END_MARK
     labels = [x for t in trie_view.trie_figure(ev, TOK).data if t.name == "accepted" and t.text for x in t.text]
-    assert labels == ["d", ".", mark]
+    assert labels == ["d", "“.”", mark]
     assert re.search(r"accepted: d\.⟨end⟩ then", text(inspector.inspector_html(ev, TOK)))
     acc = phases.accept_html(ev, TOK)
     chips = re.findall(r'<span class="[^"]*">([^<]*)</span>', acc.split('class="tt-acc"')[1])
@@ -131,7 +131,7 @@ def test_each_panel_opens_with_one_plain_sentence_and_folds_the_rest():
         assert rest.startswith('<details class="tt-more"><summary>'), phase
     assert "The chat held its last token 9 times" in text(p.retrieve)
     assert "2 of the 6 drafted tokens agree" not in text(p.verify)
-    assert "3 of the 7 drafted tokens agree with the model" in text(p.verify)
+    assert "3 of the 7 drafted tokens are accepted" in text(p.verify)
 
 
 def test_the_tree_keys_marks_show_and_its_notes_fold():

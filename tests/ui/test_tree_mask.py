@@ -28,8 +28,20 @@ def test_a_tree_column_is_ticked_as_its_row_with_its_own_position_id():
     assert x[0] == tree_mask.earlier_column(view) == "… (0–3)"  # the cached positions not drawn
     x = x[1:]
     k = view.n_context
-    assert x[k:] == y  # the root's column reads "root … (8)" as its row does
+    # a tree column is ticked by its row alone, as its row label starts ("2: …") and the table numbers it
+    assert x[k:] == ["root"] + [str(i) for i in range(1, len(y))]
     assert y[0].startswith("root ") and y[0].endswith(f"({len(ids('say x y z')) - 1})")
-    for tick, p in zip(x, view.col_positions):  # one line each, ending in its own column's position id
-        assert "<br>" not in tick and tick.endswith(f"({p})")
+    assert all(y[i].startswith(f"{i}: ") for i in range(1, len(y)))
+    for tick, p in zip(x[:k], view.col_positions):  # one line each, ending in its own column's position id
+        assert "<br>" not in tick and tick.endswith(f"({p})") and len(tick) <= tree_mask.CONTEXT_CHARS + 3 + len(str(p))
     assert len(set(x)) == len(x)  # categories stay apart
+
+
+def test_phone_mask_ticks_every_column_readably_none_clipped():
+    """12 (phone): column ticks "9: antic (50" were clipped at the top, only every other column
+    was ticked, and the text was about 7 px."""
+    fig = tree_mask.mask_figure(_view())
+    ax = fig.layout.xaxis
+    assert ax.dtick == 1 and ax.automargin and fig.layout.yaxis.automargin
+    assert ax.tickfont.size >= 11 and fig.layout.yaxis.tickfont.size >= 11
+    assert max(len(t) for t in fig.data[0].x) <= 12

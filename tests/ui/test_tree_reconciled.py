@@ -16,10 +16,21 @@ import numpy as np
 
 from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, inspector, phases, tree_key, trie_view
+from rest_core.ui import answer_view, inspector, phases, style, tree_key, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
+
+
+def word(label: str) -> str:
+    """A drawn label without its bold row number: "<b>7</b> ↵" -> "↵"."""
+    return re.sub(r"^<b>\d+</b> ?", "", label)
+
+
+def words(trace) -> list[str]:
+    return [word(t) for t in trace.text]
+
+
 QUOTE = 257 + ByteTokenizer.words.index(b'"')
 
 
@@ -56,9 +67,9 @@ def test_walk_states_are_one_source_for_tree_table_and_key():
     # while the table said the model's token there was the same)
     fig = trie_view.trie_figure(ev, TOK)
     by_name = {t.name: t for t in fig.data if t.name}
-    assert list(by_name["not checked"].text) == ["↵"]
+    assert words(by_name["not checked"]) == ["↵"]
     assert by_name["not checked"].marker.symbol is None
-    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", '"'])
+    assert sorted(words(by_name["drafted, rejected"])) == sorted(["x", '“"”'])
     # the table says why, and the key has the mark
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
     assert re.search(r"· not checked\s+7 \(parent 5\)\s+↵", table) and "not checked: the answer ended first" in table
@@ -91,9 +102,9 @@ def test_plotly_labels_are_escaped_once_for_plotly():
     """`.&quot;` showed in the tree and the mask: Plotly does not read &quot;."""
     ev = eos_step()
     fig = trie_view.trie_figure(ev, TOK)
-    texts = [t for tr in fig.data for t in (tr.text or ()) if t]
+    texts = [word(t) for tr in fig.data for t in (tr.text or ()) if t]
     hovers = " ".join(h for tr in fig.data for h in (tr.hovertext or ()))
-    assert '"' in texts and "&quot;" not in " ".join(texts) + hovers and "&#x27;" not in hovers
+    assert '“"”' in texts and "&quot;" not in " ".join(texts) + hovers and "&#x27;" not in hovers
     mask = phases.mask_figure(phases.mask_view(ev, [1, 2, ord("a")], TOK))
     ticks = list(mask.data[0].y)
     assert any('"' in t for t in ticks) and not any("&quot;" in t for t in ticks)
@@ -125,9 +136,9 @@ def assert_no_label_overlaps_on_a_phone(fig, columns: float) -> None:
     phone's plot width (CHAR_PX a character)."""
     col_px = trie_view.PHONE_PLOT_PX / columns
     spots = [
-        (x, y, len(t))
+        (x, y, len(re.sub(r"<[^>]+>", "", t)))
         for tr in fig.data
-        if tr.mode == "markers+text" and tr.texttemplate != " "
+        if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE and tr.texttemplate != " "
         for x, y, t in zip(tr.x, tr.y, tr.text)
     ]
     for i, (x, y, n) in enumerate(spots):
@@ -145,7 +156,12 @@ def test_no_label_or_marker_shares_a_row_or_a_spot():
     ):
         view = trie_view.tree_view(ev)
         fig = trie_view.trie_figure(ev, TOK)
-        spots = [(x, y) for t in fig.data if t.mode == "markers+text" for x, y in zip(t.x, t.y)]
+        spots = [
+            (x, y)
+            for t in fig.data
+            if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE
+            for x, y in zip(t.x, t.y)
+        ]
         assert len(spots) == len(set(spots))
         # every leaf and the star has a row of its own, one row apart at least
         leaves = [k for k in range(len(view.nodes)) if k not in set(view.parent_pos.tolist())]
@@ -253,15 +269,44 @@ def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
     ev = eos_step()
     fig = trie_view.trie_figure(ev, TOK)
     by_name = {t.name: t for t in fig.data if t.name}
-    assert sorted(by_name["drafted, rejected"].text) == sorted(["x", '"'])
+    assert sorted(words(by_name["drafted, rejected"])) == sorted(["x", '“"”'])
     off = by_name[tree_key.OFF_PATH]
-    assert list(off.text) == ["q"] and off.marker.symbol != "circle-x"
+    assert words(off) == ["q"] and off.marker.symbol != "circle-x"
     # the key lists it by the same words, and the verify table's row uses the key's name
     assert tree_key.key_name(tree_key.OFF_PATH) in [t.name for t in fig.data if t.showlegend]
-    assert "under a rejected token, never compared" in unescape(tree_key.TREE_LEGEND)
+    assert "under a rejected token, so not used" in unescape(tree_key.TREE_LEGEND)
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
-    assert re.search(r"· off the path(: other)?\s+4 \(parent 2\)\s+q", table), table
+    assert re.search(r"· not used: under a rejected row\s+4 \(parent 2\)\s+q", table), table
     assert "off path" not in table
+
+
+def test_off_the_path_says_one_thing_in_key_table_caption_and_tree():
+    """06: the key said "never compared" while the table gave those rows a model token and a
+    "same / other" verdict, and the caption counted 1 agreeing token beside 9 rows whose drafted
+    token equalled the model's. One forward computes every row; a row under a rejected token is
+    not used. Off-path nodes were drawn in pale source colours, keyed grey."""
+    ev = eos_step()
+    states = tree_key.draft_states(ev)
+    html = phases.verify_html(ev, [1, 2, ord("a")], TOK)
+    table = unescape(re.sub(r"<[^>]+>", " ", html))
+    assert ": same" not in table and ": other" not in table
+    off_rows = [i + 1 for i, s in enumerate(states) if s == tree_key.OFF_PATH]
+    assert table.count(phases.NOT_USED) == len(off_rows) == 1 and 'class="tt-unused"' in html
+    accepted = states.count(tree_key.ACCEPTED)
+    lead = phases.verify_lead(ev)
+    assert f"{accepted} of the 7 drafted tokens are accepted" in lead and "agree with the model" not in lead
+    assert "1 row under a rejected token is not used" in lead
+    assert "not used" in tree_key.KEY_SHORT[tree_key.OFF_PATH] and "never compared" not in tree_key.TREE_LEGEND
+    assert "computed its row too" in unescape(tree_key.TREE_LEGEND)
+    # drawn as keyed: grey and faded, the same look for the nodes and the key's sample
+    fig = trie_view.trie_figure(ev, TOK)
+    node = next(t for t in fig.data if t.name == tree_key.OFF_PATH)
+    sample = next(t for t in fig.data if t.showlegend and t.name.startswith(tree_key.OFF_PATH))
+    assert node.marker.color == sample.marker.color == style.GREY and node.marker.opacity == sample.marker.opacity
+    # a rejected node's source colour shows under its cross, and the key says so
+    rejected = next(t for t in fig.data if t.name == "drafted, rejected")
+    assert all(c.endswith(f",{trie_view.REJECTED_ALPHA})") for c in rejected.marker.color)
+    assert trie_view.REJECTED_ALPHA >= 0.7 and "its source" in tree_key.KEY_SHORT[tree_key.REJECTED]
 
 
 def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
@@ -279,7 +324,7 @@ def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
     assert list(more.text) == [f"+{len(folded)} more"]
     assert f"trie of 15 nodes, {drawn} drawn, {len(folded)} folded" in fig.layout.title.text
     # labels at least 12 px, on every drawn node, the star and the fold
-    assert all(t.textfont.size >= 12 for t in fig.data if t.mode == "markers+text")
+    assert all(t.textfont.size >= 12 for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
 
 
 def test_each_label_takes_the_room_its_neighbours_leave():
@@ -300,14 +345,21 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     )
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
-    labels = [t for tr in fig.data if tr.mode == "markers+text" for t in tr.text]
+    labels = [
+        word(t) for tr in fig.data if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE for t in tr.text
+    ]
     assert "·he…" in labels or "·hel…" in labels, labels
     # ten words in a row: a label cut to "·…" says nothing, so every other one gives way
     words = replace(chain, tokens=np.full(depth, hello, dtype=np.int64))
     ev = replace(ev, trie=words, draft=words, tokens=(hello, ord("Z")))
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
-    labels = [t for tr in fig.data if tr.mode == "markers+text" and tr.name != "model's own token" for t in tr.text]
+    labels = [
+        word(t)
+        for tr in fig.data
+        if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE and tr.name != "model's own token"
+        for t in tr.text
+    ]
     assert "·…" not in labels and labels.count("·hel…") >= depth // 2 - 1, labels
 
 
@@ -319,3 +371,42 @@ def test_a_step_that_drafted_nothing_says_so_not_accepted_0_of_0():
     ev = event(3, [ord("Z")], (0,), trie=small_trie(), draft=None, draft_idx=())
     title = trie_view.trie_figure(ev, TOK, c_max=16).layout.title.text
     assert "Step 4: drafted nothing" in title and "0 of 0" not in title
+
+
+def test_every_drafted_node_carries_its_verify_table_row():
+    """06_step_1: drafted nodes went unlabelled ("You", "·rest") and the tree could not be mapped
+    to the table. Each drafted node is numbered beside it by its table row (the mask's "i:" too);
+    a folded node's number is in its fold's hover."""
+    for ev in (eos_step(), wide_step(15)):
+        fig = trie_view.trie_figure(ev, TOK)
+        table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
+        rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
+        # beside its node, clear of it: an invisible marker as large as the node's moves the number aside
+        assert rows.mode == "markers+text" and rows.textposition == "middle left" and min(rows.marker.size) > 8
+        at = {(x, y): re.sub(r"<[^>]+>", "", t) for x, y, t in zip(rows.x, rows.y, rows.text)}
+        view = trie_view.tree_view(ev)
+        drawn = [k for k, st in enumerate(view.states) if st != "retrieved"]
+        assert len(at) == len(drawn)
+        for k in drawn:
+            row = at[(float(view.x[k]), float(view.y[k]))]
+            token = TOK.decode([int(ev.trie.tokens[view.nodes[k]])])
+            node = list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(view.nodes[k])
+            assert row == str(node + 1)  # the table's row of that draft node
+            assert re.search(rf"\s{row} \((parent|root)", table) or f" {row} (parent" in table
+            assert token == TOK.decode([int(ev.draft.tokens[node])])
+        mask = phases.mask_view(ev, [1, 2, ord("a")], TOK)
+        assert all(mask.row_labels[int(r)].startswith(f"{r}: ") for r in at.values())
+        hovers = " ".join(h for t in fig.data if t.name == "folded" for h in t.hovertext)
+        for _, _, _, held in view.folds:
+            for t in held:
+                assert f"row {list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(t) + 1}," in hovers
+
+
+def test_top_label_and_bottom_row_number_stay_inside_the_figure():
+    """07: the top node's label "8" was clipped at the figure's edge (0.6 of a row above it)."""
+    for ev in (eos_step(), wide_step(15)):
+        fig = trie_view.trie_figure(ev, TOK)
+        ys = [y for t in fig.data if t.mode and "text" in t.mode for y in t.y]
+        lo, hi = fig.layout.yaxis.range
+        assert hi - max(ys) >= 0.89 and min(ys) - lo >= 0.89
+    assert "2px" in trie_view.LABEL_HALO  # a line under a label (the star's dashed one) never crosses it
