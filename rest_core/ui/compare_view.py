@@ -273,7 +273,14 @@ def comparison_html(
 
 
 def _table(rows: Sequence[tuple[str, str, str]]) -> str:
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in rows)
+    """The table; a row with words for both runs in REST's cell alone ("yes, 64 tokens compared")
+    spans both columns and may wrap, where the figures keep to one line (assets/app.css, why2)."""
+    body = "".join(
+        f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>"
+        if a
+        else f'<tr><th>{esc(k)}</th><td colspan="2" class="both">{esc(r)}</td></tr>'
+        for k, r, a in rows
+    )
     head = "<thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>"
     return f'<div class="scroll-x"><table class="cmp">{head}<tbody>{body}</tbody></table></div>'
 

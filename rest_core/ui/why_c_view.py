@@ -346,7 +346,7 @@ def what_it_is(curve: CostCurve, rest: Sequence[StepEvent], c: int, answer: str 
     value, _ = chosen_speedup(curve, rest, c)
     whose = answer.replace("The ", "the ", 1).replace("This ", "this ", 1)
     out = [
-        f"This prediction, {value:.2f}× at c = {c}, is for {whose} only: its acceptance, the forward cost measured "
+        f"The prediction is for {whose} only: its acceptance, the forward cost measured "
         f"just now and its steps' other work, {shown(step_overhead(rest)):.1f} ms a step, the mean of its step "
         "timings for retrieval, building the tree and acceptance. Compare instead times whole runs of the chat's "
         "last prompt on the wall clock."

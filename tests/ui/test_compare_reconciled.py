@@ -79,11 +79,12 @@ def test_the_result_reads_in_one_glance_and_folds_every_other_figure():
     html = unescape(compare_view.comparison_html(cmp, live=6.8, rerun="The chat's answer took 3 steps."))
     top, fold = html[: html.index("<details")], html[html.index("<details") :]
     rows = compare_view.comparison_rows(cmp)
-    shown_rows = re.findall(r"<tr><th>([^<]+)</th><td>", top)
+    shown_rows = re.findall(r"<tr><th>([^<]+)</th><td", top)
     assert shown_rows == list(compare_view.MAIN_ROWS)
-    assert re.findall(r"<tr><th>([^<]+)</th><td>", fold) == [k for k, _, _ in rows if k not in compare_view.MAIN_ROWS]
-    for k, r, a in rows:  # every row once, above or in the fold
-        assert html.count(f"<tr><th>{k}</th><td>{r}</td><td>{a}</td></tr>") == 1
+    assert re.findall(r"<tr><th>([^<]+)</th><td", fold) == [k for k, _, _ in rows if k not in compare_view.MAIN_ROWS]
+    for k, r, a in rows:  # every row once, above or in the fold; one for both runs spans both columns
+        cells = f"<td>{r}</td><td>{a}</td>" if a else f'<td colspan="2" class="both">{r}</td>'
+        assert html.count(f"<tr><th>{k}</th>{cells}</tr>") == 1
     assert top.count("<p") == 2  # the why and the rerun note: the live note and the sum are folded
     assert 'id="rerun-note"' in top
     for part in ('id="live-note"', 'id="speedup-sum"'):
@@ -140,4 +141,8 @@ def test_the_phone_table_keeps_its_numbers_on_one_line():
     css = Path(__file__).resolve().parents[2].joinpath("assets", "app.css").read_text()
     block = css[css.index("/* why2:") :]
     assert re.search(r"table\.cmp td \{[^}]*white-space: nowrap", block)
+    assert re.search(r"table\.cmp td\.both \{[^}]*white-space: normal", block)  # "yes, 64 tokens compared" wraps
+    rest, ar = runs()
+    html = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
+    assert '<td colspan="2" class="both">yes, 4 tokens compared</td>' in html
     assert re.search(r"@media \(max-width: 480px\) \{[^@]*table\.cmp tbody th \{[^}]*font-size", block)

@@ -259,9 +259,10 @@ def test_the_prediction_says_what_it_is_and_is_not():
     assert value > 1
     words = text(why_c_view.why_c_caption(CPU, events, 16, "The step-through's answer", max_c=64))
     assert (
-        f"This prediction, {value:.2f}× at c = 16, is for the step-through's answer only: its acceptance, the forward "
+        "The prediction is for the step-through's answer only: its acceptance, the forward "
         "cost measured just now and its steps' other work, 2.0 ms a step, the mean of its step timings" in words
     )
     assert "Compare instead times whole runs of the chat's last prompt on the wall clock." in words
     assert "It leaves out the prefill and the page's drawing" in words
+    assert words.split("The arithmetic")[0].count(f"{value:.2f}×") == 1  # said once, in the formula's bullet
     assert why_c_view.step_overhead(events) == pytest.approx(2.0)  # the mean, as Compare's step row
