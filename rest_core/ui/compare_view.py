@@ -515,11 +515,8 @@ def _legend_below(title: str = "") -> dict:
     return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
 
 
-# UNDER_LEGEND: the bottom margin is the x axis's title alone (b = UNDER_AXIS, the axis's automargin
-# pushing it). A legend anchored to the container's bottom then reserves its own rows on top of it, as
-# many as it wraps to at the width it is drawn (Plotly's reserved margin for a container legend):
-# one row on a laptop, more on a phone, and no empty band under the axis on a laptop. The height
-# counts the phone's rows, so there the plot keeps its size; on a laptop the plot gets them.
+# UNDER_LEGEND: the bottom margin holds the x title alone; a container legend reserves the rows it wraps
+# to as drawn (no band on a laptop). The height counts a phone's rows: a laptop's plot gets them.
 LEGEND_ROW = 30  # px a legend row takes at 12 px type
 UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title: the legend's rows go below
 SPEED_PLOT = 200  # px: the tokens chart's plot area
