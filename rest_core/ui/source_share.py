@@ -17,7 +17,7 @@ from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins, kind_of
 from rest_core.ui.measures import divided
 from rest_core.ui.style import SEVERAL_NAME, esc, plural
-from rest_core.ui.why_c_view import acceptance_scale, heaviest_shares
+from rest_core.ui.why_c_view import answer_scale, heaviest_shares
 
 GPU_C = 64  # what a GPU affords per step: verifying 64 tokens costs about as much as one there
 KINDS = ("context", "datastore", "both")
@@ -61,7 +61,7 @@ def verified_by_kind(events: Sequence[StepEvent], c: int) -> tuple[dict[str, flo
     if not tries:
         return {}, {}
     steps = sum(1 for e in events if e.method == "rest")
-    scale = acceptance_scale(events, GPU_C)
+    scale = answer_scale(events)
     return {k: v / steps for k, v in nodes.items()}, {k: scale * v / steps for k, v in weight.items()}
 
 

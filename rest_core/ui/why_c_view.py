@@ -36,7 +36,13 @@ def expected_accepted(events: Sequence[StepEvent], cs: Sequence[int]) -> np.ndar
     for _, _, w in heaviest_shares(events, int(cs.max())):
         cum = np.concatenate(([0.0], np.cumsum(w)))
         predicted += cum[np.minimum(cs, w.shape[0])]
-    return acceptance_scale(events, int(cs.max())) * predicted / steps
+    return answer_scale(events) * predicted / steps
+
+
+def answer_scale(events: Sequence[StepEvent]) -> float:
+    """`acceptance_scale` over every node the steps verified, whatever c is asked about: one scale
+    per answer, so the caption's figure at one c is the chart's at that c."""
+    return acceptance_scale(events, max([verified(e) for e in events] + [1]))
 
 
 def heaviest_shares(events: Sequence[StepEvent], n: int) -> Iterator[tuple[StepEvent, np.ndarray, np.ndarray]]:

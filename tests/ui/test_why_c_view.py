@@ -266,3 +266,15 @@ def test_the_prediction_says_what_it_is_and_is_not():
     assert "It leaves out the prefill and the page's drawing" in words
     assert words.split("The arithmetic")[0].count(f"{value:.2f}×") == 1  # said once, in the formula's bullet
     assert why_c_view.step_overhead(events) == pytest.approx(2.0)  # the mean, as Compare's step row
+
+
+def test_the_captions_accepted_drafts_at_a_c_are_the_charts():
+    """Score 7, 07: the dip's clause said one draft "adds only 2.05 accepted tokens per step" where the
+    chart's c = 1 read 0.81×: the caption scaled the tries' shares at its own c, the chart at 64. One
+    scale per answer: the caption's figure at each c is the chart's hover at that c."""
+    events = [_step(100, 16), _step(100, 8), _step(9, 4)]
+    fig = why_c_view.why_c_figure(CPU, events, 16, max_c=64)
+    chart = np.asarray(fig.data[1].customdata)
+    for c in (1, 2, 4, 16, 64):
+        assert float(why_c_view.expected_accepted(events, [c])[0]) == pytest.approx(chart[c])
+    assert why_c_view.chosen_speedup(CPU, events, 1)[0] == pytest.approx(fig.data[1].y[1], abs=0.01)
