@@ -307,6 +307,7 @@ def why_c_points(
         f"{float(speedup[best]):.2f}× plain decoding."
     )
     points.extend(two_speedups(curve, rest, c))
+    sums.append(TWO_DIFFER)
     points.extend(what_it_is(curve, rest, c, answer))
     points.extend(left_end(curve, events, speedup))
     sums.append(
@@ -398,11 +399,15 @@ def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[st
     return [
         f"Predicted at c = {c}: 1 + the accepted drafts the tries predict, {acc:.2f}, times the forward of 1 token, "
         f"over the step's other work plus the forward of 1 + {c} = {value:.2f}×.",
-        f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×. "
-        "The two differ by the step's other work (retrieval, building the tree), which only the prediction "
-        "counts, by any step that wrote no token of its own (M counts it, the prediction does not), and where "
-        "the tries' predicted acceptance differs from what the answer accepted.",
+        f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×.",
     ]
+
+
+TWO_DIFFER = (
+    "The predicted and the M-based speedups differ by the step's other work (retrieval, building the tree), which "
+    "only the prediction counts, by any step that wrote no token of its own (M counts it, the prediction does not), "
+    "and where the tries' predicted acceptance differs from what the answer accepted."
+)
 
 
 def _m_words(rest: Sequence[StepEvent], answer: str) -> str:
