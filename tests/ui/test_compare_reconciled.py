@@ -146,3 +146,11 @@ def test_the_phone_table_keeps_its_numbers_on_one_line():
     html = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
     assert '<td colspan="2" class="both">yes, 4 tokens compared</td>' in html
     assert re.search(r"@media \(max-width: 480px\) \{[^@]*table\.cmp tbody th \{[^}]*font-size", block)
+
+
+def test_the_status_line_starts_its_cut_runs_sentence_with_a_capital():
+    """Score 7, 04: "… (64 new tokens max). prompt lookup stopped after 20 s": a sentence in lower case."""
+    from rest_core.config import GenerationConfig
+
+    note = compare._compared_note("the last prompt", GenerationConfig(), "", ["prompt lookup"], 20.0, 60.0)
+    assert ". Prompt lookup " in note and ". prompt lookup" not in note
