@@ -226,5 +226,6 @@ def _compared_note(
         f" {note}." if note else ""
     )
     if cut:
-        done += f" {' and '.join(cut)} {time_limit_note(limit)}: each method may use a third of the {max_seconds:g} s limit."
+        runs = " and ".join(cut)
+        done += f" {runs[:1].upper() + runs[1:]} {time_limit_note(limit)}: each method may use a third of the {max_seconds:g} s limit."
     return done

@@ -129,7 +129,7 @@ def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
     return rows
 
 
-STEP_ROW = "time per step (mean: forward + retrieval + acceptance)"
+STEP_ROW = "time per step, mean (REST: forward + retrieval + acceptance; plain: forward only)"
 SAME_ROW = "same output (greedy)"
 # The rows a newcomer needs, under the headline; the table's others fold with the arithmetic.
 MAIN_ROWS = (COMPARE_RATE, "tokens / steps (M)", STEP_ROW, SAME_ROW)
@@ -188,20 +188,16 @@ def live_note(cmp: Comparison, live: float | None) -> str:
 
 
 def rerun_note(cmp: Comparison, chat: Totals | None, auto: bool) -> str:
-    """One sentence when Compare ran on the chat's last answer's prompt (`chat`: that answer's
-    totals, None otherwise) and its REST run took other steps: both step counts and drafted
-    shares, and why (`auto`: the auto budget chose the drafts); "" when the steps agree."""
-    if chat is None or chat.steps == cmp.rest.steps:
+    """One sentence, shown beside Compare's result, when Compare ran on the chat's last answer's
+    prompt (`chat`: that answer's totals, None otherwise) and its REST run took other steps or
+    another M: both, and why (`auto`: the auto budget chose the drafts); "" when they agree."""
+    m = f"{cmp.rest.mean_generated_length:.2f}"
+    if chat is None or (chat.steps == cmp.rest.steps and f"{chat.mean_generated_length:.2f}" == m):
         return ""
-    why = (
-        "the auto budget picks each step's drafts from timings it measures live, so a rerun's steps differ"
-        if auto
-        else "a rerun's steps can differ"
-    )
+    why = "the auto budget picks each step's drafts from timings it measures live" if auto else "a rerun can differ"
     return (
-        f"The chat's answer to this prompt took {plural(chat.steps, 'step')}, {100 * chat.draft_share:.0f}% from drafts; "
-        f"Compare's REST run took {plural(cmp.rest.steps, 'step')}, {100 * cmp.rest.draft_share:.0f}%: {why}, "
-        "while the text stays the same."
+        f"The chat's answer to this prompt took {plural(chat.steps, 'step')}, M = {chat.mean_generated_length:.2f}; "
+        f"this REST rerun took {cmp.rest.steps}, M = {m}: {why}, and the text is the same."
     )
 
 
@@ -258,24 +254,33 @@ def comparison_html(
     lost); the table's rows a newcomer needs (`MAIN_ROWS`) and the prompt lookup line (`lookup`,
     HTML); then, folded, the whole arithmetic (`speedup_why`), the table's other rows, why the
     live stats' tokens/s differ (`live`: theirs, None when Compare ran on another prompt:
-    `live_note`), why the steps differ (`rerun`) and how the figures follow from each other."""
+    `live_note`) and how the figures follow from each other. Why the chat's answer took other steps
+    (`rerun`) sits beside the result, unfolded: it sets two figures on the page side by side."""
     rows = comparison_rows(cmp)
     main = _table(sorted((row for row in rows if row[0] in MAIN_ROWS), key=lambda row: MAIN_ROWS.index(row[0])))
     rest = _table([row for row in rows if row[0] not in MAIN_ROWS])
     why = " ".join(x for x in (speedup_short(cmp, machine), slower_note(cmp)) if x)
-    paras = [(speedup_why(cmp, machine), "speedup-sum"), (live_note(cmp, live), "live-note"), (rerun, "rerun-note")]
+    paras = [(speedup_why(cmp, machine), "speedup-sum"), (live_note(cmp, live), "live-note")]
     fold = "".join(f'<p class="live-note" id="{k}">{esc(x)}</p>' for x, k in paras if x)
     details = "".join(f"<li>{esc(x)}</li>" for x in speedup_details(cmp))
     return (
         f'<div class="compare"><div class="speedup">{_headline(cmp)}</div>'
         + (f'<p class="speedup-why" id="speedup-why">{esc(why)}</p>' if why else "")
+        + (f'<p class="rerun-note" id="rerun-note">{esc(rerun)}</p>' if rerun else "")
         + f'{main}{lookup}<details class="measures"><summary>All figures and how they follow from each other</summary>'
         f"{fold}{rest}<ul>{details}</ul></details></div>"
     )
 
 
 def _table(rows: Sequence[tuple[str, str, str]]) -> str:
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>" for k, r, a in rows)
+    """The table; a row with words for both runs in REST's cell alone ("yes, 64 tokens compared")
+    spans both columns and may wrap, where the figures keep to one line (assets/app.css, why2)."""
+    body = "".join(
+        f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>"
+        if a
+        else f'<tr><th>{esc(k)}</th><td colspan="2" class="both">{esc(r)}</td></tr>'
+        for k, r, a in rows
+    )
     head = "<thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>"
     return f'<div class="scroll-x"><table class="cmp">{head}<tbody>{body}</tbody></table></div>'
 
@@ -346,14 +351,14 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
                 line=dict(color=LOOKUP_COLOR, width=2, shape="hv", dash="dot"),
             )
         )
-    bottom = UNDER_AXIS + LEGEND_ROW * legend_rows([d["name"] for d in data])
+    rows = legend_rows([d["name"] for d in data])
     layout = dict(
-        height=TOP_MARGIN + SPEED_PLOT + bottom,
+        height=TOP_MARGIN + SPEED_PLOT + UNDER_AXIS + LEGEND_ROW * rows,
         # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it;
-        # the legend sits under the x axis's title, off the curves at any width
-        margin=dict(l=50, r=16, t=TOP_MARGIN, b=bottom),
+        # the legend sits under the x axis's title, off the curves at any width (`UNDER_LEGEND`)
+        margin=dict(l=50, r=16, t=TOP_MARGIN, b=UNDER_AXIS),
         # a little room past the last step, so the line's end stays inside the figure
-        xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1]),
+        xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1], automargin=True),
         yaxis=dict(title="tokens", rangemode="tozero"),
         legend=_legend_below(),
         plot_bgcolor="rgba(0,0,0,0)",
@@ -481,7 +486,6 @@ def timeline_figure(
     data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
     rows = 1 + legend_rows([d.name for d in data if d.showlegend])  # the key's line, then the items
-    bottom = UNDER_AXIS + LEGEND_ROW * rows
     for lane, _ in lanes:  # each lane's name over its blocks, so the blocks get the figure's width
         fig.add_annotation(
             text=esc(lane), xref="paper", x=0, xanchor="left", yref="y", y=lane, yanchor="bottom",
@@ -490,10 +494,11 @@ def timeline_figure(
     fig.update_layout(
         barmode="overlay",
         bargap=BAR_GAP,
-        height=TOP_MARGIN + LANE * len(lanes) + bottom,
-        margin=dict(l=8, r=16, t=TOP_MARGIN, b=bottom),
+        height=TOP_MARGIN + LANE * len(lanes) + UNDER_AXIS + LEGEND_ROW * rows,
+        # the legend's rows below the axis's title, as many as it wraps to at the width drawn (`UNDER_LEGEND`)
+        margin=dict(l=8, r=16, t=TOP_MARGIN, b=UNDER_AXIS),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
-        xaxis=dict(title="decode time (ms)", rangemode="tozero"),
+        xaxis=dict(title="decode time (ms)", rangemode="tozero", automargin=True),
         yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
         legend=_legend_below(BLOCK_KEY),
         plot_bgcolor="rgba(0,0,0,0)",
@@ -510,6 +515,8 @@ def _legend_below(title: str = "") -> dict:
     return legend | dict(font=dict(size=LEGEND_FONT), title=dict(text=title, side="top") if title else None)
 
 
+# UNDER_LEGEND: the bottom margin holds the x title alone; a container legend reserves the rows it wraps
+# to as drawn (no band on a laptop). The height counts a phone's rows: a laptop's plot gets them.
 LEGEND_ROW = 30  # px a legend row takes at 12 px type
 UNDER_AXIS = 50  # px from the plot's bottom to under the x axis's title: the legend's rows go below
 SPEED_PLOT = 200  # px: the tokens chart's plot area

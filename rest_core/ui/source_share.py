@@ -10,14 +10,14 @@ root's stands for the chance the model's path runs through it, scaled to what wa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins, kind_of
 from rest_core.ui.measures import divided
-from rest_core.ui.style import SEVERAL_NAME, esc
-from rest_core.ui.why_c_view import acceptance_scale, heaviest_shares
+from rest_core.ui.style import SEVERAL_NAME, esc, plural
+from rest_core.ui.why_c_view import answer_scale, heaviest_shares
 
 GPU_C = 64  # what a GPU affords per step: verifying 64 tokens costs about as much as one there
 KINDS = ("context", "datastore", "both")
@@ -61,8 +61,36 @@ def verified_by_kind(events: Sequence[StepEvent], c: int) -> tuple[dict[str, flo
     if not tries:
         return {}, {}
     steps = sum(1 for e in events if e.method == "rest")
-    scale = acceptance_scale(events, GPU_C)
+    scale = answer_scale(events)
     return {k: v / steps for k, v in nodes.items()}, {k: scale * v / steps for k, v in weight.items()}
+
+
+def verified_drafts(events: Sequence[StepEvent]) -> tuple[dict[str, int], int]:
+    """What the REST steps verified, from the events themselves: each kind's draft nodes in all
+    (context, datastore, both), and the REST steps they spread over (the per-step denominator)."""
+    counts = dict.fromkeys(KINDS, 0)
+    steps = 0
+    for e in events:
+        if e.method != "rest":
+            continue
+        steps += 1
+        for source in e.draft.sources if e.draft is not None else ():
+            kind = kind_of(int(source))
+            if kind in counts:
+                counts[kind] += 1
+    return counts, steps
+
+
+def verified_line(events: Sequence[StepEvent], chosen_c: int) -> str:
+    """ "Each step verifies at most c = 16 … Over its 21 steps they verified 307 in all: 42 from the
+    conversation, …; 14.6 per step.": the kinds add up to the total, which is verified_counts's."""
+    counts, steps = verified_drafts(events)
+    total = sum(counts.values())
+    parts = ", ".join(f"{counts[k]} from {LABELS[k]}" for k in KINDS if counts[k]) or "none"
+    return (
+        f"Each step verifies at most c = {chosen_c} of the merged trie's heaviest drafts. Over the "
+        f"{plural(steps, 'step')} they verified {total} in all: {parts}; {total / steps if steps else 0:.1f} per step."
+    )
 
 
 def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int, answer: str = "This answer") -> str:
@@ -71,6 +99,7 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
     Why this c?'s caption's, not repeated here; this names the GPU's c's cost only."""
     shares = accepted_shares(events)
     here_nodes, here_acc = verified_by_kind(events, chosen_c)
+    verified_kinds, steps = verified_drafts(events)
     gpu_nodes, gpu_acc = verified_by_kind(events, GPU_C)
     if not here_nodes:
         return ""
@@ -80,28 +109,27 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
     points = [
         f"Of the {drafts} accepted draft tokens in {whose}: {came}. Drafted tokens only; the stats under the chat "
         "count every token of the last chat answer, the model's own included.",
-        f"Each step verifies at most the c heaviest drafts of the merged trie. With c = {chosen_c} they were, per "
-        f"step, {_kinds(here_nodes)}.",
-        _why_kinds(here_nodes),
+        verified_line(events, chosen_c),
+        _why_kinds(verified_kinds),
         f"On this device a forward of 1 + {GPU_C} tokens takes "
         f"{divided(float(curve(1 + GPU_C)), float(curve(1)))}× one token's.",
         f"On a GPU verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: the {GPU_C} heaviest "
-        f"drafts per step are {_kinds(gpu_nodes)}.",
+        f"drafts per step, over the same {plural(steps, 'step')}, are {_kinds(gpu_nodes)}.",
         f"With c = {GPU_C} the datastore's expected accepted drafts per step rise from "
         f"{here_acc['datastore'] + here_acc['both']:.2f} to {gpu_acc['datastore'] + gpu_acc['both']:.2f}, the "
         f"conversation's from {here_acc['context']:.2f} to {gpu_acc['context']:.2f}, weighed as in the chart above.",
     ]
     items = "".join(f"<li>{esc(x)}</li>" for x in points)
-    return f'<div class="why-source"><b>{esc(question(here_nodes))}</b><ul>{items}</ul></div>'
+    return f'<div class="why-source"><b>{esc(question(verified_kinds))}</b><ul>{items}</ul></div>'
 
 
-def _datastore_share(nodes: dict[str, float]) -> float:
+def _datastore_share(nodes: Mapping[str, float]) -> float:
     """The datastore's share (alone or with the conversation) of the nodes a step verified."""
     total = sum(nodes.values())
     return (nodes["datastore"] + nodes["both"]) / total if total else 0.0
 
 
-def question(here_nodes: dict[str, float]) -> str:
+def question(here_nodes: Mapping[str, float]) -> str:
     """The paragraph's heading, asked of what the session's steps verified: why the datastore's
     guesses mostly miss the cut where they do, what a GPU adds where they make it."""
     if _datastore_share(here_nodes) < 0.5:
@@ -109,7 +137,7 @@ def question(here_nodes: dict[str, float]) -> str:
     return "Where do the verified drafts come from here, and what would a bigger c add?"
 
 
-def _why_kinds(nodes: dict[str, float]) -> str:
+def _why_kinds(nodes: Mapping[str, float]) -> str:
     """Why the verified guesses split as they do (the sentence's end)."""
     if _datastore_share(nodes) < 0.5:
         return (

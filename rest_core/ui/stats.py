@@ -18,12 +18,6 @@ TIMING_NOTE = (
     "tokens/s counts the decode steps only, not the prefill or loading the model. Compare's tokens/s, with nothing "
     "drawn, is the speed to compare."
 )
-# Why Compare's REST run can count other steps than the answer above for the same prompt: the
-# auto budget picks each step's drafts from the forward's cost measured at that moment.
-RERUN_NOTE = (
-    "With the auto budget, each step's drafts follow this machine's timings of the moment, so Compare's new REST "
-    "run of the same prompt can take other steps and draft other shares, with the same text."
-)
 
 
 def source_counts(events: Sequence[StepEvent]) -> dict[str, int]:
@@ -117,4 +111,4 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
     )
     if events[-1].method == "rest":
         cells += f'<div class="stat wide"><div class="v origin">{esc(origin_sentence(events))}</div></div>'
-    return f'<div class="stats">{cells}{state}<div class="stats-note">{esc(TIMING_NOTE)} {esc(RERUN_NOTE)}</div></div>'
+    return f'<div class="stats">{cells}{state}<div class="stats-note">{esc(TIMING_NOTE)}</div></div>'

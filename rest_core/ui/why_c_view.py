@@ -36,7 +36,13 @@ def expected_accepted(events: Sequence[StepEvent], cs: Sequence[int]) -> np.ndar
     for _, _, w in heaviest_shares(events, int(cs.max())):
         cum = np.concatenate(([0.0], np.cumsum(w)))
         predicted += cum[np.minimum(cs, w.shape[0])]
-    return acceptance_scale(events, int(cs.max())) * predicted / steps
+    return answer_scale(events) * predicted / steps
+
+
+def answer_scale(events: Sequence[StepEvent]) -> float:
+    """`acceptance_scale` over every node the steps verified, whatever c is asked about: one scale
+    per answer, so the caption's figure at one c is the chart's at that c."""
+    return acceptance_scale(events, max([verified(e) for e in events] + [1]))
 
 
 def heaviest_shares(events: Sequence[StepEvent], n: int) -> Iterator[tuple[StepEvent, np.ndarray, np.ndarray]]:
@@ -120,7 +126,7 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
 
 def _expected_speedup(curve: CostCurve, events: Sequence[StepEvent], cs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each c in `cs`: the expected draft tokens accepted per step, and the expected speedup
-    over plain decoding (1 + accepted tokens per step, each step costing the session's median
+    over plain decoding (1 + accepted tokens per step, each step costing the session's mean
     overhead beside the forward plus one forward of 1 + c tokens)."""
     acc = expected_accepted(events, cs)
     speedup = (1.0 + acc) * float(curve(1)) / (step_overhead(events) + curve(cs + 1))
@@ -128,9 +134,10 @@ def _expected_speedup(curve: CostCurve, events: Sequence[StepEvent], cs: np.ndar
 
 
 def step_overhead(events: Sequence[StepEvent]) -> float:
-    """The median milliseconds a REST step spends beside its forward (0 without REST steps)."""
+    """The mean milliseconds a REST step spends beside its forward (retrieval, building the tree,
+    acceptance), from the steps' own timings; 0 without REST steps. The mean, as Compare's step row."""
     overheads = [e.timings.total_ms - e.timings.forward_ms for e in events if e.method == "rest"]
-    return float(np.median(overheads)) if overheads else 0.0
+    return float(np.mean(overheads)) if overheads else 0.0
 
 
 def chosen_speedup(curve: CostCurve, events: Sequence[StepEvent], c: int) -> tuple[float, str]:
@@ -148,8 +155,9 @@ def verified(e: StepEvent) -> int:
 
 
 def verified_counts(events: Sequence[StepEvent]) -> str:
-    """ "0 drafts in 12 steps, 1–3 in 20 and 9–16 in 18": how many drafts the REST steps verified,
-    binned 0, 1–3, 4–7, 8–15, 16–31, 32 and more, each bin by the counts it holds."""
+    """ "0 drafts in 12 steps, 1–3 in 20 and 9–16 in 18: 301 in all": how many drafts the REST steps
+    verified, binned 0, 1–3, 4–7, 8–15, 16–31, 32 and more, each bin by the counts it holds, and
+    their true sum last (one figure, so a bin's own product is never read as the total)."""
     counts = [verified(e) for e in events if e.method == "rest"]
     bins: dict[int, list[int]] = {}
     for n in counts:
@@ -160,11 +168,10 @@ def verified_counts(events: Sequence[StepEvent]) -> str:
         what = f"{lo}" if lo == hi else f"{lo}–{hi}"
         if i == 0:
             what += " draft" if what == "1" else " drafts"
-        if lo == hi and lo and len(ns) > 1:  # the same count in each step: say so, and the sum
-            parts.append(f"{what} in each of {plural(len(ns), 'step')} ({lo * len(ns)} in all)")
-            continue
-        parts.append(f"{what} in {plural(len(ns), 'step')}" if i == 0 else f"{what} in {len(ns)}")
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        each = "each of " if lo == hi and lo and len(ns) > 1 else ""  # the same count in each step: say so
+        parts.append(f"{what} in {each}{plural(len(ns), 'step')}" if i == 0 else f"{what} in {each}{len(ns)}")
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{listed}: {sum(counts)} in all" if len(counts) > 1 and sum(counts) else listed
 
 
 def auto_budget(events: Sequence[StepEvent]) -> bool:
@@ -221,7 +228,7 @@ def _lay_out(fig: Any, curve: CostCurve, c: int) -> None:
     """The two panels' axes (the cost curve's on a log scale at its measured sizes and the marked
     1 + c) and the layout."""
     ticks = cost_ticks(curve.sizes, 1 + c)
-    fig.update_xaxes(title_text="tokens in one forward (1 + c)", type="log", tickvals=ticks, row=1, col=1)
+    fig.update_xaxes(title_text="tokens in one forward", type="log", tickvals=ticks, row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="c, the most draft tokens verified per step", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
@@ -300,15 +307,12 @@ def why_c_points(
         f"{float(speedup[best]):.2f}× plain decoding."
     )
     points.extend(two_speedups(curve, rest, c))
-    zero = float(speedup[0])
-    if shown(zero, 2) != 1.0:
-        points.append(
-            f"The curve's left end, no drafts, reads {zero:.2f}×, not 1×: a step without drafts still pays the retrieval and its "
-            f"other work ({shown(step_overhead(events)):.1f} ms) beside the forward."
-        )
+    sums.append(TWO_DIFFER)
+    points.extend(what_it_is(curve, rest, c, answer))
+    points.extend(left_end(curve, events, speedup))
     sums.append(
         f"At c = {c}: {sum_}. {acc_c:.2f}: the accepted drafts per step this answer's tries predict at c = {c}; "
-        f"{shown(step_overhead(events)):.1f} ms: a step's median work beside its forward; "
+        f"{shown(step_overhead(events)):.1f} ms: a step's mean work beside its forward, from its timings; "
         f"{shown(one):.1f} and {shown(verify):.1f} ms: the forwards of 1 and 1 + {c} tokens."
     )
     points.append(_picked(rest, c, best))
@@ -321,6 +325,45 @@ def why_c_points(
         sums.append(same)
     sums.append("Each answer has its own M; the stats under the chat show the last chat answer's.")
     return points, sums
+
+
+def left_end(curve: CostCurve, events: Sequence[StepEvent], speedup: np.ndarray) -> list[str]:
+    """The curve's left end in words, from the data: why no drafts reads below 1×, and why c = 1
+    dips under it where it does (a forward of 2 tokens costs more than one, and one draft adds few)."""
+    zero, points = float(speedup[0]), []
+    if shown(zero, 2) != 1.0:
+        points.append(
+            f"The curve's left end, no drafts, reads {zero:.2f}×, not 1×: a step without drafts still pays the retrieval and its "
+            f"other work ({shown(step_overhead(events)):.1f} ms) beside the forward."
+        )
+    if len(speedup) > 1 and shown(float(speedup[1]), 2) < shown(zero, 2):
+        acc1 = float(expected_accepted(events, [1])[0])
+        two = ratio(float(curve(2)), float(curve(1)), 2)
+        points.append(
+            f"It dips at c = 1 to {float(speedup[1]):.2f}×: a forward of 1 + 1 tokens costs {two:.2f}× one token's, "
+            f"and one draft adds only {acc1:.2f} accepted tokens per step."
+        )
+    return points
+
+
+def what_it_is(curve: CostCurve, rest: Sequence[StepEvent], c: int, answer: str = "This answer") -> list[str]:
+    """What the predicted speedup is and is not, beside Compare's measured one: for `answer` only,
+    from its acceptance, the forward cost and its steps' measured other work; and, when it reads
+    above 1×, the costs it leaves out and why Compare can still read below 1×."""
+    value, _ = chosen_speedup(curve, rest, c)
+    whose = answer.replace("The ", "the ", 1).replace("This ", "this ", 1)
+    out = [
+        f"The prediction is for {whose} only: its acceptance, the forward cost measured "
+        f"just now and its steps' other work, {shown(step_overhead(rest)):.1f} ms a step, the mean of its step "
+        "timings for retrieval, building the tree and acceptance. Compare instead times whole runs of the chat's "
+        "last prompt on the wall clock."
+    ]
+    if shown(value, 2) > 1.0:
+        out.append(
+            f"It reads above 1× because {whose} accepts many drafts. It leaves out the prefill and the page's drawing; "
+            "Compare leaves them out too, so where Compare reads below 1× the prompt accepts fewer drafts."
+        )
+    return out
 
 
 def _verify_cost(curve: CostCurve, c: int, one: float, verify: float) -> tuple[str, str]:
@@ -356,11 +399,15 @@ def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[st
     return [
         f"Predicted at c = {c}: 1 + the accepted drafts the tries predict, {acc:.2f}, times the forward of 1 token, "
         f"over the step's other work plus the forward of 1 + {c} = {value:.2f}×.",
-        f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×. "
-        "The two differ by the step's other work (retrieval, building the tree), which only the prediction "
-        "counts, by any step that wrote no token of its own (M counts it, the prediction does not), and where "
-        "the tries' predicted acceptance differs from what the answer accepted.",
+        f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×.",
     ]
+
+
+TWO_DIFFER = (
+    "The predicted and the M-based speedups differ by the step's other work (retrieval, building the tree), which "
+    "only the prediction counts, by any step that wrote no token of its own (M counts it, the prediction does not), "
+    "and where the tries' predicted acceptance differs from what the answer accepted."
+)
 
 
 def _m_words(rest: Sequence[StepEvent], answer: str) -> str:
@@ -389,10 +436,10 @@ def _picked(rest: Sequence[StepEvent], c: int, best: int) -> str:
     counts = verified_counts(rest)
     if auto_budget(rest):
         return (
-            f"The auto budget verified {counts}: it picks per step and drafts only where it expects to gain, while "
+            f"The auto budget verified {counts}. It picks per step and drafts only where it expects to gain, while "
             f"the curve's best c = {best} is one c for every step."
         )
-    return f"With c = {c}, the most verified per step, the steps verified {counts}: fewer where the trie held fewer."
+    return f"With c = {c}, the most verified per step, the steps verified {counts}; fewer where the trie held fewer."
 
 
 FLAT = 0.15  # a measured curve whose slowest point is within 15% of its fastest reads as flat

@@ -63,7 +63,9 @@ def test_the_timelines_blocks_carry_no_text_and_its_rows_clear_the_label():
     shown = [t.name for t in fig.data if t.showlegend]
     rows = compare_view.legend_rows(shown)
     assert rows == len(shown)  # at a phone's width each of these names takes its own row
-    assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * (1 + rows)  # the x title, the key, every row
+    # the x title alone in the margin: the container legend reserves its rows as drawn (no band on a laptop)
+    assert fig.layout.margin.b == compare_view.UNDER_AXIS and fig.layout.xaxis.automargin is True
+    assert fig.layout.height >= fig.layout.margin.t + 60 * 3 + 50 + compare_view.LEGEND_ROW * (1 + rows)
     assert compare_view.legend_rows(shown, width=700) < rows  # a laptop puts several on a row
     assert compare_view.legend_rows([]) == 0
 
@@ -107,5 +109,16 @@ def test_the_tokens_chart_keeps_its_legend_off_the_curves():
     legend = fig.layout.legend
     assert (legend.orientation, legend.yref, legend.y, legend.yanchor) == ("h", "container", 0, "bottom")
     rows = compare_view.legend_rows([t.name for t in fig.data])
-    assert fig.layout.margin.b >= 50 + compare_view.LEGEND_ROW * rows
-    assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= 200  # the plot keeps its height
+    assert fig.layout.margin.b == compare_view.UNDER_AXIS and fig.layout.xaxis.automargin is True
+    # the plot keeps its height under the phone's legend rows
+    assert fig.layout.height - fig.layout.margin.t - 50 - compare_view.LEGEND_ROW * rows >= 200
+
+
+def test_no_empty_band_between_the_timeline_and_its_legend_on_a_laptop():
+    """Score 7, 04: a big gap between the block chart and its legend on a laptop: the bottom margin
+    held the rows a phone wraps the legend to. The margin holds the axis's title only; the legend,
+    anchored to the container's bottom, reserves the rows it takes at the width drawn."""
+    fig = _timeline()
+    shown = [t.name for t in fig.data if t.showlegend]
+    assert compare_view.legend_rows(shown, width=1000) < compare_view.legend_rows(shown)
+    assert fig.layout.margin.b < 50 + compare_view.LEGEND_ROW * (1 + compare_view.legend_rows(shown, width=1000))

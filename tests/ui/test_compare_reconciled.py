@@ -25,12 +25,14 @@ def test_compare_sets_the_chats_steps_beside_its_rerun_with_the_cause():
     share = f"{100 * cmp.rest.draft_share:.0f}%"
     note = compare_view.rerun_note(cmp, chat, auto=True)
     assert note == (
-        f"The chat's answer to this prompt took 3 steps, 75% from drafts; Compare's REST run took 2 steps, {share}: "
-        "the auto budget picks each step's drafts from timings it measures live, so a rerun's steps differ, "
-        "while the text stays the same."
+        "The chat's answer to this prompt took 3 steps, M = 1.33; this REST rerun took 2, M = 2.00: "
+        "the auto budget picks each step's drafts from timings it measures live, and the text is the same."
     )
+    assert share  # the drafted shares stay in the table's fold
     html = unescape(compare_view.comparison_html(cmp, rerun=note))
     assert re.search(r'id="rerun-note">(.*?)</p>', html).group(1) == note
+    # beside the result (score 7: it sat under the live stats), before the table, not folded
+    assert html.index('id="rerun-note"') < html.index("<table") < html.index("<details")
     assert compare_view.rerun_note(cmp, totals(4, 2, 2, 0.3), auto=True) == ""  # the same steps: nothing to say
     assert compare_view.rerun_note(cmp, None, auto=True) == ""  # Compare on another prompt
 
@@ -77,13 +79,15 @@ def test_the_result_reads_in_one_glance_and_folds_every_other_figure():
     html = unescape(compare_view.comparison_html(cmp, live=6.8, rerun="The chat's answer took 3 steps."))
     top, fold = html[: html.index("<details")], html[html.index("<details") :]
     rows = compare_view.comparison_rows(cmp)
-    shown_rows = re.findall(r"<tr><th>([^<]+)</th><td>", top)
+    shown_rows = re.findall(r"<tr><th>([^<]+)</th><td", top)
     assert shown_rows == list(compare_view.MAIN_ROWS)
-    assert re.findall(r"<tr><th>([^<]+)</th><td>", fold) == [k for k, _, _ in rows if k not in compare_view.MAIN_ROWS]
-    for k, r, a in rows:  # every row once, above or in the fold
-        assert html.count(f"<tr><th>{k}</th><td>{r}</td><td>{a}</td></tr>") == 1
-    assert top.count("<p") == 1  # the why only: the live note, the rerun note and the sum are folded
-    for part in ('id="live-note"', 'id="rerun-note"', 'id="speedup-sum"'):
+    assert re.findall(r"<tr><th>([^<]+)</th><td", fold) == [k for k, _, _ in rows if k not in compare_view.MAIN_ROWS]
+    for k, r, a in rows:  # every row once, above or in the fold; one for both runs spans both columns
+        cells = f"<td>{r}</td><td>{a}</td>" if a else f'<td colspan="2" class="both">{r}</td>'
+        assert html.count(f"<tr><th>{k}</th>{cells}</tr>") == 1
+    assert top.count("<p") == 2  # the why and the rerun note: the live note and the sum are folded
+    assert 'id="rerun-note"' in top
+    for part in ('id="live-note"', 'id="speedup-sum"'):
         assert part in fold
 
 
@@ -105,7 +109,8 @@ def test_prompt_lookups_rate_bar_and_line_end_together():
     run = LookupRun(tuple(range(64)), (2,) * 31 + (1,), tuple(105.0 * (i + 1) for i in range(32)), 50.0, False, 10)
     assert run.decode_tokens == 63
     html = unescape(compare.lookup_html(run, runs()[1], greedy=False))
-    assert "63 tokens after the prefill's first / 3.36 s = 18.8 tokens/s" in html
+    # every token counted as the table counts them (64), the rate over the 63 the clock timed
+    assert "64 tokens, the first with the prefill, off the clock; 63 / 3.36 s = 18.8 tokens/s" in html
     rate, _ = measures.lookup_rate(63, 64, 3360.0)
     assert rate == pytest.approx(63 / 3.36)
     blocks = compare_view.lookup_blocks(run.token_ids, run.counts, run.ends_ms)
@@ -113,3 +118,39 @@ def test_prompt_lookups_rate_bar_and_line_end_together():
     fig = compare_view.speed_figure(*runs(), run)
     line = next(d for d in fig.data if d.name == "prompt lookup k=10")
     assert line.x[-1] == pytest.approx(3.36) and line.y[-1] == 64 and (line.x[0], line.y[0]) == (0.0, 1)
+
+
+def test_the_rerun_note_speaks_when_m_differs_and_the_step_row_names_each_column():
+    """Score 7, 04/03: "38 steps / 1.68" under the chat beside "37 / 1.73" in Compare; and "time per
+    step (mean: forward + retrieval + acceptance)" read as plain's too, which retrieves nothing."""
+    rest, ar = runs()
+    cmp = compare_view.compare(rest, ar, greedy=True)  # REST: 4 tokens in 2 steps, M = 2.00
+    assert compare_view.rerun_note(cmp, totals(3, 2, 2, 0.3), auto=True).startswith(
+        "The chat's answer to this prompt took 2 steps, M = 1.50; this REST rerun took 2, M = 2.00:"
+    )
+    assert "plain: forward only" in compare_view.STEP_ROW and "REST: forward + retrieval" in compare_view.STEP_ROW
+    top = unescape(compare_view.comparison_html(cmp)).split("<details")[0]
+    assert f"<th>{compare_view.STEP_ROW}</th>" in top
+
+
+def test_the_phone_table_keeps_its_numbers_on_one_line():
+    """Score 7, 11: "64 / 64 = 1.00" wrapped over three lines and "47.1 ms" over two at 390 px. The
+    figures never wrap; on a phone the row labels are smaller, so the table fits."""
+    from pathlib import Path
+
+    css = Path(__file__).resolve().parents[2].joinpath("assets", "app.css").read_text()
+    block = css[css.index("/* why2:") :]
+    assert re.search(r"table\.cmp td \{[^}]*white-space: nowrap", block)
+    assert re.search(r"table\.cmp td\.both \{[^}]*white-space: normal", block)  # "yes, 64 tokens compared" wraps
+    rest, ar = runs()
+    html = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
+    assert '<td colspan="2" class="both">yes, 4 tokens compared</td>' in html
+    assert re.search(r"@media \(max-width: 480px\) \{[^@]*table\.cmp tbody th \{[^}]*font-size", block)
+
+
+def test_the_status_line_starts_its_cut_runs_sentence_with_a_capital():
+    """Score 7, 04: "… (64 new tokens max). prompt lookup stopped after 20 s": a sentence in lower case."""
+    from rest_core.config import GenerationConfig
+
+    note = compare._compared_note("the last prompt", GenerationConfig(), "", ["prompt lookup"], 20.0, 60.0)
+    assert ". Prompt lookup " in note and ". prompt lookup" not in note

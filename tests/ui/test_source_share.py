@@ -15,13 +15,16 @@ from tests.ui.test_render import event
 CURVE = CostCurve((1, 2, 4, 8, 16, 32, 64, 128), (10.0, 11.0, 12.0, 14.0, 18.0, 26.0, 42.0, 80.0))
 
 
-def _step(k: int) -> object:
-    """One step: a heavy context continuation (weight 6) and k lighter datastore ones (1 each)."""
+def _step(k: int, c: int = 2) -> object:
+    """One step: a heavy context continuation (weight 6) and k lighter datastore ones (1 each); it
+    verified the c heaviest (its draft)."""
     tokens = np.arange(1 + k, dtype=np.int64)
     weights = np.array([6.0] + [1.0] * k)
     sources = np.array([SOURCE_CONTEXT] + [SOURCE_DATASTORE] * k, dtype=np.uint8)
     trie = Trie(tokens, np.full(1 + k, -1), np.ones(1 + k, dtype=np.int64), weights, sources)
-    return event(0, [0, 99], (SOURCE_CONTEXT, 0), trie=trie, draft=None, draft_idx=[0], accepted=(0,))
+    n = min(c, 1 + k)
+    draft = Trie(tokens[:n], np.full(n, -1), np.ones(n, dtype=np.int64), weights[:n], sources[:n])
+    return event(0, [0, 99], (SOURCE_CONTEXT, 0), trie=trie, draft=draft, draft_idx=list(range(n)), accepted=(0,))
 
 
 def test_the_heaviest_nodes_by_source_at_c_and_at_64():
@@ -30,7 +33,9 @@ def test_the_heaviest_nodes_by_source_at_c_and_at_64():
     assert here_nodes == {"context": 1.0, "datastore": 1.0, "both": 0.0}
     gpu_nodes, gpu_acc = source_share.verified_by_kind(events, 64)
     assert gpu_nodes == {"context": 1.0, "datastore": 63.0, "both": 0.0}
-    assert np.isclose(here_acc["context"], 6 / 106) and np.isclose(gpu_acc["datastore"], 63 / 106)
+    assert np.isclose(here_acc["context"], 6 / 7) and np.isclose(
+        gpu_acc["datastore"], 63 / 7
+    )  # scaled: 1 accepted of 7/106
 
 
 def test_accepted_shares_count_drafted_tokens_only():
@@ -42,11 +47,11 @@ def test_accepted_shares_count_drafted_tokens_only():
 def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
     text = source_share.source_share_html([_step(100)], CURVE, 2)
     assert "the conversation 100%" in text
-    assert "1.0 from the conversation, 1.0 from the datastore" in text  # c = 2
-    assert "1.0 from the conversation, 63.0 from the datastore" in text  # c = 64
+    assert "verified 2 in all: 1 from the conversation, 1 from the datastore; 2.0 per step" in text  # c = 2
+    assert "over the same 1 step, are 1.0 from the conversation, 63.0 from the datastore" in text  # c = 64
     # the cost of 1 + c is Why this c?'s caption's; here only the GPU's c, from the printed figures
     assert "1 + 2 tokens" not in text and "1 + 64 tokens takes 42.6 / 10.0 = 4.26× one token" in text
-    assert "rise from 0.01 to 0.59" in text
+    assert "rise from 0.14 to 9.00" in text
     assert "Where do the verified drafts come from here" in text  # 1 of 2 verified nodes: not "mostly not"
     assert source_share.source_share_html([], CURVE, 2) == ""
 
@@ -54,7 +59,7 @@ def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
 def test_the_question_follows_the_data():
     """Where the datastore drafted most of what a step verified, the paragraph does not ask why
     its drafts are mostly not verified."""
-    text = source_share.source_share_html([_step(100)], CURVE, 8)  # c = 8: 1 context node, 7 datastore
+    text = source_share.source_share_html([_step(100, 8)], CURVE, 8)  # c = 8: 1 context node, 7 datastore
     assert "mostly not verified" not in text and "rarely make the cut" not in text
     assert "Where do the verified drafts come from here" in text
     assert source_share.question({"context": 1.0, "datastore": 0.5, "both": 0.0}).startswith("Why are")
@@ -113,3 +118,27 @@ def test_several_sources_are_named_as_the_page_names_the_violet():
     text = unescape(source_share.source_share_html([both], CURVE, 2))
     assert "several sources (conversation + datastore) 100%" in text
     assert text.count("several sources") == text.count("several sources (conversation + datastore)")
+
+
+def test_the_verified_split_adds_up_to_the_total_why_this_c_quotes():
+    """Score 7, 07: "16 in each of 17 steps (272 in all)" beside a per-step split of 2.0 + 12.3 + 0.5
+    that, times 21 steps, came to more than the drafts verified. One source, the events' drafts:
+    the kinds add up to the total, per step times the steps is the total, and it is the total
+    Why this c?'s count quotes."""
+    import re
+
+    from rest_core.ui import why_c_view
+
+    events = [_step(100, 16)] * 17 + [_step(9, 16)] * 3 + [_step(4, 5)]
+    counts, steps = source_share.verified_drafts(events)
+    total = sum(why_c_view.verified(e) for e in events)
+    assert steps == 21 and sum(counts.values()) == total == 17 * 16 + 3 * 10 + 5
+    line = source_share.verified_line(events, 16)
+    listed = [int(n) for n in re.findall(r"(\d+) from", line)]
+    assert f"verified {total} in all" in line and sum(listed) == total
+    per_step = float(re.search(r"; ([\d.]+) per step", line).group(1))
+    assert abs(per_step * steps - total) < 0.05 * steps
+    counted = why_c_view.verified_counts(events)
+    assert counted.endswith(f": {total} in all") and "(272 in all)" not in counted
+    bins = re.findall(r"(\d+)(?:–(\d+))? (?:drafts? )?in (?:each of )?(\d+)", counted)
+    assert sum(int(n) for *_, n in bins) == steps

@@ -109,12 +109,12 @@ def test_why_this_c_says_what_the_auto_budget_picked_beside_the_curves_best_c():
     with the auto budget. The caption names how many drafts the auto budget verified per step and
     relates it to the curve's best c in one sentence."""
     events = [_auto(0, 0)] * 3 + [_auto(2, 1), _auto(3, 0)] + [_auto(9, 2), _auto(16, 3)]
-    assert why_c_view.verified_counts(events) == "0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1"
+    assert why_c_view.verified_counts(events) == "0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: 30 in all"
     words = text(why_c_view.why_c_caption(CPU, events, 16, max_c=64))
     best = why_c_view.why_c_figure(CPU, events, 16, max_c=64).layout.meta["best_c"]
     sentence = next(s for s in words.split("  ") if "The auto budget" in s).strip()
     assert sentence == (
-        "The auto budget verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: it picks per step and drafts "
+        "The auto budget verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: 30 in all. It picks per step and drafts "
         f"only where it expects to gain, while the curve's best c = {best} is one c for every step."
     )
     # a fixed c (step-through) is not called the auto budget
@@ -159,7 +159,7 @@ def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
 def test_the_same_count_in_every_step_reads_per_step_and_in_all():
     """Score 2, 07: "the steps verified 16 drafts in 4 steps" read as 16 in all; every tree says 16 each."""
     events = [_auto(16, 3)] * 4
-    assert why_c_view.verified_counts(events) == "16 drafts in each of 4 steps (64 in all)"
+    assert why_c_view.verified_counts(events) == "16 drafts in each of 4 steps: 64 in all"
 
 
 def test_both_speedups_are_named_with_their_formulas():
@@ -217,3 +217,64 @@ def test_the_curve_at_c_0_says_why_it_is_not_1x():
     words = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
     if round(zero, 2) != 1.0:
         assert f"The curve's left end, no drafts, reads {zero:.2f}×, not 1×" in words
+
+
+def test_the_dip_at_c_1_is_explained_from_the_data():
+    """Score 7, 07: the curve dips to 0.8× at c = 1 and only its 0.98× left end was explained. Where
+    c = 1 reads below c = 0, one clause says why: the 1 + 1 forward's cost beside one draft's gain."""
+    curve = CostCurve((1, 2, 4, 8, 16, 32, 64, 65), (50.0, 120.0, 120.0, 125.0, 130.0, 140.0, 200.0, 206.0))
+    events = [_step(100), _step(100)]
+    _, speedup = why_c_view._expected_speedup(curve, events, np.arange(0, 65))
+    assert speedup[1] < speedup[0]
+    words = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
+    acc1 = float(why_c_view.expected_accepted(events, [1])[0])
+    assert (
+        f"It dips at c = 1 to {speedup[1]:.2f}×: a forward of 1 + 1 tokens costs 2.40× one token's, and one draft "
+        f"adds only {acc1:.2f} accepted tokens per step." in words
+    )
+    flat = CostCurve((1, 2, 4), (50.0, 50.0, 50.0))  # no dip: no clause
+    assert "dips at c = 1" not in text(why_c_view.why_c_caption(flat, events, 2, max_c=3))
+
+
+def test_the_cost_axis_is_tokens_in_one_forward_with_1_plus_c_marked():
+    """Score 7, 07: the axis read "tokens in one forward (1 + c)" under ticks 1, 2, 4, 8, 17, 32, 65:
+    32 is no 1 + c. The axis names tokens; the marker names 1 + c."""
+    fig = why_c_view.why_c_figure(CPU, [_step(100)], 16, max_c=64)
+    assert fig.layout.xaxis.title.text == "tokens in one forward"
+    marker = next(t for t in fig.data if t.name == "1 + c")
+    assert marker.text[0].startswith("1 + 16 = 17 tokens") and 17 in fig.layout.xaxis.tickvals
+
+
+def test_the_prediction_says_what_it_is_and_is_not():
+    """Score 7, 07 beside 04: Why this c? predicted 1.55× for the step-through's answer where Compare
+    measured 0.84× on the chat's prompt. The caption says the prediction is for its answer only, from
+    which costs (the steps' other work measured, as a mean), against what Compare times; above 1× it
+    names what it leaves out."""
+    from dataclasses import replace
+
+    from rest_core.decode.events import StepTimings
+
+    events = [replace(_step(100), timings=StepTimings(forward_ms=40.0, total_ms=41.0 + i)) for i in range(3)]
+    value, _ = why_c_view.chosen_speedup(CPU, events, 16)
+    assert value > 1
+    words = text(why_c_view.why_c_caption(CPU, events, 16, "The step-through's answer", max_c=64))
+    assert (
+        "The prediction is for the step-through's answer only: its acceptance, the forward "
+        "cost measured just now and its steps' other work, 2.0 ms a step, the mean of its step timings" in words
+    )
+    assert "Compare instead times whole runs of the chat's last prompt on the wall clock." in words
+    assert "It leaves out the prefill and the page's drawing" in words
+    assert words.split("The arithmetic")[0].count(f"{value:.2f}×") == 1  # said once, in the formula's bullet
+    assert why_c_view.step_overhead(events) == pytest.approx(2.0)  # the mean, as Compare's step row
+
+
+def test_the_captions_accepted_drafts_at_a_c_are_the_charts():
+    """Score 7, 07: the dip's clause said one draft "adds only 2.05 accepted tokens per step" where the
+    chart's c = 1 read 0.81×: the caption scaled the tries' shares at its own c, the chart at 64. One
+    scale per answer: the caption's figure at each c is the chart's hover at that c."""
+    events = [_step(100, 16), _step(100, 8), _step(9, 4)]
+    fig = why_c_view.why_c_figure(CPU, events, 16, max_c=64)
+    chart = np.asarray(fig.data[1].customdata)
+    for c in (1, 2, 4, 16, 64):
+        assert float(why_c_view.expected_accepted(events, [c])[0]) == pytest.approx(chart[c])
+    assert why_c_view.chosen_speedup(CPU, events, 1)[0] == pytest.approx(fig.data[1].y[1], abs=0.01)
