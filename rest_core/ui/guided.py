@@ -37,7 +37,7 @@ GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
         "and the walk that accepts drafts. Open “Where it came from” to see the code files behind a draft.",
     ),
     GuidedExample(
-        "A question the corpus knows nothing about: few drafts, plain speed",
+        "A question the corpus knows nothing about: few drafts, about plain speed",
         "Name three rivers of Mongolia and say where each one flows.",
         "code",
         "compare",
