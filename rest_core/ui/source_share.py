@@ -113,8 +113,9 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
         _why_kinds(verified_kinds),
         f"On this device a forward of 1 + {GPU_C} tokens takes "
         f"{divided(float(curve(1 + GPU_C)), float(curve(1)))}× one token's.",
-        f"On a GPU verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: the {GPU_C} heaviest "
-        f"drafts per step, over the same {plural(steps, 'step')}, are {_kinds(gpu_nodes)}.",
+        f"On a GPU verifying {GPU_C} tokens costs about as much as one, so c = {GPU_C} pays: the up to {GPU_C} "
+        f"heaviest drafts per step (fewer where the trie held fewer), over the same {plural(steps, 'step')}, are "
+        f"{sum(gpu_nodes.values()):.1f} a step: {_kinds(gpu_nodes)}.",
         f"With c = {GPU_C} the datastore's expected accepted drafts per step rise from "
         f"{here_acc['datastore'] + here_acc['both']:.2f} to {gpu_acc['datastore'] + gpu_acc['both']:.2f}, the "
         f"conversation's from {here_acc['context']:.2f} to {gpu_acc['context']:.2f}, weighed as in the chart above.",
