@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     from rest_core.decode.engine import Engine
     from rest_core.decode.models import load_model
     from rest_core.store.datastore import Datastore
-    from rest_core.ui.trie_view import compact_event, trie_figure
+    from rest_core.ui.tree_layout import compact_event
+    from rest_core.ui.trie_view import trie_figure
 
     torch.set_num_threads(args.threads or available_cpus())
     lm = load_model("embedded", device="cpu")

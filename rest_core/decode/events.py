@@ -111,7 +111,7 @@ class StepEvent:
     totals: Totals
     finished: bool
     finish_reason: Literal["eos", "length"] | None = None
-    # Set when `trie` holds only the part a page draws (rest_core.ui.trie_view.compact_event): the
+    # Set when `trie` holds only the part a page draws (rest_core.ui.tree_layout.compact_event): the
     # whole retrieved trie's node count. None: `trie` is the whole retrieved trie.
     trie_nodes: int | None = None
     # per draft node, the auto budget's predicted chance that the model's path runs through it

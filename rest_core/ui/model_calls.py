@@ -33,7 +33,7 @@ from rest_core.budget.cost_curve import CostCurve
 from rest_core.config import GenerationConfig
 from rest_core.decode.events import StepEvent
 from rest_core.ui.fairness import LONG, SHORT, ModelGate
-from rest_core.ui.trie_view import compact_event
+from rest_core.ui.tree_layout import compact_event
 
 log = logging.getLogger("rest.app")
 
@@ -88,7 +88,7 @@ class Steps:
 
 def answer_stream(models: Models, job: ModelJob) -> Iterator[StepEvent | TimeLimit]:
     """An answer's steps as they come, holding the model: compact events (the trie the page
-    draws, rest_core.ui.trie_view.compact_event), at most job.max_steps of them; after
+    draws, rest_core.ui.tree_layout.compact_event), at most job.max_steps of them; after
     job.max_seconds on the model (counted from when it was taken, pauses left out) a TimeLimit
     ends them. A LONG job lets the short jobs waiting for the model (a Send) in between two of its
     steps, so they wait for one step of it, not all of it."""

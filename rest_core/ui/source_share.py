@@ -3,7 +3,7 @@ and what would change on a GPU. Answered from the session itself: where its acce
 tokens came from, which sources the c heaviest trie nodes belong to (what a step verifies) at
 the session's c and at c = 64, and the measured forward cost of both sizes.
 
-The heaviest nodes per step are in every compact event (`trie_view.HEAVIEST_KEPT`), so this
+The heaviest nodes per step are in every compact event (`tree_layout.HEAVIEST_KEPT`), so this
 reads the same tries as Why this c? and weighs nodes the same way (a node's weight over the
 root's stands for the chance the model's path runs through it, scaled to what was accepted).
 """

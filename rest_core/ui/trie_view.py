@@ -39,17 +39,7 @@ from rest_core.ui.tree_key import (
     end_token,
     key_name,
 )
-from rest_core.ui.tree_layout import (  # noqa: F401  (the draft tree's selection, named here too)
-    HEAVIEST_KEPT,
-    MAX_ROWS,
-    TRIE_MAX_EXTRA,
-    TRIE_MAX_NODES,
-    TreeView,
-    _draw_order,
-    compact_event,
-    draft_to_trie,
-    tree_view,
-)
+from rest_core.ui.tree_layout import TRIE_MAX_NODES, TreeView, draft_to_trie, tree_view
 
 # Fixed: Plotly's responsive mode in the page keeps the first figure's height. MAX_ROWS rows
 # of 12 px labels, about 29 px apart, above a key of nine lines.

@@ -11,7 +11,7 @@ import pytest
 
 from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE, MatchInfo, StepEvent, StepTimings, Totals
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, compare_view, inspector, stats, style, tree_key, trie_view
+from rest_core.ui import answer_view, compare_view, inspector, stats, style, tree_key, tree_layout, trie_view
 
 EOS = 256
 
@@ -327,7 +327,7 @@ def test_tree_view_caps_nodes_but_keeps_accepted_path_and_ancestors():
 def test_draft_to_trie_matches_by_token_path():
     trie = small_trie()
     draft = sub(trie, [0, 2, 4])
-    assert trie_view.draft_to_trie(trie, draft).tolist() == [0, 2, 4]
+    assert tree_layout.draft_to_trie(trie, draft).tolist() == [0, 2, 4]
 
 
 def test_trie_figure_data():
@@ -552,19 +552,19 @@ def test_compact_event_draws_the_same_figure_and_inspector_in_bounded_size(big_t
     events = list(engine.generate(prompt, config))
     full_sizes = []
     for e in events:
-        small = trie_view.compact_event(e)
+        small = tree_layout.compact_event(e)
         if e.trie is None:
             assert small.trie is None
             continue
         full_sizes.append(len(e.trie))
-        assert len(small.trie) <= trie_view.TRIE_MAX_NODES + c + trie_view.HEAVIEST_KEPT  # independent of K
+        assert len(small.trie) <= tree_layout.TRIE_MAX_NODES + c + tree_layout.HEAVIEST_KEPT  # independent of K
         heaviest = np.sort(e.trie.weights)[::-1][:64]
         assert np.array_equal(np.sort(small.trie.weights)[::-1][:64], heaviest)  # what c <= 64 would verify
         assert small.trie_nodes == len(e.trie) and small.draft == e.draft and small.tokens == e.tokens
         assert [int(small.trie.tokens[i]) for i in small.draft_idx] == [int(e.trie.tokens[i]) for i in e.draft_idx]
         assert trie_view.trie_figure(small, tok).to_dict() == trie_view.trie_figure(e, tok).to_dict()
         assert inspector.inspector_html(small, tok, n_steps=3) == inspector.inspector_html(e, tok, n_steps=3)
-        assert trie_view.compact_event(small) is small
+        assert tree_layout.compact_event(small) is small
     assert full_sizes
     if k == 5000:
         assert max(full_sizes) > 10_000  # the full tries really are big
@@ -591,7 +591,7 @@ def test_draw_order_is_the_full_sort_s_prefix_that_can_be_drawn(seed):
     accepted = selected & (rnd.random(n) < 0.5)
     full = np.lexsort((np.arange(n), trie.depths, -trie.weights, ~selected, ~accepted))
     for max_extra in (0, 1, 3, 8, n + 5):
-        order = trie_view._draw_order(trie, selected, accepted, max_extra)
+        order = tree_layout._draw_order(trie, selected, accepted, max_extra)
         head = int(selected.sum()) + min(max_extra, n - int(selected.sum()))
         assert order[:head].tolist() == full[:head].tolist()
         assert len(set(order.tolist())) == len(order)
@@ -603,7 +603,7 @@ def test_draft_to_trie_on_a_deep_draft_and_missing_nodes():
     while trie.parents[path[-1]] >= 0:
         path.append(int(trie.parents[path[-1]]))
     draft = sub(trie, sorted(path))
-    assert trie_view.draft_to_trie(trie, draft).tolist() == sorted(path)
+    assert tree_layout.draft_to_trie(trie, draft).tolist() == sorted(path)
     stranger = Trie(
         tokens=np.array([99999, 1]),
         parents=np.array([-1, 0]),
@@ -611,7 +611,7 @@ def test_draft_to_trie_on_a_deep_draft_and_missing_nodes():
         weights=np.ones(2),
         sources=np.ones(2, np.int8),
     )
-    assert trie_view.draft_to_trie(trie, stranger).tolist() == [-1, -1]
+    assert tree_layout.draft_to_trie(trie, stranger).tolist() == [-1, -1]
 
 
 def test_how_rest_works_diagram_agrees_with_the_glossary_and_its_text_fits_its_boxes():

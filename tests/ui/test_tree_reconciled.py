@@ -16,7 +16,7 @@ import numpy as np
 
 from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, inspector, phases, style, tree_key, trie_view
+from rest_core.ui import answer_view, inspector, phases, style, tree_key, tree_layout, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
@@ -167,7 +167,7 @@ def test_no_label_or_marker_shares_a_row_or_a_spot():
         leaves = [k for k in range(len(view.nodes)) if k not in set(view.parent_pos.tolist())]
         rows = sorted([float(view.y[k]) for k in leaves] + ([view.star_y] if view.model_token is not None else []))
         assert all(b - a >= 1 for a, b in zip(rows, rows[1:]))
-        assert view.rows <= trie_view.MAX_ROWS
+        assert view.rows <= tree_layout.MAX_ROWS
         # labels fit between their neighbours on a phone
         assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, view, TOK).columns)
     view = trie_view.tree_view(wide_step())
@@ -314,7 +314,7 @@ def test_a_crowded_level_folds_its_lightest_siblings_into_one_more_node():
     keep a row and a label each; the rest fold into one "+N more" node, and the title counts both."""
     ev = wide_step(15)
     view = trie_view.tree_view(ev)
-    assert view.rows <= trie_view.MAX_ROWS
+    assert view.rows <= tree_layout.MAX_ROWS
     [(parent, _, _, folded)] = view.folds
     drawn = len(view.nodes)
     assert parent == -1 and drawn + len(folded) == 15 and drawn >= 5
@@ -390,7 +390,7 @@ def test_every_drafted_node_carries_its_verify_table_row():
         for k in drawn:
             row = at[(float(view.x[k]), float(view.y[k]))]
             token = TOK.decode([int(ev.trie.tokens[view.nodes[k]])])
-            node = list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(view.nodes[k])
+            node = list(tree_layout.draft_to_trie(ev.trie, ev.draft)).index(view.nodes[k])
             assert row == str(node + 1)  # the table's row of that draft node
             assert re.search(rf"\s{row} \((parent|root)", table) or f" {row} (parent" in table
             assert token == TOK.decode([int(ev.draft.tokens[node])])
@@ -399,7 +399,7 @@ def test_every_drafted_node_carries_its_verify_table_row():
         hovers = " ".join(h for t in fig.data if t.name == "folded" for h in t.hovertext)
         for _, _, _, held in view.folds:
             for t in held:
-                assert f"row {list(trie_view.draft_to_trie(ev.trie, ev.draft)).index(t) + 1}," in hovers
+                assert f"row {list(tree_layout.draft_to_trie(ev.trie, ev.draft)).index(t) + 1}," in hovers
 
 
 def test_top_label_and_bottom_row_number_stay_inside_the_figure():
