@@ -97,7 +97,11 @@ function showStatuses() {
     const r = status.getBoundingClientRect();
     if (!r.height) continue; // not laid out yet: looked at again after the next change
     shownStatuses.add(status);
-    if (r.top < 0 || r.bottom > window.innerHeight) status.scrollIntoView({ block: "nearest" });
+    // By whole pixels with a small margin: scrollIntoView's "nearest" can leave a box that starts
+    // on a fractional pixel a fraction of a pixel below the window's edge.
+    const margin = 8;
+    if (r.bottom > window.innerHeight) window.scrollBy(0, Math.ceil(r.bottom - window.innerHeight + margin));
+    else if (r.top < 0) window.scrollBy(0, Math.floor(r.top - margin));
   }
 }
 // After the browser has laid the change out (a status just inserted can still measure 0 px).
