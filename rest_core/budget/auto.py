@@ -13,6 +13,15 @@ once learned pessimism learns from drafted nodes only. Two things undo that, bot
   half-life `HALF_LIFE` steps learned);
 - after `EXPLORE_EVERY` steps in a row that had candidates but drafted none, the next step
   drafts the best draft of at least one node anyway, so costs and acceptance are seen again.
+
+What it weighs a draft against must be seen too: the cost of a step without drafts (q = 1). A
+budget that drafts every step never times one, and the drift it sees in drafted steps (the
+output head scoring a chain or two, and the mean of a busy machine against the curve's fastest
+run) would then scale the plain step's cost up with them: it believed a plain step cost 48 ms
+where one cost 38.5, and drafted 15 a step where drafting lost (seen on the app's default code
+prompt). So a step whose best draft is marginal (fewer than `PROBE_BELOW` tokens expected
+accepted) drafts nothing when the plain step's cost is not trusted and fresh, at most once in
+`PROBE_GAP` steps: a probe. Plain decoding on the same engine times it too (`step_done`).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rest_core.budget.acceptance import AcceptanceModel, SourceMatch, node_features, observable
-from rest_core.budget.cost_curve import CostCurve, ObservedCosts
+from rest_core.budget.cost_curve import MIN_SEEN, CostCurve, ObservedCosts
 from rest_core.budget.selection import choose_draft
 from rest_core.drafting.trie import Trie
 
@@ -33,6 +42,8 @@ if TYPE_CHECKING:
 
 
 EXPLORE_EVERY = 16  # steps in a row with candidates but no draft, before one drafts anyway
+PROBE_GAP = 8  # steps at least between two probes (a marginal step drafting nothing to time q = 1)
+PROBE_BELOW = 1.0  # a probe only replaces a draft expected to add fewer accepted tokens than this
 
 
 class AutoBudget:
@@ -61,6 +72,8 @@ class AutoBudget:
         self.costs = costs or ObservedCosts()  # the forward time seen per size q; its clock counts the steps learned
         self._observed = self.costs.seen  # q -> the forward time seen for q tokens
         self._idle = 0  # plans in a row that had candidates but drafted nothing
+        self._last_probe = -PROBE_GAP  # the cost clock at the latest probe
+        self.probed = False  # whether the latest plan was a probe (drafted nothing to time q = 1)
 
     def corrected_curve(self) -> CostCurve:
         """The measured curve corrected by the forward times observed since
@@ -87,8 +100,42 @@ class AutoBudget:
         model = self.model_for(retrieved)
         explore = int(self._idle >= EXPLORE_EVERY)
         chosen, p = choose_draft(pool, matches, model, c_max, self.corrected_curve(), self.overhead_ms, explore)
+        self.probed = bool(
+            chosen.idx.size and not explore and chosen.expected_accepted < PROBE_BELOW and self._probe_due()
+        )
+        if self.probed:
+            self._last_probe = self.costs.clock
+            return chosen.idx[:0], p[:0]
         self._idle = 0 if chosen.idx.size else self._idle + 1
         return chosen.idx, p
+
+    def _probe_due(self) -> bool:
+        """Whether a plain step's cost needs timing: drafted steps' costs correct the curve (a
+        size q > 1 seen MIN_SEEN times), and q = 1 was seen fewer than MIN_SEEN times or not
+        within the last half-life of steps; and no probe within the last PROBE_GAP steps."""
+        plain, clock = self._observed.get(1), self.costs.clock
+        if not any(o.n >= MIN_SEEN for q, o in self._observed.items() if q > 1):
+            return False  # the curve as measured, which timed q = 1 with the rest
+        if plain is not None and plain.n >= MIN_SEEN and clock - plain.step < self.costs.half_life:
+            return False
+        return clock - self._last_probe >= PROBE_GAP
+
+    def step_done(
+        self,
+        draft: Draft,
+        accepted: Sequence[int],
+        forward_ms: float,
+        total_ms: float,
+        retrieved: Sequence[Retrieved],
+        drafting: bool,
+    ) -> None:
+        """One engine step: learned (`learn`) where this budget chose its draft (`drafting`);
+        otherwise a step without drafts (plain decoding, or a fixed c that found nothing) still
+        times what a plain step costs."""
+        if drafting:
+            self.learn(draft, accepted, overhead_ms=total_ms - forward_ms, forward_ms=forward_ms, retrieved=retrieved)
+        elif len(draft) == 0:
+            self.costs.observe(1, forward_ms)
 
     def learn(
         self,

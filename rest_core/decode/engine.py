@@ -341,8 +341,8 @@ class Engine:
                 clock.mark("commit")
                 timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
-                if auto:
-                    self._learn(draft, accepted, timings, retrieved)
+                # What the step taught the auto budget (a plain decoding step: what q = 1 costs).
+                self.auto_budget.step_done(draft, accepted, timings.forward_ms, timings.total_ms, retrieved, auto)
                 totals = tally.add(len(tokens), len(rows), timings)
                 event = self._event(
                     config,
@@ -508,11 +508,6 @@ class Engine:
         with torch.inference_mode():
             keep_rows(state.cache, len(state.ids) - 1, rows[: len(tokens) - 1])
         state.ids.extend(tokens)
-
-    def _learn(self, draft: Draft, accepted: tuple[int, ...], timings: StepTimings, retrieved: list[Retrieved]) -> None:
-        """Teach the auto budget what this step's draft cost beside its forward and what of it was accepted."""
-        forward_ms, overhead_ms = timings.forward_ms, timings.total_ms - timings.forward_ms
-        self.auto_budget.learn(draft, accepted, overhead_ms=overhead_ms, forward_ms=forward_ms, retrieved=retrieved)
 
     def _event(
         self,
