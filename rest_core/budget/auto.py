@@ -109,6 +109,12 @@ class AutoBudget:
         self._idle = 0 if chosen.idx.size else self._idle + 1
         return chosen.idx, p
 
+    def take_probe(self) -> bool:
+        """Whether the plan since the last call was a probe (then forgotten: a step without a
+        plan, nothing retrieved, is none)."""
+        probed, self.probed = self.probed, False
+        return probed
+
     def _probe_due(self) -> bool:
         """Whether a plain step's cost needs timing: drafted steps' costs correct the curve (a
         size q > 1 seen MIN_SEEN times), and q = 1 was seen fewer than MIN_SEEN times or not

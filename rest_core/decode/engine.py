@@ -321,6 +321,7 @@ class Engine:
                 clock.mark("retrieve")
                 draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
                 clock.mark("draft")
+                probe = self.auto_budget.take_probe()  # drafted nothing to time a plain step
                 consistent = False
                 logits, mask_ms = self._verify(state, draft, head)  # one forward over [root] + draft nodes
                 clock.mark("verify")
@@ -355,6 +356,7 @@ class Engine:
                     totals=totals,
                     row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
                     feeds=_step_feeds(retrieved, draft.trie, tokens[0] if accepted else None, each, inspect),
+                    probe=probe,
                 )
                 yield event
                 if event.finished:
@@ -522,6 +524,7 @@ class Engine:
         totals: Totals,
         row_tokens: tuple[int, ...] = (),
         feeds: tuple[Feed, ...] = (),
+        probe: bool = False,
     ) -> StepEvent:
         """What this step did, for every consumer; it finishes on EOS or at max_new tokens."""
         finish: Literal["eos", "length"] | None = None
@@ -548,6 +551,7 @@ class Engine:
             predicted=tuple(float(p) for p in draft.predicted),
             row_tokens=row_tokens,
             feeds=feeds,
+            probe=probe,
         )
 
 

@@ -126,6 +126,8 @@ class StepEvent:
     # FEED_EXAMPLES short examples): which retrieved continuations made the drafted branches.
     # Empty unless asked for (Engine.generate(explain=True), or inspect=True: the chat inspector's two).
     feeds: tuple[Feed, ...] = ()
+    # the auto budget drafted nothing this step to time a plain step (rest_core.budget.auto's probe)
+    probe: bool = False
 
     @property
     def accepted_len(self) -> int:

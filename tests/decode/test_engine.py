@@ -132,6 +132,29 @@ def test_auto_budget_equals_generate(setup):
     assert len(set(budgets)) > 1  # chosen per step
 
 
+def test_auto_budget_probes_are_marked_and_lossless(setup, monkeypatch):
+    """A probe (the auto budget drafts nothing to time a plain step) says so in its event, drafts
+    nothing and changes no token."""
+    import rest_core.budget.auto as auto
+
+    monkeypatch.setattr(auto, "PROBE_BELOW", float("inf"))  # every drafted step is marginal
+    monkeypatch.setattr(auto, "PROBE_GAP", 1)
+    curve = CostCurve((1, 2, 4, 8, 16, 32), (40.0, 42.0, 56.0, 65.0, 72.0, 89.0))
+    engine = Engine(setup["lm"].model, setup["lm"].tokenizer, setup["own"], cost_curve=curve)
+    for _ in range(3):  # drafted steps' costs correct the curve: q = 1's cost is then due a timing
+        engine.auto_budget.costs.observe(9, 90.0)
+    cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DraftConfig(c=8, budget="auto"))
+    events = []
+    for prompt, ref in zip(setup["prompts"][:4], setup["refs"]):
+        res = collect(engine.generate(prompt, cfg))
+        assert res.token_ids == ref
+        events += res.events
+    probes = [e for e in events if e.probe]
+    assert probes and len(probes) < len(events)
+    assert all(e.draft_idx == () and e.c == 0 and e.trie is not None for e in probes)
+    assert not any(e.probe for e in collect(engine.generate(setup["prompts"][0], cfg.with_method("ar"))).events)
+
+
 def test_sliding_window_model_equals_generate():
     """Gemma-3-like layers with an 8-token window: sequences well past the window need the
     per-layer-type masks (a single full mask gives different tokens)."""
