@@ -321,7 +321,6 @@ class Engine:
                 clock.mark("retrieve")
                 draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
                 clock.mark("draft")
-                probe = self.auto_budget.take_probe()  # drafted nothing to time a plain step
                 consistent = False
                 logits, mask_ms = self._verify(state, draft, head)  # one forward over [root] + draft nodes
                 clock.mark("verify")
@@ -335,14 +334,11 @@ class Engine:
                     process=processors.after(state.ids) if processors else None,
                 )
                 clock.mark("walk")
-                self._commit(state, tokens, rows)  # keep the accepted path's KV
+                self._commit(state, tokens, rows, sources)  # keep the accepted path's KV
                 consistent = True
-                for s in sources:
-                    s.extend(tokens)
                 clock.mark("commit")
                 timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
-                # What the step taught the auto budget (a plain decoding step: what q = 1 costs).
                 self.auto_budget.step_done(draft, accepted, timings.forward_ms, timings.total_ms, retrieved, auto)
                 totals = tally.add(len(tokens), len(rows), timings)
                 event = self._event(
@@ -356,7 +352,7 @@ class Engine:
                     totals=totals,
                     row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
                     feeds=_step_feeds(retrieved, draft.trie, tokens[0] if accepted else None, each, inspect),
-                    probe=probe,
+                    probe=self.auto_budget.take_probe(),  # whether it drafted nothing to time a plain step
                 )
                 yield event
                 if event.finished:
@@ -504,12 +500,14 @@ class Engine:
         chain = likeliest_chains(draft.tree.parents, _reach_score(draft))
         return LazyLogits(out.last_hidden_state[0], head, chain), mask_ms
 
-    def _commit(self, state: _DecodeState, tokens: list[int], rows: list[int]) -> None:
+    def _commit(self, state: _DecodeState, tokens: list[int], rows: list[int], sources: list[DraftSource]) -> None:
         """Emit `tokens`: keep the KV of the root and the accepted rows but the last token's
-        (the next step's root), drop the rest of the verified rows."""
+        (the next step's root), drop the rest of the verified rows; each draft source reads them."""
         with torch.inference_mode():
             keep_rows(state.cache, len(state.ids) - 1, rows[: len(tokens) - 1])
         state.ids.extend(tokens)
+        for source in sources:
+            source.extend(tokens)
 
     def _event(
         self,
