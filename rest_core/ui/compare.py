@@ -97,18 +97,20 @@ def compare(
             speed=speed,
             timeline=timeline,
             plain_forward=plain,
-            measured=measured(cmp, prompt_ids),
+            measured=measured(cmp, prompt_ids, what),
         )
     except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
         yield CompareUpdate(status=status_html(esc(failure(exc, "compare")), "err"))
 
 
-def measured(cmp: Comparison, prompt_ids: Sequence[int]) -> Measured | None:
-    """What Why this c? sets beside its prediction for an answer to `prompt_ids`; None when the two
-    runs' figures rule each other out (the machine's load changed: `load_changed`)."""
+def measured(cmp: Comparison, prompt_ids: Sequence[int], what: str = "") -> Measured | None:
+    """What Why this c? sets beside its prediction for an answer to `prompt_ids` (`what`: the status
+    line's name for the prompt, its quoted words kept); None when the two runs' figures rule each
+    other out (the machine's load changed: `load_changed`)."""
     if cmp.load_note():
         return None
-    return Measured(tuple(prompt_ids), cmp.speedup, cmp.rest.mean_generated_length, cmp.splits[0])
+    words = what[what.find("“") :] if "“" in what else ""
+    return Measured(tuple(prompt_ids), cmp.speedup, cmp.rest.mean_generated_length, cmp.splits[0], words)
 
 
 def _refused(runtime: Runtime, chat: Chat, message: str) -> str:

@@ -39,22 +39,22 @@ def minus(a: float, b: float, places: int = 1) -> str:
     return f"{a:.{places}f} − {b:.{places}f} = {a - b:.{places}f}"
 
 
-# The two tokens/s the page shows, each naming what it measures in its own label, from one place:
-# the live stats under the chat (the page draws the answer on the same machine meanwhile) and
-# Compare's runs (back to back, nothing drawn until all are done).
-LIVE_RATE = "tokens/s live (page drawing included)"
-LIVE_RATE_SO_FAR = "tokens/s so far, live (page drawing included)"
-COMPARE_RATE = "tokens/s, decode speed (nothing drawn)"
-
-# Compare's "per token": the decode's wall clock over its new tokens.
-PER_TOKEN = "Per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
-
 # The conditions a time figure was measured under, one wording each, said beside every figure
 # they qualify: the same forward reads longer while the page draws on the same cores, and a
 # fastest of several runs reads shorter than a mean.
 LIVE = "live, while the page draws"  # the chat's steps: the page streams and draws meanwhile
 STEPPED = "one step per click"  # the step-through's steps: each its own model call
-COMPARED = "mean over the run, nothing drawn"  # Compare's runs, back to back
+NOTHING_DRAWN = "nothing drawn"  # Compare's runs: back to back, nothing drawn until all are done
+COMPARED = f"mean over the run, {NOTHING_DRAWN}"
+
+# The two tokens/s the page shows, each naming what it measures in its own label, from one place:
+# the live stats under the chat and Compare's runs.
+LIVE_RATE = f"tokens/s ({LIVE})"
+LIVE_RATE_SO_FAR = f"tokens/s so far ({LIVE})"
+COMPARE_RATE = f"tokens/s, decode speed ({NOTHING_DRAWN})"
+
+# Compare's "per token": the decode's wall clock over its new tokens.
+PER_TOKEN = "Per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
 
 
 def alone(reps: int) -> str:
@@ -221,3 +221,4 @@ class Measured:
     speedup: float
     m: float
     rest: StepSplit | None
+    prompt: str = ""  # the prompt's words as Compare's status names it, quoted and shortened

@@ -53,7 +53,8 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
     # Compare's figures sit beside the prediction when Compare ran on this answer's prompt
     steps = bool(session.steps.events)  # the answer is the step-through's (each step one call)
     prompt = list((session.steps.prompt_ids if steps else session.chat.prompt_ids) or [])
-    measured = session.measured if session.measured and list(session.measured.prompt_ids) == prompt else None
+    measured = session.measured
+    elsewhere = measured is not None and list(measured.prompt_ids) != prompt  # Compare ran on another prompt
     caption = why_c_view.why_c_caption(
         curve,
         events,
@@ -61,7 +62,8 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
         answer,
         max_c=STEP_C_MAX,
         compared=session.plain_forward,
-        measured=measured,
+        measured=None if elsewhere else measured,
+        elsewhere=measured if elsewhere else None,
         ran=STEPPED if steps else LIVE,
         notes=notes,
     )

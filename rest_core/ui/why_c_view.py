@@ -300,14 +300,13 @@ def why_c_points(
     compared: ForwardTime | None = None,
     measured: Measured | None = None,
     ran: str = STEPPED,
+    elsewhere: Measured | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(the caption's bullets, the arithmetic behind them), plain text: the cost of 1 and of 1 + c
-    tokens (as measured: `curve_forward`), `answer`'s M and the accepted drafts it is made of
-    (`answer`: whose steps `events` are, as the page names it), the best c of the plotted curve
-    beside what the steps verified (the auto budget's picks where it chose), why no c pays when
-    none does, and Compare's plain decoding forward (`compared`) when the visitor compared;
-    Compare's measured speedup and step beside the prediction when it ran on this answer's prompt
-    (`measured`); `ran`: how the answer's steps ran, said beside their mean timings."""
+    """(the caption's bullets, the arithmetic behind them), plain text: the cost of 1 and 1 + c tokens
+    (`curve_forward`), `answer`'s M and its accepted drafts (`answer`: whose steps `events` are),
+    the plotted best c beside what the steps verified, why no c pays when none does, Compare's
+    plain forward (`compared`), and Compare's speedup and step beside the prediction for this
+    prompt (`measured`) or named as another prompt's (`elsewhere`); `ran`: how the steps ran."""
     rest = [e for e in events if e.method == "rest"]
     if not rest:
         return [
@@ -332,7 +331,7 @@ def why_c_points(
     )
     points.extend(two_speedups(curve, rest, c))
     sums.append(TWO_DIFFER)
-    beside, step_sum = _what_and_beside(curve, rest, c, answer, ran, measured)
+    beside, step_sum = _what_and_beside(curve, rest, c, answer, ran, measured, elsewhere)
     points.extend(beside)
     sums.extend(step_sum)
     points.extend(left_end(curve, events, speedup))
@@ -432,15 +431,48 @@ def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[st
 
 
 def _what_and_beside(
-    curve: CostCurve, rest: Sequence[StepEvent], c: int, answer: str, ran: str, measured: Measured | None
+    curve: CostCurve,
+    rest: Sequence[StepEvent],
+    c: int,
+    answer: str,
+    ran: str,
+    measured: Measured | None,
+    elsewhere: Measured | None = None,
 ) -> tuple[list[str], list[str]]:
-    """What the prediction is (`what_it_is`) and, when Compare ran on this answer's prompt, what it
-    measured beside it (`beside_compare`): (bullets, the fold's lines)."""
+    """What the prediction is (`what_it_is`), how loaded its forwards ran (`forward_load`) and, when
+    Compare ran on this answer's prompt, what it measured beside it (`beside_compare`), else on
+    which other prompt (`other_prompt`): (bullets, the fold's lines)."""
     if measured is None:
-        return what_it_is(curve, rest, c, answer, ran), []
+        return what_it_is(curve, rest, c, answer, ran) + forward_load(curve, rest, ran) + other_prompt(elsewhere), []
     beside, step_sum = beside_compare(curve, rest, c, measured, ran)
     # beside Compare's figures for this prompt, what Compare reads on other prompts does not apply
-    return what_it_is(curve, rest, c, answer, ran)[:1] + beside, [step_sum]
+    return what_it_is(curve, rest, c, answer, ran)[:1] + forward_load(curve, rest, ran) + beside, [step_sum]
+
+
+# a step's forward this many times the cost measured alone, or more, is said to have run under load
+LOADED = 1.25
+
+
+def forward_load(curve: CostCurve, rest: Sequence[StepEvent], ran: str) -> list[str]:
+    """When the answer's own forwards ran well above the cost measured alone (the median of each
+    step's forward over the curve's cost of its size), one bullet saying so: the prediction uses
+    the cost measured alone, so under that load it reads high. [] otherwise."""
+    ratios = [e.timings.forward_ms / float(curve(1 + verified(e))) for e in rest if e.timings.forward_ms > 0]
+    if not ratios or float(np.median(ratios)) < LOADED:
+        return []
+    return [
+        f"Its forwards took {float(np.median(ratios)):.1f}× the cost measured alone (median of "
+        f"{plural(len(ratios), 'step')}, {ran}): under that load the prediction reads high."
+    ]
+
+
+def other_prompt(elsewhere: Measured | None) -> list[str]:
+    """Compare's speedup, when it ran on another prompt than the answer's, named as another
+    prompt's in one bullet; [] without one."""
+    if elsewhere is None:
+        return []
+    on = f"another prompt, {elsewhere.prompt}" if elsewhere.prompt else "another prompt"
+    return [f"Compare's {elsewhere.speedup:.2f}× was measured on {on}: another answer."]
 
 
 def beside_compare(

@@ -219,13 +219,13 @@ def test_both_tokens_per_s_labels_say_what_they_measure_from_one_wording():
     Each figure's own label names what it measures, both from measures' wording, and they differ."""
     from rest_core.ui import stats
 
-    assert "live" in measures.LIVE_RATE and "page drawing" in measures.LIVE_RATE
+    assert measures.LIVE in measures.LIVE_RATE and measures.NOTHING_DRAWN in measures.COMPARE_RATE
     assert "nothing drawn" in measures.COMPARE_RATE and measures.LIVE_RATE != measures.COMPARE_RATE
     rest, ar = runs()
     done, live = stats.stats_html(rest), stats.stats_html(rest, running=True)
     assert f'<div class="k">{measures.LIVE_RATE}</div>' in unescape(done)
     assert f'<div class="k">{measures.LIVE_RATE_SO_FAR}</div>' in unescape(live)
-    assert measures.LIVE_RATE_SO_FAR.startswith("tokens/s so far") and "page drawing" in measures.LIVE_RATE_SO_FAR
+    assert measures.LIVE_RATE_SO_FAR.startswith("tokens/s so far") and measures.LIVE in measures.LIVE_RATE_SO_FAR
     cmp = compare_view.compare(rest, ar, greedy=True)
     html = unescape(compare_view.comparison_html(cmp))
     table = html[: html.index("<details")]

@@ -106,8 +106,28 @@ def test_why_this_c_sets_its_prediction_beside_what_compare_measured_on_the_same
     chat = SimpleNamespace(view=None, messages=[], answers=0, prompt_ids=None)
     session = SimpleNamespace(steps=steps, chat=chat, plain_forward=None, measured=seen, why_c_of=None)
     assert "Compare measured 0.75×" in text(why_c.why_c(runtime, session, 16)[1])
-    session.measured = replace(seen, prompt_ids=(9,))
-    assert "Compare measured" not in text(why_c.why_c(runtime, session, 16)[1])
+    session.measured = replace(seen, prompt_ids=(9,), prompt="“Write a palindrome check”")
+    other = text(why_c.why_c(runtime, session, 16)[1])
+    assert "Compare measured" not in other
+    assert "Compare's 0.75× was measured on another prompt, “Write a palindrome check”: another answer." in other
+
+
+def test_why_this_c_says_when_the_answers_own_forwards_ran_under_load():
+    """Newcomer, 02 beside 07: the live inspector's forward of 1 + 16 rows took 212-222 ms while the
+    page streamed, Why this c?'s curve 84 ms for 17 tokens alone. Where the answer's own forwards ran
+    well above the cost measured alone, one bullet says by how much and how they ran."""
+    slow = [replace(_step(100), timings=StepTimings(forward_ms=130.0, total_ms=140.0)) for _ in range(3)]
+    # each step verified 2 drafts: 1 + 2 = 3 tokens cost 46.25 ms alone, so 130 ms is 2.8×
+    words = text(why_c_view.why_c_caption(CURVE, slow, 2, "The last chat answer", max_c=64, ran=measures.LIVE))
+    assert "Its forwards took 2.8× the cost measured alone (median of 3 steps, live, while the page draws)" in words
+    calm = [replace(e, timings=StepTimings(forward_ms=47.0, total_ms=50.0)) for e in slow]
+    assert "the cost measured alone (median" not in text(why_c_view.why_c_caption(CURVE, calm, 2, max_c=64))
+
+
+def test_each_condition_has_one_wording_that_every_figure_takes():
+    assert measures.LIVE in measures.LIVE_RATE and measures.LIVE in measures.LIVE_RATE_SO_FAR
+    assert measures.NOTHING_DRAWN in measures.COMPARE_RATE and measures.NOTHING_DRAWN in measures.COMPARED
+    assert measures.COMPARED in compare_rows.STEP_ROW
 
 
 def test_compare_keeps_what_it_measured_for_why_this_c():
