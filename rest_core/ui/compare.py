@@ -110,7 +110,7 @@ def measured(cmp: Comparison, prompt_ids: Sequence[int], what: str = "") -> Meas
     if cmp.load_note():
         return None
     words = what[what.find("“") :] if "“" in what else ""
-    return Measured(tuple(prompt_ids), cmp.speedup, cmp.rest.mean_generated_length, cmp.splits[0], words)
+    return Measured(tuple(prompt_ids), cmp.speedup, cmp.rest.mean_generated_length, cmp.splits[0], words, cmp.splits[1])
 
 
 def _refused(runtime: Runtime, chat: Chat, message: str) -> str:

@@ -222,3 +222,4 @@ class Measured:
     m: float
     rest: StepSplit | None
     prompt: str = ""  # the prompt's words as Compare's status names it, quoted and shortened
+    plain: StepSplit | None = None  # plain decoding's mean step by part

@@ -91,13 +91,19 @@ def test_why_this_c_sets_its_prediction_beside_what_compare_measured_on_the_same
     says in one sentence why they differ, and puts the predicted step beside Compare's by part."""
     events = [replace(_step(100), timings=StepTimings(forward_ms=40.0, total_ms=41.0)) for _ in range(3)]
     split = measures.StepSplit(95.0, 9.1, 5.3, 2.2, 0.6)
-    seen = measures.Measured((5, 6, 7), 0.75, 1.83, split)
+    plain = measures.StepSplit(45.1, 0.0, 0.0, 0.5, 0.4)
+    seen = measures.Measured((5, 6, 7), 0.75, 1.83, split, plain=plain)
     points, sums = why_c_view.why_c_points(CURVE, events, 16, "The step-through's answer", measured=seen)
     words = " ".join(points)
     value, _ = why_c_view.chosen_speedup(CURVE, events, 16)
     assert f"Compare measured 0.75× on this prompt, M = 1.83; the prediction here is {value:.2f}× at c = 16" in words
-    assert "They differ: Compare's forward took 95.0 ms, not the 57.5 ms measured alone" in words
-    assert "its REST run accepted other drafts" in words
+    # why they differ, in the terms of a speedup: tokens per step over a step's cost, both pairs
+    acc = why_c_view.expected_accepted(events, [16])[0]
+    assert (
+        f"Each is tokens per step over a step's cost: Compare's REST step took {112.2 / 46.0:.2f}× its plain step "
+        f"and wrote M = 1.83; the predicted step costs {58.5 / 40.0:.2f}× one token's forward and writes "
+        f"1 + {acc:.2f} tokens." in words
+    )
     assert "where Compare reads below 1× the prompt accepts fewer drafts" not in words  # it is this prompt
     assert f"Compare's REST step: {split.line()} ({measures.COMPARED})." in " ".join(sums)
     # why_c passes Compare's figures only for an answer to the prompt Compare ran on
@@ -119,9 +125,11 @@ def test_why_this_c_says_when_the_answers_own_forwards_ran_under_load():
     slow = [replace(_step(100), timings=StepTimings(forward_ms=130.0, total_ms=140.0)) for _ in range(3)]
     # each step verified 2 drafts: 1 + 2 = 3 tokens cost 46.25 ms alone, so 130 ms is 2.8×
     words = text(why_c_view.why_c_caption(CURVE, slow, 2, "The last chat answer", max_c=64, ran=measures.LIVE))
-    assert "Its forwards took 2.8× the cost measured alone (median of 3 steps, live, while the page draws)" in words
+    assert (
+        "Its own forwards ran 2.8× slower than measured alone (median of 3 steps, live, while the page draws)" in words
+    )
     calm = [replace(e, timings=StepTimings(forward_ms=47.0, total_ms=50.0)) for e in slow]
-    assert "the cost measured alone (median" not in text(why_c_view.why_c_caption(CURVE, calm, 2, max_c=64))
+    assert "slower than measured alone" not in text(why_c_view.why_c_caption(CURVE, calm, 2, max_c=64))
 
 
 def test_each_condition_has_one_wording_that_every_figure_takes():
@@ -134,8 +142,9 @@ def test_compare_keeps_what_it_measured_for_why_this_c():
     rest = steady([60.0] * 2, [70.0] * 2)
     ar = steady([30.0] * 4, [32.0] * 4, method="ar", tokens=1)
     cmp = compare_view.compare(rest, ar, greedy=False)
-    kept = compare.measured(cmp, [1, 2])
-    assert (kept.prompt_ids, kept.speedup, kept.m) == ((1, 2), cmp.speedup, 2.0)
+    kept = compare.measured(cmp, [1, 2], "the last prompt, “hi there”")
+    assert (kept.prompt_ids, kept.speedup, kept.m, kept.prompt) == ((1, 2), cmp.speedup, 2.0, "“hi there”")
+    assert kept.plain.total == float(compare_view.comparison_rows(cmp)[2][2].split()[0])
     assert kept.rest.total == float(compare_view.comparison_rows(cmp)[2][1].split()[0])
 
 
@@ -213,3 +222,23 @@ def test_a_loss_the_auto_budget_drafted_says_it_decides_from_its_own_estimate():
     )
     fixed = compare_view.compare(steady([140.0] * 2, [150.0] * 2), ar, greedy=False)
     assert "cost estimate" not in compare_view.comparison_html(fixed)
+
+
+def test_every_block_of_the_stylesheet_closes_what_it_opens():
+    """Newcomer, 11: Compare's table still wrapped its labels over six lines and cut "64 / 64 = 1.00"
+    at 390 px, though the stylesheet had phone rules for it: an @media block above them was never
+    closed, so the browser dropped every rule after it. Each headed block starts outside any block."""
+    css = Path(__file__).resolve().parents[2].joinpath("assets", "app.css").read_text()
+    depth, at = 0, 0
+    for m in re.finditer(r"/\*.*?\*/|[{}]", css, flags=re.S):
+        token = m.group(0)
+        if token.startswith("/*"):
+            if re.match(r"/\* [a-z0-9]+:", token):  # a helper's block: never inside another
+                assert depth == 0, (
+                    f"a block above {token[:30]!r} is left open (line {css[: m.start()].count(chr(10)) + 1})"
+                )
+            continue
+        depth += 1 if token == "{" else -1
+        assert depth >= 0, css[at : m.start()]
+        at = m.start()
+    assert depth == 0
