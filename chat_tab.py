@@ -405,6 +405,8 @@ class Handlers:
                 for u in updates:
                     if u.plain_forward is not None:  # Why this c? shows its own measurement beside it
                         session.plain_forward = u.plain_forward
+                    if u.measured is not None:  # Why this c? sets its prediction beside it (same prompt)
+                        session.measured = u.measured
                     status = pick.note + u.status if pick and u.status else u.status
                     parts = (
                         (a.compare_out, u.comparison),

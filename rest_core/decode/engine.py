@@ -274,12 +274,12 @@ class Engine:
             self._head_checked = True
         return self._head
 
-    def forward_cost(self, max_q: int = 64, max_seconds: float = 0.0) -> CostCurve:
-        """The measured forward-cost curve (measured once per engine, extended when needed).
-        `max_seconds` (> 0) bounds a measurement; a curve it cut short is returned, not kept."""
+    def forward_cost(self, max_q: int = 64, max_seconds: float = 0.0, reps: int = 2) -> CostCurve:
+        """The measured forward-cost curve, the fastest of `reps` runs per size (measured once per engine, again for more
+        sizes or runs; a given curve is kept). `max_seconds` (> 0) bounds it; a curve it cut short is not kept."""
         curve = self.auto_budget.curve
-        if curve is None or curve.sizes[-1] < max_q:
-            curve = measure_cost_curve(self.model, max_q, head=self.output_head(), max_seconds=max_seconds)
+        if curve is None or curve.sizes[-1] < max_q or 0 < curve.reps < reps:
+            curve = measure_cost_curve(self.model, max_q, reps=reps, head=self.output_head(), max_seconds=max_seconds)
             if curve.sizes[-1] >= max_q:
                 self.auto_budget.curve = curve
         return curve

@@ -17,6 +17,7 @@ from rest_core.decode.events import Totals
 from rest_core.ui import words
 from rest_core.ui.chat import Chat, failure, fit_context, message_too_long, request_config, time_limit_note
 from rest_core.ui.compare_view import (
+    Comparison,
     Machine,
     comparison_html,
     event_blocks,
@@ -30,7 +31,7 @@ from rest_core.ui.compare_view import (
     compare as compare_events,
 )
 from rest_core.ui.fairness import LONG
-from rest_core.ui.measures import ForwardTime, lookup_rate, plain_forward, ratio, shown
+from rest_core.ui.measures import ForwardTime, Measured, lookup_rate, plain_forward, ratio, shown
 from rest_core.ui.model_calls import ModelJob
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.style import clean_text, esc, plural, quoted, status_html
@@ -45,6 +46,7 @@ class CompareUpdate:
     speed: Any = None  # plotly Figure
     timeline: Any = None  # plotly Figure: one lane per method, one block per forward
     plain_forward: ForwardTime | None = None  # plain decoding's one-token forward (for Why this c?)
+    measured: Measured | None = None  # what Compare measured on its prompt (for Why this c?)
 
 
 def compare(
@@ -85,15 +87,30 @@ def compare(
         job = ModelJob(stores=stores, prompt_ids=tuple(prompt_ids), config=config, max_seconds=limit, lane=LONG)
         results, lookup, cut = yield from _compared_runs(runtime, job, what)
         live = chat.view.totals if chat.view is not None and prompt_ids is chat.prompt_ids else None
-        table, speed, timeline = _comparison_views(runtime, results, lookup, config, cut, live)
+        table, speed, timeline, cmp = _comparison_views(runtime, results, lookup, config, cut, live)
         done = _compared_note(what, config, note, cut, limit, runtime.settings.max_seconds)
         plain = plain_forward(results["ar"])
         del results  # only the figures, the table and plain decoding's forward stay
         yield CompareUpdate(
-            status=status_html(esc(done)), comparison=table, speed=speed, timeline=timeline, plain_forward=plain
+            status=status_html(esc(done)),
+            comparison=table,
+            speed=speed,
+            timeline=timeline,
+            plain_forward=plain,
+            measured=measured(cmp, prompt_ids, what),
         )
     except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
         yield CompareUpdate(status=status_html(esc(failure(exc, "compare")), "err"))
+
+
+def measured(cmp: Comparison, prompt_ids: Sequence[int], what: str = "") -> Measured | None:
+    """What Why this c? sets beside its prediction for an answer to `prompt_ids` (`what`: the status
+    line's name for the prompt, its quoted words kept); None when the two runs' figures rule each
+    other out (the machine's load changed: `load_changed`)."""
+    if cmp.load_note():
+        return None
+    words = what[what.find("“") :] if "“" in what else ""
+    return Measured(tuple(prompt_ids), cmp.speedup, cmp.rest.mean_generated_length, cmp.splits[0], words, cmp.splits[1])
 
 
 def _refused(runtime: Runtime, chat: Chat, message: str) -> str:
@@ -170,7 +187,7 @@ def _comparison_views(
     config: GenerationConfig,
     cut: list[str],
     live: Totals | None = None,
-) -> tuple[str, Any, Any]:
+) -> tuple[str, Any, Any, Comparison]:
     """Compare's table (with the prompt lookup line and why the speedup is not M), speed figure
     and timeline. When a run was cut short, "same output" compares the text both wrote. `live`:
     the chat's last answer's totals when Compare ran on its prompt (its tokens/s and steps are
@@ -193,7 +210,7 @@ def _comparison_views(
         live=live.tokens_per_s if live is not None else None,
         rerun=rerun_note(cmp, live, config.draft.budget == "auto"),
     )
-    return table, speed, timeline
+    return table, speed, timeline, cmp
 
 
 def machine(runtime: Runtime) -> Machine | None:

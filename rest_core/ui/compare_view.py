@@ -15,16 +15,29 @@ from typing import Any
 
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
+from rest_core.ui.compare_rows import (  # noqa: F401 - the table's names, as callers import them from here
+    MAIN_ROWS,
+    PREFILL_ROW,
+    SAME_ROW,
+    STEP_ROW,
+    comparison_rows,
+    measures_note,
+    prefill_cell,
+    split_cells,
+    step_ms,
+    table,
+)
 from rest_core.ui.measures import (
     COMPARE_RATE,
     LIVE_RATE,
-    PER_TOKEN,
     ForwardTime,
+    StepSplit,
     divided,
     minus,
     plain_forward,
     ratio,
     rest_forward,
+    run_split,
     shown,
 )
 from rest_core.ui.style import (
@@ -39,6 +52,7 @@ from rest_core.ui.style import (
     step_source_names,
     visible,
 )
+from rest_core.ui.why_c_view import auto_budget, verified
 
 # ----------------------------------------------------------------------------------------------
 # Speed comparison
@@ -52,6 +66,10 @@ class Comparison:
     lengths: tuple[int, int] = (0, 0)  # tokens REST and plain decoding wrote
     # the mean forward of each run (REST's over the root and its drafts, plain's over 1 token)
     forwards: tuple[ForwardTime | None, ForwardTime | None] = (None, None)
+    # each run's mean step by part (REST's, plain's), printed so that they add up to the step row
+    splits: tuple[StepSplit | None, StepSplit | None] = (None, None)
+    # the auto budget's mean drafts a REST step (None: a fixed c drafted)
+    auto_drafts: float | None = None
 
     @property
     def compared(self) -> int:
@@ -67,11 +85,6 @@ class Comparison:
     def load_note(self) -> str:
         """Why the headline's speedup cannot be believed, or "" (`load_changed`)."""
         return load_changed(self.rest, self.ar)
-
-
-def step_ms(totals: Totals) -> float:
-    """A run's mean step, wall clock (forward, retrieval, acceptance; prefill excluded)."""
-    return 1000 * totals.elapsed_s / totals.steps if totals.steps else 0.0
 
 
 def load_changed(rest: Totals, ar: Totals) -> str:
@@ -101,67 +114,11 @@ def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], gr
     if greedy:
         identical = rest_ids == ar_ids
     forwards = (rest_forward(rest_events), plain_forward(ar_events))
-    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, (len(rest_ids), len(ar_ids)), forwards)
-
-
-def comparison_rows(cmp: Comparison) -> list[tuple[str, str, str]]:
-    r, a = cmp.rest, cmp.ar
-    rows = [
-        (COMPARE_RATE, f"{r.tokens_per_s:.1f}", f"{a.tokens_per_s:.1f}"),
-        (
-            "per token (wall clock, whole steps, prefill excluded)",
-            f"{r.mean_token_ms:.1f} ms",
-            f"{a.mean_token_ms:.1f} ms",
-        ),
-        (STEP_ROW, f"{step_ms(r):.1f} ms", f"{step_ms(a):.1f} ms"),
-        ("one forward (mean; REST: root + drafts, plain: 1 token)", *(_ms(f) for f in cmp.forwards)),
-        (
-            "tokens / steps (M)",
-            f"{r.new_tokens} / {r.steps} = {r.mean_generated_length:.2f}",
-            f"{a.new_tokens} / {a.steps} = {a.mean_generated_length:.2f}",
-        ),
-        ("retrieval per token", f"{r.retrieval_ms_per_token:.2f} ms", "-"),
-        ("tokens from drafts", f"{100 * r.draft_share:.0f}%", "-"),
-        (PREFILL_ROW, prefill_cell(r.prefill_ms), prefill_cell(a.prefill_ms)),
-    ]
-    if cmp.identical is not None:
-        rows.append((SAME_ROW, ("yes" if cmp.identical else "NO") + f", {cmp.compared} tokens compared", ""))
-    return rows
-
-
-STEP_ROW = "time per step, mean (REST: forward + retrieval + acceptance; plain: forward only)"
-SAME_ROW = "same output (greedy)"
-# The rows a newcomer needs, under the headline; the table's others fold with the arithmetic.
-MAIN_ROWS = (COMPARE_RATE, "tokens / steps (M)", STEP_ROW, SAME_ROW)
-
-# Prefill is timed apart and left out of every other row; its row says so, and why it can read 0.
-PREFILL_ROW = "prefill (apart: in no row above; the prompt's part not already in the KV cache)"
-
-
-def prefill_cell(ms: float) -> str:
-    """ "120 ms", or "0 ms (the prompt was cached)": a run over a prompt whose KV the last answer
-    left in the cache prefills nothing new."""
-    return f"{ms:.0f} ms" + (" (the prompt was cached)" if round(ms) == 0 else "")
-
-
-def _ms(forward: ForwardTime | None) -> str:
-    return f"{forward.ms:.1f} ms" if forward is not None else "-"
-
-
-def measures_note(cmp: Comparison) -> list[str]:
-    """What the table's time rows measure, one bullet each, and plain decoding's per token beside
-    its one-token forward, from the run's own figures."""
-    out = [
-        f"{PER_TOKEN}.",
-        "Step and one forward: means over the run's steps, so a step, its forward and more, never reads shorter than its forward.",
-    ]
-    plain = cmp.forwards[1]
-    if plain is not None and cmp.ar.new_tokens:
-        out.append(
-            f"Plain decoding: {cmp.ar.mean_token_ms:.1f} ms per token against its forward's {plain.line()}: a plain "
-            "step is one such forward, plus picking the token and the step's own bookkeeping."
-        )
-    return out
+    splits = (run_split(rest_events, "rest"), run_split(ar_events, "ar"))
+    lengths = (len(rest_ids), len(ar_ids))
+    steps = [e for e in rest_events if e.method == "rest"]
+    auto = sum(verified(e) for e in steps) / len(steps) if steps and auto_budget(steps) else None
+    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, lengths, forwards, splits, auto)
 
 
 def live_note(cmp: Comparison, live: float | None) -> str:
@@ -214,7 +171,18 @@ def slower_note(cmp: Comparison) -> str:
     """When REST lost (a believable speedup below 1): where it wins on this CPU instead, one sentence; else ""."""
     if cmp.load_note() or not 0 < cmp.speedup < 1:
         return ""
-    return f'To see REST win on this CPU, open the guided example "{repeat_example()}": there the conversation drafts the second answer.'
+    win = f'To see REST win on this CPU, open the guided example "{repeat_example()}": there the conversation drafts the second answer.'
+    if cmp.auto_drafts is None:
+        return win
+    return f"{AUTO_ESTIMATE.format(drafts=cmp.auto_drafts)} {win}"
+
+
+# Why the auto budget can draft at a loss, beside a loss it drafted (the budget decides from its
+# own estimate of a forward's cost, which the load of the moment can put off).
+AUTO_ESTIMATE = (
+    "The auto budget drafted {drafts:.1f} tokens a step: it decides from its own cost estimate, which can be off "
+    "under load."
+)
 
 
 def identity_claim(cmp: Comparison) -> str:
@@ -257,8 +225,8 @@ def comparison_html(
     `live_note`) and how the figures follow from each other. Why the chat's answer took other steps
     (`rerun`) sits beside the result, unfolded: it sets two figures on the page side by side."""
     rows = comparison_rows(cmp)
-    main = _table(sorted((row for row in rows if row[0] in MAIN_ROWS), key=lambda row: MAIN_ROWS.index(row[0])))
-    rest = _table([row for row in rows if row[0] not in MAIN_ROWS])
+    main = table(sorted((row for row in rows if row[0] in MAIN_ROWS), key=lambda row: MAIN_ROWS.index(row[0])))
+    rest = table([row for row in rows if row[0] not in MAIN_ROWS])
     why = " ".join(x for x in (speedup_short(cmp, machine), slower_note(cmp)) if x)
     paras = [(speedup_why(cmp, machine), "speedup-sum"), (live_note(cmp, live), "live-note")]
     fold = "".join(f'<p class="live-note" id="{k}">{esc(x)}</p>' for x, k in paras if x)
@@ -270,19 +238,6 @@ def comparison_html(
         + f'{main}{lookup}<details class="measures"><summary>All figures and how they follow from each other</summary>'
         f"{fold}{rest}<ul>{details}</ul></details></div>"
     )
-
-
-def _table(rows: Sequence[tuple[str, str, str]]) -> str:
-    """The table; a row with words for both runs in REST's cell alone ("yes, 64 tokens compared")
-    spans both columns and may wrap, where the figures keep to one line (assets/app.css, why2)."""
-    body = "".join(
-        f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>"
-        if a
-        else f'<tr><th>{esc(k)}</th><td colspan="2" class="both">{esc(r)}</td></tr>'
-        for k, r, a in rows
-    )
-    head = "<thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>"
-    return f'<div class="scroll-x"><table class="cmp">{head}<tbody>{body}</tbody></table></div>'
 
 
 def _headline(cmp: Comparison) -> str:
@@ -486,10 +441,11 @@ def timeline_figure(
     data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
     rows = 1 + legend_rows([d.name for d in data if d.showlegend])  # the key's line, then the items
-    for lane, _ in lanes:  # each lane's name over its blocks, so the blocks get the figure's width
+    order = [lane for lane, _ in reversed(lanes)]  # the y axis's categories, bottom first
+    for lane, _ in lanes:  # each lane's name just above its blocks, never over them, at any height drawn
         fig.add_annotation(
-            text=esc(lane), xref="paper", x=0, xanchor="left", yref="y", y=lane, yanchor="bottom",
-            yshift=LANE * (1 - BAR_GAP) / 2, showarrow=False, font=dict(size=12, color="#374151"),
+            text=esc(lane), xref="paper", x=0, xanchor="left", yref="y", y=order.index(lane) + (1 - BAR_GAP) / 2,
+            yanchor="bottom", showarrow=False, font=dict(size=12, color="#374151"),
         )  # fmt: skip
     fig.update_layout(
         barmode="overlay",
@@ -499,7 +455,7 @@ def timeline_figure(
         margin=dict(l=8, r=16, t=TOP_MARGIN, b=UNDER_AXIS),
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero", automargin=True),
-        yaxis=dict(categoryorder="array", categoryarray=[lane for lane, _ in reversed(lanes)], showticklabels=False),
+        yaxis=dict(categoryorder="array", categoryarray=order, showticklabels=False),
         legend=_legend_below(BLOCK_KEY),
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
@@ -524,7 +480,7 @@ LEGEND_FONT = 12  # px: the legend's type, legible at 390 px
 CHAR_PX = 6.8  # px a character of the legend's type takes, about
 BAR_GAP = 0.45  # of a lane, above and below its blocks: room for the lane's name
 LANE = 64  # px a method's lane takes: its blocks stay tall enough to see and hover on a phone
-BLOCK_KEY = "hover a block for the tokens it wrote"
+BLOCK_KEY = "hover (or tap) a block for the tokens it wrote"
 
 
 def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:
@@ -583,18 +539,20 @@ def speedup_details(cmp: Comparison) -> list[str]:
         out.append(f"The headline divides the tokens/s: {divided(r.tokens_per_s, a.tokens_per_s)}×.")
     forward = cmp.forwards[0]
     if r.steps and r.elapsed_s > 0 and not cmp.load_note():
-        out.append(_beside_forward(r, step_ms(r), forward))
+        out.append(_beside_forward(r, step_ms(r), forward, cmp.splits[0]))
     return out + measures_note(cmp)
 
 
-def _beside_forward(r: Totals, step: float, forward: ForwardTime | None) -> str:
+def _beside_forward(r: Totals, step: float, forward: ForwardTime | None, split: StepSplit | None = None) -> str:
     """What a REST step spends beside its forward, as the difference of the table's two rows, and
     retrieval's part of it, a step's: the table's retrieval per token times M, both as printed."""
     per_token, m = shown(r.retrieval_ms_per_token, 2), shown(r.mean_generated_length, 2)
     retrieval = f"{per_token:.2f} × {m:.2f} = {per_token * m:.1f} ms a step, the table's retrieval per token × M"
     if forward is None:
         return f"Retrieval with the trie adds {retrieval}."
+    if split is not None:  # the step row is its parts' printed sum
+        step = split.total
     return (
-        f"Beside its forward, a REST step spends {minus(step, forward.ms)} ms, the table's step minus one forward: "
+        f"Beside its forward, a REST step spends {minus(step, forward.ms)} ms, the table's step minus its forward: "
         f"retrieval with the trie takes {retrieval}; the rest is the acceptance and the step's bookkeeping."
     )

@@ -7,6 +7,7 @@ from collections import Counter
 from rest_core.decode.events import StepEvent
 from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_list, feeds_listed
+from rest_core.ui.measures import LIVE, step_split
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
 from rest_core.ui.tree_key import END_MARK, END_SHOWN, NO_OWN_TOKEN, budget_words, end_token
 
@@ -49,11 +50,9 @@ def inspector_html(
         f'<span class="{shade_class(0, event.accepted_len, event.step)}">{esc(visible(dec([t]), 20))}</span>'
         for t in own
     )
-    t = event.timings
-    timing = (
-        f"retrieve {t.retrieve_ms:.2f} ms · draft {t.draft_ms:.2f} ms · forward {t.forward_ms:.1f} ms · "
-        f"accept {t.accept_ms:.2f} ms · step {t.total_ms:.1f} ms"
-    )
+    # every part to 0.1 ms and the step their printed sum (a reader adding them gets the step),
+    # with how it was measured: the chat's steps run while the page streams and draws
+    timing = f"{step_split(event).line()} ({LIVE})"
     return (
         '<div class="inspector">'
         + head

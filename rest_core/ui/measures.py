@@ -39,15 +39,93 @@ def minus(a: float, b: float, places: int = 1) -> str:
     return f"{a:.{places}f} − {b:.{places}f} = {a - b:.{places}f}"
 
 
+# The conditions a time figure was measured under, one wording each, said beside every figure
+# they qualify: the same forward reads longer while the page draws on the same cores, and a
+# fastest of several runs reads shorter than a mean.
+LIVE = "live, while the page draws"  # the chat's steps: the page streams and draws meanwhile
+STEPPED = "one step per click"  # the step-through's steps: each its own model call
+NOTHING_DRAWN = "nothing drawn"  # Compare's runs: back to back, nothing drawn until all are done
+COMPARED = f"mean over the run, {NOTHING_DRAWN}"
+
 # The two tokens/s the page shows, each naming what it measures in its own label, from one place:
-# the live stats under the chat (the page draws the answer on the same machine meanwhile) and
-# Compare's runs (back to back, nothing drawn until all are done).
-LIVE_RATE = "tokens/s live (page drawing included)"
-LIVE_RATE_SO_FAR = "tokens/s so far, live (page drawing included)"
-COMPARE_RATE = "tokens/s, decode speed (nothing drawn)"
+# the live stats under the chat and Compare's runs.
+LIVE_RATE = f"tokens/s ({LIVE})"
+LIVE_RATE_SO_FAR = f"tokens/s so far ({LIVE})"
+COMPARE_RATE = f"tokens/s, decode speed ({NOTHING_DRAWN})"
 
 # Compare's "per token": the decode's wall clock over its new tokens.
 PER_TOKEN = "Per token, wall clock: whole decode steps (forward, retrieval, acceptance), prefill excluded"
+
+
+def alone(reps: int) -> str:
+    """Why this c?'s cost curve: "measured alone, fastest of 5 runs" (reps 0: not recorded)."""
+    return f"measured alone, fastest of {reps} runs" if reps else "measured alone"
+
+
+def mean_over(steps: int, condition: str) -> str:
+    """ "mean of 21 steps, one step per click": an answer's mean step figure and how its steps ran."""
+    return f"mean of {steps} steps, {condition}" if steps != 1 else f"one step, {condition}"
+
+
+@dataclass(frozen=True)
+class StepSplit:
+    """A step's milliseconds by part (one step's, or a run's means): the forward, retrieval (the
+    sources' lookups), the tree (merging their tries, choosing and laying out the draft),
+    acceptance (the walk and keeping the accepted rows) and, for a run's wall clock, the time
+    between steps. Printed, the parts add up to the step: each is rounded to 0.1 ms and the step
+    is their printed sum (`line`), so a reader's own addition gets the printed total."""
+
+    forward: float
+    retrieval: float
+    tree: float
+    acceptance: float
+    between: float = 0.0  # a run's wall clock per step beyond its steps' own timings
+
+    def parts(self) -> list[tuple[str, float]]:
+        """(name, ms as printed), the parts a plain step lacks (0 ms) left out."""
+        named = [
+            ("forward", self.forward),
+            ("retrieval", self.retrieval),
+            ("tree", self.tree),
+            ("acceptance", self.acceptance),
+            ("between steps", self.between),
+        ]
+        return [(k, shown(v)) for k, v in named if k == "forward" or shown(v) > 0]
+
+    @property
+    def total(self) -> float:
+        """The step as printed: the sum of its printed parts."""
+        return shown(sum(v for _, v in self.parts()))
+
+    def line(self) -> str:
+        """ "step 115.7 ms = forward 113.5 + retrieval 0.5 + tree 0.7 + acceptance 1.0"."""
+        return f"step {self.total:.1f} ms = " + " + ".join(f"{k} {v:.1f}" for k, v in self.parts())
+
+
+def step_split(event: StepEvent) -> StepSplit:
+    """One step's timings as parts (the engine's total is exactly their sum)."""
+    t = event.timings
+    return StepSplit(t.forward_ms, t.retrieve_ms, t.draft_ms, t.accept_ms)
+
+
+def run_split(events: Sequence[StepEvent], method: str) -> StepSplit | None:
+    """A run's mean step by part, over its `method` steps ("rest" or "ar"), and the wall clock
+    per step its steps' own timings do not cover (`between`): the parts add up to Compare's
+    step row (the run's decode time over its steps). None without such steps."""
+    steps = [e for e in events if e.method == method]
+    if not steps:
+        return None
+    mean = lambda f: float(np.mean([f(e.timings) for e in steps]))  # noqa: E731
+    parts = StepSplit(
+        mean(lambda t: t.forward_ms),
+        mean(lambda t: t.retrieve_ms),
+        mean(lambda t: t.draft_ms),
+        mean(lambda t: t.accept_ms),
+    )
+    wall = 1000 * steps[-1].totals.elapsed_s / steps[-1].totals.steps if steps[-1].totals.steps else 0.0
+    # rounded parts first: the between part is what the printed step (`step_ms`) leaves over them
+    between = shown(wall) - sum(v for _, v in parts.parts())
+    return StepSplit(parts.forward, parts.retrieval, parts.tree, parts.acceptance, max(between, 0.0))
 
 
 @dataclass(frozen=True)
@@ -131,3 +209,17 @@ def lookup_rate(decode_tokens: int, total: int, end_ms: float) -> tuple[float, s
         first = "the first with the prefill, off the clock" if total - decode_tokens == 1 else "some with the prefill"
         return rate, f"{total} tokens, {first}; {decode_tokens} / {seconds:.2f} s = {rate:.1f} tokens/s"
     return rate, f"{decode_tokens} tokens / {seconds:.2f} s = {rate:.1f} tokens/s"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What Compare measured on one prompt, kept for Why this c? to set its prediction beside when
+    it describes an answer to the same prompt: the headline's speedup, REST's M and its mean step
+    by part."""
+
+    prompt_ids: tuple[int, ...]
+    speedup: float
+    m: float
+    rest: StepSplit | None
+    prompt: str = ""  # the prompt's words as Compare's status names it, quoted and shortened
+    plain: StepSplit | None = None  # plain decoding's mean step by part

@@ -162,12 +162,17 @@ def _prompt_lookup(models: Models, job: ModelJob) -> LookupRun | None:
         return None
 
 
+# Why this c?'s curve: the fastest of this many runs per size, so one busy moment on a shared
+# machine does not make a size read slow (the page says "fastest of N runs" beside it)
+COST_REPS = 4
+
+
 def forward_cost(models: Models, stores: Any, max_q: int, max_seconds: float) -> CostCurve:
     """Why this c?: the measured forward-cost curve for 1..max_q tokens, within max_seconds (a
     long job: after its first measurement an engine keeps the curve, and later calls are instant)."""
     engine = models.engine(stores)
     with models.lock.hold(LONG):
-        return engine.forward_cost(max_q, max_seconds=max_seconds)
+        return engine.forward_cost(max_q, max_seconds=max_seconds, reps=COST_REPS)
 
 
 class ModelCalls:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from rest_core.ui.chat import Chat
 from rest_core.ui.corpus import Corpora
-from rest_core.ui.measures import ForwardTime
+from rest_core.ui.measures import ForwardTime, Measured
 from rest_core.ui.runtime import Runtime, trim_memory
 from rest_core.ui.stepper import Stepper
 
@@ -42,6 +42,9 @@ class Session:
     # The one-token forward of this visitor's last Compare's plain decoding: Why this c? shows its
     # own measurement of that forward beside it (rest_core.ui.measures.same_forward).
     plain_forward: ForwardTime | None = None
+    # What that Compare measured (its prompt, speedup, REST's step by part): Why this c? sets its
+    # prediction beside it when it describes an answer to the same prompt.
+    measured: Measured | None = None
 
     def admit(self, max_jobs: int, horizon_s: float) -> bool:
         """Admit one more job unless `max_jobs` (0: no limit) are queued or running already. A
@@ -79,6 +82,7 @@ class Session:
         self.steps.close()
         self.jobs = []
         self.plain_forward = None
+        self.measured = None
         self.corpora.release(runtime, self.key)
         if runtime is not None:
             runtime.forget(self.key)

@@ -11,6 +11,7 @@ from typing import Any
 from rest_core.config import ConfigError
 from rest_core.ui import style, why_c_view
 from rest_core.ui.chat import time_limit_note
+from rest_core.ui.measures import LIVE, STEPPED
 from rest_core.ui.runtime import NO_STORE, Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.source_share import source_share_html
@@ -49,8 +50,22 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
             f"Measured up to {curve.sizes[-1]} tokens: the measurement {time_limit_note(limit)}; "
             "the cost past it is extrapolated."
         )
+    # Compare's figures sit beside the prediction when Compare ran on this answer's prompt
+    steps = bool(session.steps.events)  # the answer is the step-through's (each step one call)
+    prompt = list((session.steps.prompt_ids if steps else session.chat.prompt_ids) or [])
+    measured = session.measured
+    elsewhere = measured is not None and list(measured.prompt_ids) != prompt  # Compare ran on another prompt
     caption = why_c_view.why_c_caption(
-        curve, events, chosen, answer, max_c=STEP_C_MAX, compared=session.plain_forward, notes=notes
+        curve,
+        events,
+        chosen,
+        answer,
+        max_c=STEP_C_MAX,
+        compared=session.plain_forward,
+        measured=None if elsewhere else measured,
+        elsewhere=measured if elsewhere else None,
+        ran=STEPPED if steps else LIVE,
+        notes=notes,
     )
     session.why_c_of = answer_of(session)
     about = f'<p class="tt-cap why-of">{style.esc(described(answer, message, len(events)))}</p>' if events else ""

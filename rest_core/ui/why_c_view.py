@@ -13,7 +13,19 @@ import numpy as np
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
-from rest_core.ui.measures import ForwardTime, curve_forward, divided, ratio, same_forward, shown
+from rest_core.ui.measures import (
+    COMPARED,
+    STEPPED,
+    ForwardTime,
+    Measured,
+    alone,
+    curve_forward,
+    divided,
+    mean_over,
+    ratio,
+    same_forward,
+    shown,
+)
 from rest_core.ui.style import ACCEPTED_COLOR, MODEL_COLOR, esc, plural
 
 
@@ -80,7 +92,10 @@ def why_c_figure(curve: CostCurve, events: Sequence[StepEvent], chosen_c: int, m
     acc, speedup = _expected_speedup(curve, events, cs)
     best = int(cs[np.argmax(speedup)])
     fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("forward cost on this device", "expected speedup vs c"), horizontal_spacing=0.14
+        rows=1,
+        cols=2,
+        subplot_titles=(cost_title(curve), "expected speedup vs c<br><sup>predicted from this answer</sup>"),
+        horizontal_spacing=0.14,
     )
     c = int(min(max(chosen_c, 0), max_c))
     x, y, dots = cost_line(curve, 1 + c)
@@ -211,6 +226,11 @@ def cost_line(curve: CostCurve, marked: int) -> tuple[list[int], list[float], li
     return x, [ms[n] for n in x], [6 if n in sizes else 0 for n in x]
 
 
+def cost_title(curve: CostCurve) -> str:
+    """The cost panel's title and, under it, how its points were measured (`measures.alone`)."""
+    return f"forward cost on this device<br><sup>{alone(curve.reps)} per size</sup>"
+
+
 def marker_text(curve: CostCurve, c: int) -> str:
     """The cost chart's marker label, its x value named: "1 + 16 = 17 tokens: 123.2 ms"."""
     return f"1 + {c} = {1 + c} tokens: {float(curve(1 + c)):.1f} ms"
@@ -233,8 +253,8 @@ def _lay_out(fig: Any, curve: CostCurve, c: int) -> None:
     fig.update_xaxes(title_text="c, the most draft tokens verified per step", row=1, col=2)
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
     fig.update_layout(
-        height=300,
-        margin=dict(l=50, r=10, t=40, b=45),
+        height=320,
+        margin=dict(l=50, r=10, t=60, b=45),
         showlegend=False,
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",
@@ -278,12 +298,15 @@ def why_c_points(
     answer: str = "This answer",
     max_c: int = 64,
     compared: ForwardTime | None = None,
+    measured: Measured | None = None,
+    ran: str = STEPPED,
+    elsewhere: Measured | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(the caption's bullets, the arithmetic behind them), plain text: the cost of 1 and of 1 + c
-    tokens (as measured: `curve_forward`), `answer`'s M and the accepted drafts it is made of
-    (`answer`: whose steps `events` are, as the page names it), the best c of the plotted curve
-    beside what the steps verified (the auto budget's picks where it chose), why no c pays when
-    none does, and Compare's plain decoding forward (`compared`) when the visitor compared."""
+    """(the caption's bullets, the arithmetic behind them), plain text: the cost of 1 and 1 + c tokens
+    (`curve_forward`), `answer`'s M and its accepted drafts (`answer`: whose steps `events` are),
+    the plotted best c beside what the steps verified, why no c pays when none does, Compare's
+    plain forward (`compared`), and Compare's speedup and step beside the prediction for this
+    prompt (`measured`) or named as another prompt's (`elsewhere`); `ran`: how the steps ran."""
     rest = [e for e in events if e.method == "rest"]
     if not rest:
         return [
@@ -308,7 +331,9 @@ def why_c_points(
     )
     points.extend(two_speedups(curve, rest, c))
     sums.append(TWO_DIFFER)
-    points.extend(what_it_is(curve, rest, c, answer))
+    beside, step_sum = _what_and_beside(curve, rest, c, answer, ran, measured, elsewhere)
+    points.extend(beside)
+    sums.extend(step_sum)
     points.extend(left_end(curve, events, speedup))
     sums.append(
         f"At c = {c}: {sum_}. {acc_c:.2f}: the accepted drafts per step this answer's tries predict at c = {c}; "
@@ -346,17 +371,19 @@ def left_end(curve: CostCurve, events: Sequence[StepEvent], speedup: np.ndarray)
     return points
 
 
-def what_it_is(curve: CostCurve, rest: Sequence[StepEvent], c: int, answer: str = "This answer") -> list[str]:
+def what_it_is(
+    curve: CostCurve, rest: Sequence[StepEvent], c: int, answer: str = "This answer", ran: str = STEPPED
+) -> list[str]:
     """What the predicted speedup is and is not, beside Compare's measured one: for `answer` only,
     from its acceptance, the forward cost and its steps' measured other work; and, when it reads
-    above 1×, the costs it leaves out and why Compare can still read below 1×."""
+    above 1×, the costs it leaves out and why Compare can still read below 1×. `ran`: how the
+    answer's steps ran (`measures.STEPPED`, `measures.LIVE`), said beside their mean."""
     value, _ = chosen_speedup(curve, rest, c)
     whose = answer.replace("The ", "the ", 1).replace("This ", "this ", 1)
     out = [
-        f"The prediction is for {whose} only: its acceptance, the forward cost measured "
-        f"just now and its steps' other work, {shown(step_overhead(rest)):.1f} ms a step, the mean of its step "
-        "timings for retrieval, building the tree and acceptance. Compare instead times whole runs of the chat's "
-        "last prompt on the wall clock."
+        f"The prediction is for {whose} only: its acceptance, the forward cost ({alone(curve.reps)}) and its "
+        f"steps' other work, {shown(step_overhead(rest)):.1f} ms a step for retrieval, building the tree and "
+        f"acceptance ({mean_over(len(rest), ran)}). Compare instead times whole runs on the wall clock ({COMPARED})."
     ]
     if shown(value, 2) > 1.0:
         out.append(
@@ -370,8 +397,8 @@ def _verify_cost(curve: CostCurve, c: int, one: float, verify: float) -> tuple[s
     """The bullet on what verifying 1 and 1 + c tokens costs (`one`, `verify` ms), and its arithmetic."""
     measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
     point = (
-        f"Verifying 1 token costs {one:.1f} ms on this device; verifying 1 + {c} = {1 + c} tokens costs {verify:.1f} ms, "
-        f"{ratio(verify, one):.2f}× as long."
+        f"Verifying 1 token costs {one:.1f} ms on this device ({alone(curve.reps)}); verifying 1 + {c} = {1 + c} "
+        f"tokens costs {verify:.1f} ms, {ratio(verify, one):.2f}× as long."
     )
     return point, f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}."
 
@@ -401,6 +428,83 @@ def two_speedups(curve: CostCurve, rest: Sequence[StepEvent], c: int) -> list[st
         f"over the step's other work plus the forward of 1 + {c} = {value:.2f}×.",
         f"From this answer's M: M / the cost ratio of 1 + {c} tokens to 1 = {m:.2f} / {shown(x, 2):.2f} = {from_m:.2f}×.",
     ]
+
+
+def _what_and_beside(
+    curve: CostCurve,
+    rest: Sequence[StepEvent],
+    c: int,
+    answer: str,
+    ran: str,
+    measured: Measured | None,
+    elsewhere: Measured | None = None,
+) -> tuple[list[str], list[str]]:
+    """What the prediction is (`what_it_is`), how loaded its forwards ran (`forward_load`) and, when
+    Compare ran on this answer's prompt, what it measured beside it (`beside_compare`), else on
+    which other prompt (`other_prompt`): (bullets, the fold's lines)."""
+    if measured is None:
+        return what_it_is(curve, rest, c, answer, ran) + forward_load(curve, rest, ran) + other_prompt(elsewhere), []
+    beside, step_sum = beside_compare(curve, rest, c, measured, ran)
+    # beside Compare's figures for this prompt, what Compare reads on other prompts does not apply
+    return what_it_is(curve, rest, c, answer, ran)[:1] + forward_load(curve, rest, ran) + beside, [step_sum]
+
+
+# a step's forward this many times the cost measured alone, or more, is said to have run under load
+LOADED = 1.25
+
+
+def forward_load(curve: CostCurve, rest: Sequence[StepEvent], ran: str) -> list[str]:
+    """When the answer's own forwards ran well above the cost measured alone (the median of each
+    step's forward over the curve's cost of its size), one bullet saying so, both conditions
+    named: the prediction uses the cost measured alone. [] otherwise."""
+    ratios = [e.timings.forward_ms / float(curve(1 + verified(e))) for e in rest if e.timings.forward_ms > 0]
+    if not ratios or float(np.median(ratios)) < LOADED:
+        return []
+    return [
+        f"Its own forwards ran {float(np.median(ratios)):.1f}× slower than measured alone (median of "
+        f"{plural(len(ratios), 'step')}, {ran}); the prediction uses the cost measured alone."
+    ]
+
+
+def other_prompt(elsewhere: Measured | None) -> list[str]:
+    """Compare's speedup, when it ran on another prompt than the answer's, named as another
+    prompt's in one bullet; [] without one."""
+    if elsewhere is None:
+        return []
+    on = f"another prompt, {elsewhere.prompt}" if elsewhere.prompt else "another prompt"
+    return [f"Compare's {elsewhere.speedup:.2f}× was measured on {on}: another answer."]
+
+
+def beside_compare(
+    curve: CostCurve, rest: Sequence[StepEvent], c: int, measured: Measured, ran: str = STEPPED
+) -> tuple[list[str], str]:
+    """The prediction beside what Compare measured on the same prompt, and in one short sentence why
+    they differ, from the data: Compare's forward slower than the one measured alone (the load of
+    the moment), or its run accepting other drafts (another M). Then, for the fold, the predicted
+    step beside Compare's step by part, each with how it was measured."""
+    value, _ = chosen_speedup(curve, rest, c)
+    m = shown(rest[-1].totals.mean_generated_length, 2)
+    points = [
+        f"Compare measured {measured.speedup:.2f}× on this prompt, M = {measured.m:.2f}; "
+        f"the prediction here is {value:.2f}× at c = {c}, M = {m:.2f}."
+    ]
+    one, verify, overhead = shown(float(curve(1))), shown(float(curve(1 + c))), shown(step_overhead(rest))
+    if measured.rest is not None and measured.plain is not None:
+        # a speedup is tokens per step over a step's cost ratio: both pairs, so the reader sees which differs
+        acc = shown(float(expected_accepted(rest, [c])[0]), 2)
+        points.append(
+            "Each is tokens per step over a step's cost: Compare's REST step took "
+            f"{ratio(measured.rest.total, measured.plain.total):.2f}× its plain step and wrote M = {measured.m:.2f}; "
+            f"the predicted step costs {ratio(overhead + verify, one):.2f}× one token's forward and writes "
+            f"1 + {acc:.2f} tokens."
+        )
+    step = (
+        f"Predicted step: {overhead:.1f} + {verify:.1f} = {overhead + verify:.1f} ms (other work, {mean_over(len(rest), ran)}; "
+        f"forward of 1 + {c} tokens, {alone(curve.reps)})."
+    )
+    if measured.rest is not None:
+        step += f" Compare's REST step: {measured.rest.line()} ({COMPARED})."
+    return points, step
 
 
 TWO_DIFFER = (
@@ -436,7 +540,8 @@ def _picked(rest: Sequence[StepEvent], c: int, best: int) -> str:
     counts = verified_counts(rest)
     if auto_budget(rest):
         return (
-            f"The auto budget verified {counts}. It picks per step and drafts only where it expects to gain, while "
+            f"The auto budget verified {counts}. It picks per step and drafts only where its own cost estimate "
+            "expects a gain, while "
             f"the curve's best c = {best} is one c for every step."
         )
     return f"With c = {c}, the most verified per step, the steps verified {counts}; fewer where the trie held fewer."

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from rest_core.bench.prompt_lookup import LookupRun
-from rest_core.ui import compare, compare_view, measures
+from rest_core.ui import compare, compare_rows, compare_view, measures
 from tests.ui.test_measures import runs, timed
 from tests.ui.test_render import event, totals
 
@@ -128,9 +128,10 @@ def test_the_rerun_note_speaks_when_m_differs_and_the_step_row_names_each_column
     assert compare_view.rerun_note(cmp, totals(3, 2, 2, 0.3), auto=True).startswith(
         "The chat's answer to this prompt took 2 steps, M = 1.50; this REST rerun took 2, M = 2.00:"
     )
-    assert "plain: forward only" in compare_view.STEP_ROW and "REST: forward + retrieval" in compare_view.STEP_ROW
+    # the step's parts, each its own row under the step: plain decoding has no retrieval or tree
     top = unescape(compare_view.comparison_html(cmp)).split("<details")[0]
     assert f"<th>{compare_view.STEP_ROW}</th>" in top
+    assert f"<tr><th>{compare_rows.TREE_ROW}</th><td>" in top and "<td>-</td></tr>" in top
 
 
 def test_the_phone_table_keeps_its_numbers_on_one_line():

@@ -13,7 +13,7 @@ import pytest
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepTimings
-from rest_core.ui import compare_view, measures, why_c_view
+from rest_core.ui import compare_rows, compare_view, measures, why_c_view
 from tests.ui.test_render import event
 from tests.ui.test_source_share import _step
 
@@ -53,7 +53,7 @@ def test_compares_rows_say_what_they_measure_and_its_note_takes_the_forward_from
     rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
     assert rows["per token (wall clock, whole steps, prefill excluded)"] == ("50.0 ms", "40.0 ms")
     plain = measures.plain_forward(ar)
-    assert rows["one forward (mean; REST: root + drafts, plain: 1 token)"] == ("65.0 ms", f"{plain.ms:.1f} ms")
+    assert rows[compare_rows.FORWARD_ROW] == ("65.0 ms", f"{plain.ms:.1f} ms")
     note = unescape(compare_view.comparison_html(cmp))
     assert measures.PER_TOKEN in note
     assert f"Plain decoding: 40.0 ms per token against its forward's {plain.line()}" in note
@@ -114,7 +114,7 @@ def test_compares_step_never_reads_shorter_than_its_forward():
     cmp = compare_view.compare(rest, ar, greedy=False)
     rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
     step = float(rows[compare_view.STEP_ROW][0].split()[0])
-    forward = float(rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0].split()[0])
+    forward = float(rows[compare_rows.FORWARD_ROW][0].split()[0])
     assert (step, forward) == (80.0, 70.0)
     assert "took 80.0 / 55.0 = 1.45× a plain one-token step" in compare_view.speedup_why(cmp)
 
@@ -170,7 +170,7 @@ def test_every_ratio_compare_prints_reproduces_from_the_figures_it_prints():
     rows = {k: (r, a) for k, r, a in compare_view.comparison_rows(cmp)}
     step, forward = (
         rows[compare_view.STEP_ROW][0],
-        rows["one forward (mean; REST: root + drafts, plain: 1 token)"][0],
+        rows[compare_rows.FORWARD_ROW][0],
     )
     assert f"{step.split()[0]} − {forward.split()[0]} = 1.1 ms" in why
     per_token = rows["retrieval per token"][0].split()[0]  # retrieval per step: the printed row × M
@@ -219,13 +219,13 @@ def test_both_tokens_per_s_labels_say_what_they_measure_from_one_wording():
     Each figure's own label names what it measures, both from measures' wording, and they differ."""
     from rest_core.ui import stats
 
-    assert "live" in measures.LIVE_RATE and "page drawing" in measures.LIVE_RATE
+    assert measures.LIVE in measures.LIVE_RATE and measures.NOTHING_DRAWN in measures.COMPARE_RATE
     assert "nothing drawn" in measures.COMPARE_RATE and measures.LIVE_RATE != measures.COMPARE_RATE
     rest, ar = runs()
     done, live = stats.stats_html(rest), stats.stats_html(rest, running=True)
     assert f'<div class="k">{measures.LIVE_RATE}</div>' in unescape(done)
     assert f'<div class="k">{measures.LIVE_RATE_SO_FAR}</div>' in unescape(live)
-    assert measures.LIVE_RATE_SO_FAR.startswith("tokens/s so far") and "page drawing" in measures.LIVE_RATE_SO_FAR
+    assert measures.LIVE_RATE_SO_FAR.startswith("tokens/s so far") and measures.LIVE in measures.LIVE_RATE_SO_FAR
     cmp = compare_view.compare(rest, ar, greedy=True)
     html = unescape(compare_view.comparison_html(cmp))
     table = html[: html.index("<details")]

@@ -115,7 +115,7 @@ def test_why_this_c_says_what_the_auto_budget_picked_beside_the_curves_best_c():
     sentence = next(s for s in words.split("  ") if "The auto budget" in s).strip()
     assert sentence == (
         "The auto budget verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: 30 in all. It picks per step and drafts "
-        f"only where it expects to gain, while the curve's best c = {best} is one c for every step."
+        f"only where its own cost estimate expects a gain, while the curve's best c = {best} is one c for every step."
     )
     # a fixed c (step-through) is not called the auto budget
     fixed = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
@@ -147,9 +147,11 @@ def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
     assert why_c_view.auto_budget(events) and why_c_view.auto_budget([_auto(0, 0)])  # none drafted: still auto
     assert not why_c_view.auto_budget([_step(100)])
     runtime = SimpleNamespace(calls=SimpleNamespace(cost=lambda *_: CPU), settings=SimpleNamespace(max_seconds=60.0))
-    chat = SimpleNamespace(view=SimpleNamespace(events=events), messages=[{"role": "user", "content": "hi"}], answers=1)
-    steps = SimpleNamespace(events=[], message="", answers=0)
-    session = SimpleNamespace(steps=steps, chat=chat, plain_forward=None, why_c_of=None)
+    chat = SimpleNamespace(
+        view=SimpleNamespace(events=events), messages=[{"role": "user", "content": "hi"}], answers=1, prompt_ids=[1]
+    )
+    steps = SimpleNamespace(events=[], message="", answers=0, prompt_ids=[])
+    session = SimpleNamespace(steps=steps, chat=chat, plain_forward=None, measured=None, why_c_of=None)
     fig, caption = why_c.why_c(runtime, session, 16)
     marker = next(t for t in fig.data if t.name == "chosen c")
     assert marker.text == ("your c = 16",)
@@ -259,10 +261,11 @@ def test_the_prediction_says_what_it_is_and_is_not():
     assert value > 1
     words = text(why_c_view.why_c_caption(CPU, events, 16, "The step-through's answer", max_c=64))
     assert (
-        "The prediction is for the step-through's answer only: its acceptance, the forward "
-        "cost measured just now and its steps' other work, 2.0 ms a step, the mean of its step timings" in words
+        "The prediction is for the step-through's answer only: its acceptance, the forward cost (measured alone) "
+        "and its steps' other work, 2.0 ms a step for retrieval, building the tree and acceptance (mean of 3 steps, "
+        "one step per click)" in words
     )
-    assert "Compare instead times whole runs of the chat's last prompt on the wall clock." in words
+    assert "Compare instead times whole runs on the wall clock (mean over the run, nothing drawn)." in words
     assert "It leaves out the prefill and the page's drawing" in words
     assert words.split("The arithmetic")[0].count(f"{value:.2f}×") == 1  # said once, in the formula's bullet
     assert why_c_view.step_overhead(events) == pytest.approx(2.0)  # the mean, as Compare's step row
