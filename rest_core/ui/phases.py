@@ -330,13 +330,10 @@ def verify_lead(event: StepEvent) -> str:
     if not checks:
         return "One forward over the root alone gives the model's next token, as plain decoding does."
     agree = sum(c.status == "agree" for c in checks)
-    off = sum(c.status == "not reached" for c in checks)
-    unused = (
-        f", and the {plural(off, 'row')} under a rejected token {'is' if off == 1 else 'are'} not used" if off else ""
-    )
+    # the rows under a rejected token are counted once, by their fold under the table
     return (
         f"One forward checked all {len(checks) + 1} rows; "
-        f"{agree} of the {plural(len(checks), 'drafted token')} {'is' if agree == 1 else 'are'} accepted{unused}."
+        f"{agree} of the {plural(len(checks), 'drafted token')} {'is' if agree == 1 else 'are'} accepted."
     )
 
 
