@@ -65,7 +65,7 @@ INTRO = (
 # sampling, its distribution (a draft is kept only where it equals the model's own draw, so every
 # token follows the model's odds, but two runs differ). The header, the glossary, How REST works,
 # the guided example and the temperature's help all say these words.
-SAME_TEXT = "exactly the text plain decoding writes"
+SAME_TEXT = "exactly plain decoding's text"
 SAME_DISTRIBUTION = "the same distribution, not the same text"
 SAMPLING_TOO = f"when sampling, {SAME_DISTRIBUTION}"
 # What K is, said beside its value wherever a panel shows it (the glossary's entry, the Retrieve
@@ -83,8 +83,8 @@ STEPS = (
     ),
     (
         "2. Verify",
-        "the model checks all drafts in <b>one</b> forward pass and accepts those it would have written itself. "
-        f"The result is {SAME_TEXT} ({SAMPLING_TOO}).",
+        "the model checks all drafts in <b>one</b> forward pass and accepts those it would have written itself: "
+        f"{SAME_TEXT} ({SAMPLING_TOO}).",
     ),
     ("3. Keep", "the accepted drafts, then one token of the model's own (usually)."),
 )
