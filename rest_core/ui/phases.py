@@ -192,14 +192,15 @@ def retrieve_html(
 
 
 def trie_lead(event: StepEvent) -> str:
-    """The Build panel's one sentence: how many of the trie's nodes are drafted, and under which budget."""
+    """The Build panel's one sentence: how many of the trie's nodes are drafted (the budget is the
+    step header's and the fold's to say, not said a third time here)."""
     trie = event.trie
     if trie is None or len(trie) == 0:
         return "Nothing was retrieved, so this step has no trie and no draft."
     drafted = len(event.draft) if event.draft is not None else 0
     return (
         f"The {drafted} heaviest of the trie's {plural(event.trie_nodes or len(trie), 'node')} "
-        f"{'is' if drafted == 1 else 'are'} drafted ({budget_note(event)})."
+        f"{'is' if drafted == 1 else 'are'} drafted."
     )
 
 

@@ -120,3 +120,11 @@ def test_the_diagrams_loop_caption_fits_a_phones_box():
     loop = re.findall(r'<text x="12" y="\d+"[^>]*>([^<]*)</text>', SVG)
     assert len(loop) == 2 and loop[0].startswith("↺")
     assert all(len(line) <= 48 for line in loop), loop
+
+
+def test_the_trie_panels_sentence_does_not_repeat_the_steps_budget():
+    """Complaint 1: "fixed c = 16" stood in the step's header, the trie panel's sentence and the
+    figure's title; the header and the panel's fold keep it."""
+    ev = eos_step()
+    assert "fixed c" not in phases.trie_lead(ev) and phases.trie_lead(ev).endswith("are drafted.")
+    assert "fixed c = 7" in phases.trie_caption(ev) and "fixed c = 7" in phases.step_header(ev)
