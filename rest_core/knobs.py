@@ -212,7 +212,7 @@ KNOBS: tuple[Knob, ...] = (
         minimum=0,
         maximum=2,
         step=0.05,
-        help="0: always the likeliest token; above 0 the model samples, and REST stays exact (same distribution)",
+        help="0: always the likeliest token; above 0 the model samples, and REST gives the same distribution, not the same text",
     ),
     Knob(
         "top_p",

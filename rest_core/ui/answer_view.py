@@ -16,7 +16,6 @@ from rest_core.sources import SourceTable
 from rest_core.ui.style import (
     CONTEXT_NAME,
     DEFAULT_STORES,
-    NO_OWN_TOKEN,
     SEVERAL_NAME,
     Tokenizer,
     decode_text,
@@ -208,9 +207,10 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
     return view.html()
 
 
-# What the dotted underline is, in the key's words, with when a step has none (NO_OWN_TOKEN).
+# What the dotted underline is, in the key's words; when a step has none is the glossary's to say
+# (NO_OWN_TOKEN, said fully once on the page), so the key says "usually" and points there.
 MODEL_TOKEN_NOTE = (
-    f"a dotted underline marks the model's own token, one after each step's accepted drafts; {NO_OWN_TOKEN}"
+    "a dotted underline marks the model's own token, after each step's accepted drafts (usually: see How REST works)"
 )
 # Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
 # stay apart without a colour the key does not show.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rest_core.knobs import APP_KNOBS
-from rest_core.ui import style
+from rest_core.ui import style, words
 from rest_core.ui.runtime import NO_STORE, Runtime
 
 
@@ -55,13 +55,13 @@ GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
         "source (amber, “conversation”) drafts whole runs of it and M jumps.",
     ),
     GuidedExample(
-        "Sampling at temperature 0.8: still exact",
+        f"Sampling at temperature 0.8: {words.SAME_DISTRIBUTION}",
         "What are three tips for staying productive when working from home?",
         "chat",
         "send",
         (("temperature", 0.8), ("top_p", 0.95), ("use_datastore", True), ("use_context", True)),
-        "The model now samples. A draft token is kept only when it equals the model's own draw at that position, so each "
-        "token still follows exactly the model's distribution: the drafts change the speed, never the odds.",
+        "The model now samples. A draft token is kept only when it equals the model's own draw there, so each token "
+        f"follows the model's odds: {words.SAME_DISTRIBUTION}. The drafts change the speed, never the odds.",
     ),
 )
 

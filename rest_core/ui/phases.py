@@ -37,7 +37,6 @@ from rest_core.ui.tree_key import (
     END_MARK,
     END_SHOWN,
     KEY_SHORT,
-    NO_OWN_TOKEN,
     OFF_PATH,
     REJECTED,
     UNCHECKED,
@@ -45,9 +44,11 @@ from rest_core.ui.tree_key import (
     budget_words,
     draft_states,
     end_token,
+    no_own_reason,
 )
 from rest_core.ui.tree_mask import mask_figure, mask_view
 from rest_core.ui.trie_view import trie_figure
+from rest_core.ui.words import K_MEANS
 
 # ----------------------------------------------------------------------------------------------
 # Every panel: one plain sentence of what happened in this step, the rest folded
@@ -109,9 +110,9 @@ def retrieve_caption(
         text = visible(decode_text(tokenizer, m.suffix_tokens), 60)
         capped = ""
         if retrieval is not None and m.occurrences > retrieval.max_matches:
-            capped = f"; K = {retrieval.max_matches:,} caps them, so a fair sample of {retrieval.max_matches:,} is used"
+            capped = f"; K = {retrieval.max_matches:,}, {K_MEANS}, caps them: a fair sample of {retrieval.max_matches:,} is read"
         elif retrieval is not None:
-            capped = f"; all of them are used (K = {retrieval.max_matches:,})"
+            capped = f"; all are read (K = {retrieval.max_matches:,}, {K_MEANS})"
         parts.append(
             f"The {shown_name(m.source_bit, m.source)} matched the last {plural(m.suffix_len, 'token')} “{text}”{tried_txt}: "
             f"{plural(m.occurrences, 'occurrence')}{capped}."
@@ -191,14 +192,15 @@ def retrieve_html(
 
 
 def trie_lead(event: StepEvent) -> str:
-    """The Build panel's one sentence: how many of the trie's nodes are drafted, and under which budget."""
+    """The Build panel's one sentence: how many of the trie's nodes are drafted (the budget is the
+    step header's and the fold's to say, not said a third time here)."""
     trie = event.trie
     if trie is None or len(trie) == 0:
         return "Nothing was retrieved, so this step has no trie and no draft."
     drafted = len(event.draft) if event.draft is not None else 0
     return (
         f"The {drafted} heaviest of the trie's {plural(event.trie_nodes or len(trie), 'node')} "
-        f"{'is' if drafted == 1 else 'are'} drafted ({budget_note(event)})."
+        f"{'is' if drafted == 1 else 'are'} drafted."
     )
 
 
@@ -265,7 +267,7 @@ def row_checks(event: StepEvent) -> list[RowCheck]:
     return out
 
 
-NOT_USED = "· not used: under a rejected row"  # a row off the walk's path: computed, not used
+NOT_USED = "· not used"  # a row off the walk's path: computed, not used
 
 
 def _mark(check: RowCheck) -> str:
@@ -329,47 +331,60 @@ def verify_lead(event: StepEvent) -> str:
     if not checks:
         return "One forward over the root alone gives the model's next token, as plain decoding does."
     agree = sum(c.status == "agree" for c in checks)
-    off = sum(c.status == "not reached" for c in checks)
-    unused = (
-        f", and the {plural(off, 'row')} under a rejected token {'is' if off == 1 else 'are'} not used" if off else ""
-    )
+    # the rows under a rejected token are counted once, by their fold under the table
     return (
         f"One forward checked all {len(checks) + 1} rows; "
-        f"{agree} of the {plural(len(checks), 'drafted token')} {'is' if agree == 1 else 'are'} accepted{unused}."
+        f"{agree} of the {plural(len(checks), 'drafted token')} {'is' if agree == 1 else 'are'} accepted."
+    )
+
+
+# The verify table's head: the model's own token after the parent row, the token it chooses at
+# the node's place, beside the drafted one; the root's row is the last token already written.
+MODEL_COLUMN = "model's choice here"
+ROOT_ROW = "last written"
+
+
+def _rows_table(rows: Sequence[str]) -> str:
+    return (
+        '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
+        f'<th title="the model\'s own token after the parent row">{MODEL_COLUMN}</th>'
+        f'<th class="tt-pos" title="position id">pos</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     )
 
 
 def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, limit: int = 24) -> str:
     """The caption and a table: the row's verdict first (so a phone keeps it on screen), the row
     and its parent, the drafted token, the model's own token at its parent row, the position id
-    (class tt-pos: a phone hides it; the caption gives the rule)."""
+    (class tt-pos: a phone hides it; the caption gives the rule). The rows under a rejected token
+    (not used) sit in a fold of their own, with the same numbers (the tree's and the mask's)."""
     checks = row_checks(event)
     root_pos = len(context) - 1
     draft = event.draft
-    body = []
-    said = model_tokens_by_row(event)
-    root_tok = said.get(0)
-    body.append(
-        f'<tr class="tt-root"><td>start</td><td>root</td><td><code>{esc(token_label(tokenizer, context[-1], 12))}</code></td>'
+    root_tok = model_tokens_by_row(event).get(0)
+    body = [
+        f'<tr class="tt-root"><td>{ROOT_ROW}</td><td>root</td><td><code>{esc(token_label(tokenizer, context[-1], 12))}</code></td>'
         f"<td><code>{esc(token_label(tokenizer, root_tok, 12)) if root_tok is not None else '–'}</code></td>"
         f'<td class="tt-pos">{root_pos}</td></tr>'
-    )
+    ]
+    unused = []
     for c in checks[:limit]:
         assert draft is not None
         pos = root_pos + int(draft.depths[c.node])
         model = esc(token_label(tokenizer, c.model, 12)) if c.model is not None else "–"
         grey = ' class="tt-unused"' if c.status == "not reached" else ""
-        body.append(
+        (unused if c.status == "not reached" else body).append(
             f'<tr class="{ROW_CLASS[c.status]}"><td>{esc(_mark(c))}</td><td>{c.node + 1} (parent {c.parent_row or "root"})</td>'
             f"<td><code>{esc(token_label(tokenizer, c.drafted, 12))}</code></td><td{grey}><code>{model}</code></td>"
             f'<td class="tt-pos">{pos}</td></tr>'
         )
     more = f'<p class="muted">{len(checks) - limit} more rows not listed.</p>' if len(checks) > limit else ""
-    table = (
-        '<div class="scroll-x"><table class="tt-rows"><thead><tr><th></th><th>row</th><th>drafted</th>'
-        '<th>model\'s token at the parent row</th><th class="tt-pos" title="position id">pos</th></tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>{more}"
+    folded = (
+        f'<details class="tt-unused-rows"><summary>{plural(len(unused), "row")} under a rejected token, not used'
+        f"</summary>{_rows_table(unused)}</details>"
+        if unused
+        else ""
     )
+    table = _rows_table(body) + folded + more
     # The lead sentence, the how folded, the table in view (a figure, not a wall of words).
     fold = f'<p class="tt-cap">{esc(verify_caption(event, context))}</p>'
     return panel("verify", verify_lead(event), "How one forward checks every row", fold) + table
@@ -412,14 +427,10 @@ def accept_caption(event: StepEvent, tokenizer: Tokenizer) -> str:
         out.append("It accepts 0 draft tokens: the table has no ✓ row.")
     if own:
         out.append(f"Then it appends the model's own token “{token_label(tokenizer, own[-1], 20)}”.")
-    elif event.finish_reason == "eos":
-        out.append(f"The last is the end of text, shown {END_MARK}, so the answer ends there.")
+    elif end_token(event) is not None:
+        out.append(f"The last is the end of text: {no_own_reason(event)}. {END_SHOWN.strip()}")
     else:
-        out.append("The answer reached its length limit there.")
-    if not own:
-        out.append(f"No token of the model's own: {NO_OWN_TOKEN[0].lower()}{NO_OWN_TOKEN[1:]}")
-        if end_token(event) is not None:
-            out.append(END_SHOWN.strip())
+        out.append(f"Then {no_own_reason(event)}.")
     out.append(f"{plural(len(event.tokens), 'token')} from one forward.")
     out.append(f"The cache keeps the KV of rows {', '.join(map(str, keep))}: the root and the accepted rows.")
     if not own and path:

@@ -38,8 +38,9 @@ def draft_states(event: StepEvent) -> tuple[str, ...]:
     return tuple(out)
 
 
-# When a step writes no token of its own: one sentence, said alike wherever a view explains it.
-NO_OWN_TOKEN = OWN_TOKEN_NONE[0].upper() + OWN_TOKEN_NONE[1:] + "."  # the key's sentence, as a sentence
+# When a step writes no token of its own, in general: the glossary says it, once on the page; a
+# view of one step says that step's own reason instead (`no_own_reason`).
+NO_OWN_TOKEN = OWN_TOKEN_NONE[0].upper() + OWN_TOKEN_NONE[1:] + "."  # the sentence, as a sentence
 END_MARK = "⟨end⟩"  # an accepted end-of-text token, which prints as nothing, where a view shows it
 END_SHOWN = f" The answer's text does not show it; the step's views mark it {END_MARK}."
 
@@ -50,6 +51,16 @@ def end_token(event: StepEvent) -> int | None:
     if event.finish_reason == "eos" and event.tokens and event.token_sources and event.token_sources[-1]:
         return int(event.tokens[-1])
     return None
+
+
+def no_own_reason(event: StepEvent) -> str:
+    """Why this step wrote no token of the model's own, in a few words ("" when it wrote one): an
+    accepted draft ended the answer (its end-of-text token), or the length limit cut the step."""
+    if any(not s for s in event.token_sources) or not event.tokens:
+        return ""
+    if end_token(event) is not None:
+        return "an accepted draft ended the answer, so no token of the model's own"
+    return "the length limit cut the step, so no token of the model's own"
 
 
 def budget_words(event: StepEvent, c_max: int | None = None) -> str:
@@ -90,7 +101,7 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
         "★",
         "model's own token",
         "star",
-        "Written after the accepted drafts, on a dashed line, in a row of its own. " + NO_OWN_TOKEN + END_SHOWN,
+        "Written after the accepted drafts, on a dashed line, in a row of its own: one per step (usually).",
     ),
 )
 # A mark's words in the figure's compact legend: what it means, in a few words (its look is the
@@ -136,7 +147,8 @@ def _legend_items() -> list[str]:
 
 # The figure's own legend is the one key; this fold, under it, says the same marks at length.
 TREE_LEGEND = (
-    '<details class="tree-key"><summary><b>Reading the draft tree</b></summary><ul>'
+    '<details class="tree-key"><summary><b>Reading the draft tree</b>: a node\'s number is its row in the mask '
+    "and the verify table</summary><ul>"
     + "".join(_legend_items())
     + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
     + "".join(f"<li>{note}</li>" for note in TREE_NOTES)

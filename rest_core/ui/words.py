@@ -61,6 +61,17 @@ INTRO = (
     "<b>datastore</b>; the model checks all the guesses at once and keeps the ones it would have written itself."
 )
 
+# What REST keeps of plain decoding, one wording each: greedy (temperature 0), exactly its text;
+# sampling, its distribution (a draft is kept only where it equals the model's own draw, so every
+# token follows the model's odds, but two runs differ). The header, the glossary, How REST works,
+# the guided example and the temperature's help all say these words.
+SAME_TEXT = "exactly plain decoding's text"
+SAME_DISTRIBUTION = "the same distribution, not the same text"
+SAMPLING_TOO = f"when sampling, {SAME_DISTRIBUTION}"
+# What K is, said beside its value wherever a panel shows it (the glossary's entry, the Retrieve
+# panel's caption, the step's settings line).
+K_MEANS = "the most matches read per lookup"
+
 # The method's three steps, one plain sentence each: the captions of the diagram's three groups
 # (assets/how_rest_works.svg: 1. Look up, 2. Verify, 3. Keep), and on a phone, where the
 # diagram is too small to read, the steps alone.
@@ -73,9 +84,9 @@ STEPS = (
     (
         "2. Verify",
         "the model checks all drafts in <b>one</b> forward pass and accepts those it would have written itself: "
-        "the text is exactly what plain decoding writes.",
+        f"{SAME_TEXT} ({SAMPLING_TOO}).",
     ),
-    ("3. Keep", f"the accepted drafts, then one token of the model's own: {NO_OWN_TOKEN}."),
+    ("3. Keep", "the accepted drafts, then one token of the model's own (usually)."),
 )
 
 
@@ -177,36 +188,36 @@ GLOSSARY = f"""
 | **several sources** | A token that two or more sources drafted, coloured violet. Hovering it names them, e.g. several sources (chat + code). |
 | **n_max, n_min** | The longest and the shortest run of last tokens looked up. The longest run that occurs wins. |
 | **m** | How many tokens after each occurrence are taken as a continuation. |
-| **K** | The most occurrences used; above K a fair sample of K is taken. |
+| **K** | {K_MEANS[0].upper()}{K_MEANS[1:]}; above K, a fair sample of K is read. |
 | **trie** | A prefix tree of the continuations: ones that start alike share a branch. Each node is one token; its path from the root is its draft. |
 | **weight** | How likely a node's path is: {WEIGHT_RULE}. E.g. code 2 of 2 and chat 4 of 6 run through it, the conversation found none: {weight_words(list(WEIGHT_EXAMPLE))}. |
 | **heaviest** | The nodes of largest weight. Up to c of the heaviest, a connected subtree, are verified. |
-| **c** | c, the most draft tokens verified per step, set in Settings; each step's own count is "drafted N", which the auto budget picks from 0 up to c. |
-| **auto budget** | Picks each step's drafts, from 0 up to c, from the forward's cost measured on this device. It keeps the count that should give the most tokens per millisecond; the fixed budget drafts {FIXED_MEANS}. |
+| **c** | c, the most draft tokens verified per step, set in Settings. A step's own count reads "drafted N" (the auto budget picks it). |
+| **auto budget** | Picks each step's count, from 0 up to c, from the forward's cost measured on this device: the count that should give the most tokens per millisecond. The fixed budget drafts {FIXED_MEANS}. |
 | **accepted** | A draft token equal to the token the model writes there. A step keeps its drafts up to the first disagreement. |
-| **model's own token** | The token the model writes after a step's accepted drafts, marked by a dotted underline; {NO_OWN_TOKEN}. |
+| **model's own token** | The token the model writes after a step's accepted drafts, marked by a dotted underline. There is usually one per step: {NO_OWN_TOKEN}. |
 | **tree attention mask** | Lets each draft token see the cached context, its ancestors and itself only. So one forward pass checks every branch at once. |
 | **KV cache** | What the model computed for every earlier token, kept so that a step computes only its new tokens. The rejected drafts' entries are dropped after each step. |
-| **root** | The last token written: it starts each step's forward pass as row 0. |
-| **rows** | The tokens of one verify forward, one row each: row 0 is the root, then the drafts, depth by depth. In the mask, a row shows what its token may look at. |
+| **root** | The last token written: row 0 of each step's forward pass. |
+| **rows** | The tokens of one verify forward, one row each: the root, then the drafts, depth by depth. The tree's node numbers, the mask's rows and the verify table's rows are these. |
 | **position id** | Where the model is told a token sits in the text. A draft sits at its root's position plus its depth, so siblings share a position. |
 | **lazy logits** | The model's output layer scores only the rows the check reaches, not every drafted row. Step through scores the others too, after the step's clock stops. |
 | **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST forward takes than a one-token one. |
 | **prefill** | The one forward over the whole prompt before the first new token. Every tokens/s on this page leaves it out. |
 | **prompt lookup** | transformers' own draft method, compared in *Speed*. It finds the last tokens, up to 2, earlier in the prompt and answer and drafts the 3 that followed, as one chain, with no datastore and no trie. |
-| **temperature, top-p, top-k** | Sampling settings: temperature 0 always takes the likeliest token; above 0 the model draws at random among its likeliest tokens: the k likeliest (top-k), and the fewest whose chances add up to p (top-p). REST accepts a draft only when it equals that draw. |
-| **lossless** | The output is exactly what plain decoding writes, because a draft is accepted only where it equals the model's own choice. A small model's own mistakes are plain decoding's too. |
+| **temperature, top-p, top-k** | Sampling settings: temperature 0 always takes the likeliest token; above 0 the model draws at random among its likeliest tokens: the k likeliest (top-k), and the fewest whose chances add up to p (top-p). |
+| **lossless** | A draft is accepted only where it equals the model's own choice: greedy, {SAME_TEXT}; sampling, {SAME_DISTRIBUTION}. A small model's own mistakes are plain decoding's too. |
 """
 
-ONE_FORWARD = """
+ONE_FORWARD = f"""
 #### Why checking many tokens in one forward beats one forward per token
 
 - Plain decoding runs the whole model once per token.
 - REST checks the root and up to c draft tokens in **one** forward pass.
-- Each accepted draft saves a forward pass. A step writes M tokens: the accepted drafts and one of the model's own.
+- Each accepted draft saves a forward pass. A step writes its accepted drafts and, usually, one token of the model's own: M on average.
 - On a GPU, a forward over dozens of tokens costs about as much as over one. So the speedup approaches M.
 - On a CPU, verifying several tokens costs more than one. So the auto budget drafts only where it expects to gain.
-- Either way the text is the same: a draft is accepted only where the model would have written it.
+- Either way a draft is accepted only where the model would have written it: {SAME_TEXT} ({SAMPLING_TOO}).
 
 *Speed* in Chat measures both; *Why this c?* in Step through shows the cost against c.
 """

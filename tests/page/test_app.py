@@ -475,7 +475,7 @@ def test_the_header_opens_with_one_plain_sentence_and_a_diagram_without_symbols(
     lines = re.findall(r"<text[^>]*>([^<]*)</text>", app.header_diagram())
     for symbol in ("n_max", "n_min", "K", "m", "c"):
         assert not any(re.search(rf"(?<![\w'])(≤ )?{symbol}\b", line) for line in lines), symbol
-    for plain in ("the last few tokens,", "what followed", "each match", "heaviest branches", "and the drafts"):
+    for plain in ("the last few tokens,", "what followed", "each match", "the heaviest", "and the drafts"):
         assert plain in lines, plain
     full = re.findall(r"<text[^>]*>([^<]*)</text>", app.header_diagram(plain=False))
     assert "n_max down to n_min" in full and "up to c heaviest" in full and "up to c drafts" in full

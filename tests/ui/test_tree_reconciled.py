@@ -276,7 +276,7 @@ def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
     assert tree_key.key_name(tree_key.OFF_PATH) in [t.name for t in fig.data if t.showlegend]
     assert "under a rejected token, so not used" in unescape(tree_key.TREE_LEGEND)
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
-    assert re.search(r"· not used: under a rejected row\s+4 \(parent 2\)\s+q", table), table
+    assert re.search(r"under a rejected token, not used .*· not used\s+4 \(parent 2\)\s+q", table), table
     assert "off path" not in table
 
 
@@ -295,7 +295,7 @@ def test_off_the_path_says_one_thing_in_key_table_caption_and_tree():
     accepted = states.count(tree_key.ACCEPTED)
     lead = phases.verify_lead(ev)
     assert f"{accepted} of the 7 drafted tokens are accepted" in lead and "agree with the model" not in lead
-    assert "1 row under a rejected token is not used" in lead
+    assert "rejected" not in lead and "<summary>1 row under a rejected token, not used</summary>" in html
     assert "not used" in tree_key.KEY_SHORT[tree_key.OFF_PATH] and "never compared" not in tree_key.TREE_LEGEND
     assert "computed its row too" in unescape(tree_key.TREE_LEGEND)
     # drawn as keyed: grey and faded, the same look for the nodes and the key's sample
