@@ -70,7 +70,7 @@ def test_labels_sit_on_one_side_haloed_over_every_edge_and_crosses_are_bold():
     assert labelled
     for t in labelled:
         positions = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
-        assert set(positions) == {"top center"}, t.name
+        assert all(p.startswith("top ") for p in positions), t.name  # above its node, shifted off an edge at most
         assert t.textfont.shadow and "#fff" in t.textfont.shadow, t.name
     last_line = max(i for i, t in enumerate(fig.data) if t.mode == "lines")
     first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
