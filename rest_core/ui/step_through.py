@@ -42,11 +42,11 @@ class StepView:
 
 
 # Before the first step: one line instead of four empty panels (assets/app.css hides them while
-# the header holds this line; they stay in the page for the handlers).
+# the header holds this line; they stay in the page for the handlers). What a step does is said
+# just above it ("Step mode runs one step per click: ..."), so this line only says what to press.
 EMPTY_HEAD = (
-    '<div class="tt-head tt-empty">Press <b>Next step</b> to take the answer\'s first step: '
-    "look up drafts, verify them in one forward, keep what the model agrees with. No message yet? "
-    "Pick a guided example above.</div>"
+    '<div class="tt-head tt-empty">Press <b>Next step</b> for the answer\'s first step. '
+    "No message yet? Pick a guided example above.</div>"
 )
 
 
@@ -81,7 +81,8 @@ def step_view(st: Stepper, status: str = "") -> StepView:
 
 def settings_used_html(st: Stepper) -> str:
     """The settings this answer runs with, from Chat's Settings panel (the step-through has no
-    panel of its own): its sources, greedy or sampled, the retrieval's n_max, n_min, m and K."""
+    panel of its own), folded under its sources: greedy or sampled, the retrieval's n_max,
+    n_min, m and K, the most new tokens."""
     cfg = st.config
     if cfg is None:
         return ""
@@ -95,16 +96,15 @@ def settings_used_html(st: Stepper) -> str:
         if s.temperature <= 0
         else f"sampling at temperature {s.temperature:g}, top-p {s.top_p:g}"
     )
-    parts = [
-        "drafts from " + (" + ".join(sources) if sources else "no source"),
-        how,
+    said = "drafts from " + (" + ".join(sources) if sources else "no source") + " · " + how
+    rest = [
         f"suffixes of {r.n_max} down to {r.n_min} tokens, m = {r.m}, K = {r.max_matches:,}",
         f"at most {cfg.max_new_tokens:,} new tokens",
     ]
+    # folded: the same line every step, read once (its sources and sampling stay in the summary)
     return (
-        '<div class="tt-settings">Settings used, from the Chat view\'s Settings panel: '
-        + style.esc(" · ".join(parts))
-        + "</div>"
+        f'<details class="tt-settings"><summary>Settings used: {style.esc(said)}</summary>'
+        "From the Chat view's Settings panel: " + style.esc(" · ".join(rest)) + "</details>"
     )
 
 

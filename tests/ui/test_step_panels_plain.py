@@ -221,3 +221,20 @@ def test_before_the_first_step_the_step_through_is_one_line():
     css = (ROOT / "assets" / "app.css").read_text()
     assert "#teach:has(#teach-head .tt-empty) :is(#teach-answer, #teach-retrieve, #teach-accept, h4)" in css
     assert "#teach:has(#teach-head .tt-empty) .row:has(#teach-trie)" in css
+
+
+def test_the_settings_line_of_every_step_is_folded_under_its_sources():
+    """Round 2 (05, 06): each step repeated a long settings line above its panels; it folds
+    under a short summary (its sources and greedy or sampled), the rest one click away."""
+    from rest_core.config import GenerationConfig
+
+    st = Stepper()
+    st.stores = {"code": None}
+    st.config = GenerationConfig()
+    out = step_through.settings_used_html(st)
+    m = re.fullmatch(r'<details class="tt-settings"><summary>(.*?)</summary>(.*)</details>', out)
+    assert m, out
+    summary, body = unescape(m.group(1)), unescape(m.group(2))
+    assert summary.startswith("Settings used: drafts from code") and "greedy" in summary
+    assert len(summary) <= 80 and "K = " in body and "new tokens" in body
+    assert len(text(step_through.EMPTY_HEAD)) <= 100  # the line above it says what a step does
