@@ -266,7 +266,6 @@ class _TrieDrawing:
             xy.append((view.star_x, view.star_y))
             sizes.append(14.0)
             edges.append((self.parent_xy(view.model_parent_pos), xy[-1]))
-            fixed.append((view.star_x, view.star_y, self.star_chars * CHAR_PX))
         shown = [
             0.0 if st == "retrieved" else len(html.unescape(lab)) * CHAR_PX for st, lab in zip(view.states, self.labels)
         ]
@@ -274,7 +273,7 @@ class _TrieDrawing:
             xy=xy,
             sizes=sizes,
             edges=edges,
-            label_px=shown + [0.0] * (len(xy) - n),
+            label_px=shown + [0.0] + ([len(html.unescape(self.star_label())) * CHAR_PX] if len(xy) > n + 1 else []),
             numbers=list(self.row_no) + [0] * (len(xy) - n),
             columns=self.columns,
             y_range=self.y_range(),
@@ -424,6 +423,11 @@ class _TrieDrawing:
             showlegend=False,
         )
 
+    def star_label(self) -> str:
+        """The model's own token's label, cut to its room."""
+        tok = visible(token_text(self.tokenizer, self.view.model_token), 99)
+        return plot_esc(visible(punctuation(tok), self.star_chars))
+
     def model_token_traces(self) -> list[dict]:
         """The model's own token that closes the step: a star, dashed from its parent, in a row
         of its own (the layout gives it one, last under its parent), never on a circle (a star
@@ -432,9 +436,7 @@ class _TrieDrawing:
         view = self.view
         if view.model_token is None:
             return []
-        label = plot_esc(
-            visible(punctuation(visible(token_text(self.tokenizer, view.model_token), 99)), self.star_chars)
-        )
+        label = self.star_label()
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
@@ -455,7 +457,7 @@ class _TrieDrawing:
                 y=[my],
                 mode="markers+text",
                 text=[label],
-                textposition=LABEL_POSITION,
+                textposition=self.texts.label_places[len(view.nodes) + 1],
                 textfont=dict(size=LABEL_PX, color=MODEL_COLOR, shadow=LABEL_HALO),
                 marker=dict(symbol="star", size=14, color=MODEL_COLOR),
                 name="model's own token",
