@@ -22,13 +22,15 @@ LABEL_PLACES = ("top center", "top right", "top left")  # a label stays above it
 NUMBER_PLACES = ("bottom left", "bottom right", "top left", "top right", "middle left", "middle right")
 DIGIT_PX = 6.8  # a bold digit's width at the numbers' 11 px
 CLEAR_PX = 1.0  # a text's halo: a line this close to a text's box crosses it
+TEXT_GAP_PX = 3.0  # two texts closer than this read as one ("d" and "an…" as "dan…")
+TEXT_WEIGHT = 4  # a text on another text (or cut by the plot's edge) costs as much as four edges through it
 
 
 @dataclass(frozen=True)
 class Texts:
     """Where each text goes: per node its label's textposition, per node its number's (\"\" with
-    none), the number's marker size (its offset from the node), and how many overlaps remain
-    (0 when every text is clear on every scale)."""
+    none), the number's marker size (its offset from the node), and the overlaps that remain,
+    weighted (0 when every text is clear on every scale)."""
 
     label_places: tuple[str, ...]
     number_places: tuple[str, ...]
@@ -139,10 +141,10 @@ def _hits(scale, drawn: tuple[list, list], box: Box, own: int, taken: list[Box],
     that node's)."""
     w, h = scale
     edges, nodes = drawn
-    hits = sum(segment_meets(box, p, q) for p, q in edges)
-    hits += sum(boxes_meet(box, t) for t in taken)
-    hits += int(box[0] < 0 or box[1] < 0 or box[2] > w or box[3] > h)
-    hits += sum(boxes_meet(box, b) for k, b in enumerate(nodes) if k != own)
+    hits = sum(segment_meets(box, p, q) for p, q in edges)  # a line under a haloed text still reads
+    hits += TEXT_WEIGHT * sum(boxes_meet(box, t, TEXT_GAP_PX) for t in taken)  # two texts on each other do not
+    hits += TEXT_WEIGHT * int(box[0] < 0 or box[1] < 0 or box[2] > w or box[3] > h)
+    hits += 2 * sum(boxes_meet(box, b) for k, b in enumerate(nodes) if k != own)
     if near and nodes:
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
         dist = [((b[0] + b[2]) / 2 - cx) ** 2 + ((b[1] + b[3]) / 2 - cy) ** 2 for b in nodes]
@@ -151,8 +153,9 @@ def _hits(scale, drawn: tuple[list, list], box: Box, own: int, taken: list[Box],
 
 
 def place_texts(scene: Scene) -> Texts:
-    """Labels first, each centred unless a shift clears more (edges, nodes, labels placed),
-    then the numbers, each at its first corner with the fewest overlaps over every scale."""
+    """Labels first, each centred unless a shift clears more (edges, nodes and every other
+    label, those not placed yet as centred: a shift never pushes a neighbour along), then the
+    numbers, each at its first corner with the fewest overlaps over every scale."""
     n = len(scene.xy)
     drawn = {s: _in_px(scene, s) for s in SCALES}
     taken: dict[tuple[float, float], list[Box]] = {s: [] for s in SCALES}
@@ -160,20 +163,25 @@ def place_texts(scene: Scene) -> Texts:
         for x, y, width in scene.fixed:
             cx, cy = scene.px(s, x, y)
             taken[s].append(text_box("top center", cx, cy, 14.0, width, scene.label_font))
+    said = [k for k in range(n) if scene.label_px[k]]
     labels = ["top center"] * n
+    now = {s: {k: _label_box(scene, s, k, labels[k]) for k in said} for s in SCALES}
     overlaps = 0
-    for k in sorted(range(n), key=lambda k: (-scene.xy[k][1], scene.xy[k][0])):
-        if not scene.label_px[k]:
-            continue
-        scores = [
-            sum(_hits(s, drawn[s], _label_box(scene, s, k, p), k, taken[s], False) for s in SCALES)
-            for p in LABEL_PLACES
-        ]
+    for k in sorted(said, key=lambda k: (-scene.xy[k][1], scene.xy[k][0])):
+        scores = []
+        for p in LABEL_PLACES:
+            score = 0
+            for s in SCALES:
+                others = taken[s] + [b for j, b in now[s].items() if j != k]
+                score += _hits(s, drawn[s], _label_box(scene, s, k, p), k, others, False)
+            scores.append(score)
         best = min(range(len(LABEL_PLACES)), key=lambda i: (scores[i], i))
         labels[k] = LABEL_PLACES[best]
         overlaps += scores[best]
         for s in SCALES:
-            taken[s].append(_label_box(scene, s, k, labels[k]))
+            now[s][k] = _label_box(scene, s, k, labels[k])
+    for s in SCALES:
+        taken[s] += list(now[s].values())
     numbers = [""] * n
     sizes = [0.0] * n
     for k in range(n):

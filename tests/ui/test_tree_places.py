@@ -15,20 +15,33 @@ from tests.ui.test_render import ByteTokenizer, event
 TOK = ByteTokenizer()
 
 
-def step(parents: list[int], accepted: list[int], drafted: int):
-    """A step whose first `drafted` trie nodes (breadth first) are the draft, `accepted` walked."""
+class Words:
+    """A tokenizer of whole words: id i is WORDS[i]."""
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        return "".join(WORDS[int(i)] for i in ids)
+
+
+# 12 (phone): the tokens the step drafted, as long as the real ones
+WORDS = ["\n", "{", "from", "import", " py", " uuid", "d", "\n", "antic", "\n", " import", "from", " Base"]
+WORDS += [" py", "Model", ",", " argparse", "x", "y", "z"]
+
+
+def step(parents: list[int], accepted: list[int], drafted: int, words: bool = False):
+    """A step whose first `drafted` trie nodes (breadth first) are the draft, `accepted` walked;
+    tokens "a", "b", ... or, with `words`, WORDS (the model's own token: " argparse")."""
     n = len(parents)
     depths = np.zeros(n, dtype=np.int64)
     for i, p in enumerate(parents):
         depths[i] = 1 if p < 0 else depths[p] + 1
     weights = np.array([10.0 / (1 + d) + (0.5 if i in accepted else 0) for i, d in enumerate(depths)])
-    tokens = np.array([ord("a") + i for i in range(n)], dtype=np.int64)
+    tokens = np.arange(n, dtype=np.int64) + (0 if words else ord("a"))
     trie = Trie(tokens, np.array(parents), depths, weights, np.full(n, SOURCE_DATASTORE, dtype=np.uint8))
     k = drafted
     draft = Trie(tokens[:k], np.array(parents[:k]), depths[:k], weights[:k], trie.sources[:k])
     return event(
         1,
-        [int(tokens[a]) for a in accepted] + [ord("Z")],
+        [int(tokens[a]) for a in accepted] + [16 if words else ord("Z")],
         (SOURCE_DATASTORE,) * len(accepted) + (0,),
         trie=trie,
         draft=draft,
@@ -37,7 +50,8 @@ def step(parents: list[int], accepted: list[int], drafted: int):
     )
 
 
-# 12 (phone): two long chains under the first drafted node, the second accepted; 03: four branches
+# 12 (phone): three branches under the first drafted node, two long chains; 03: four branches
+PHONE = [-1, 0, 0, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 13, 12]
 STEPS = (
     ([-1, 0, 0, -1, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 14, 13], [0, 2], 16),
     ([-1, -1, 0, 0, 0, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13], [0, 2, 6, 10], 15),
@@ -82,6 +96,27 @@ def _crossed(fig, trace, width_of) -> list[str]:
             if any(tree_places.segment_meets(box, px(p), px(q)) for p, q in _edges(fig)):
                 bad.append(f"{text} at {scale}")
     return bad
+
+
+def test_no_label_or_number_lies_on_another_on_a_phone():
+    """12 (phone): "ant…" and "·Base" ran together once "·Base" moved off its edge (and a shift
+    pushed its neighbours along: "d an…" read "dan…"): a text may have a line under its halo,
+    never another text on it or within 2 px of it."""
+    fig = trie_view.trie_figure(step(PHONE, [0, 3], 16, words=True), Words())
+    texts = [t for t in fig.data if t.mode == "markers+text" and t.texttemplate != " " and len(t.x)]
+    scale = tree_places.SCALES[0]
+    boxes = []
+    for t in texts:
+        if t.name == trie_view.ROW_TRACE:
+            boxes += _boxes(
+                fig, t, scale, lambda s: tree_places.DIGIT_PX * len(s.replace("<b>", "").replace("</b>", ""))
+            )
+        else:
+            boxes += [
+                b for b, s in zip(_boxes(fig, t, scale, lambda s: len(unescape(s)) * trie_view.CHAR_PX), t.text) if s
+            ]
+    met = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if tree_places.boxes_meet(a, b, 2.0)]
+    assert not met, met
 
 
 def test_no_row_number_lies_on_an_edge_on_a_phone_or_a_laptop():
