@@ -18,8 +18,8 @@ from dataclasses import dataclass
 SCALES = ((300.0, 300.0), (480.0, 300.0), (560.0, 400.0))
 
 LABEL_PLACES = ("top center", "top right", "top left")  # a label stays above its node
-# a row number at a corner of its node, below first (the label is above), beside it last
-NUMBER_PLACES = ("bottom left", "bottom right", "top left", "top right", "middle left", "middle right")
+# a row number at a corner of its node, below right first (as a subscript; the label is above), beside it last
+NUMBER_PLACES = ("bottom right", "bottom left", "top right", "top left", "middle right", "middle left")
 DIGIT_PX = 6.8  # a bold digit's width at the numbers' 11 px
 CLEAR_PX = 1.0  # a text's halo: a line this close to a text's box crosses it
 TEXT_GAP_PX = 3.0  # two texts closer than this read as one ("d" and "an…" as "dan…")
