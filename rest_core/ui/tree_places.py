@@ -20,6 +20,7 @@ SCALES = ((300.0, 300.0), (480.0, 300.0), (560.0, 400.0))
 LABEL_PLACES = ("top center", "top right", "top left")  # a label stays above its node
 # a row number at a corner of its node, below right first (as a subscript; the label is above), beside it last
 NUMBER_PLACES = ("bottom right", "bottom left", "top right", "top left", "middle right", "middle left")
+LEFT_FIRST = ("bottom left", "bottom right", "top left", "top right", "middle left", "middle right")
 DIGIT_PX = 6.8  # a bold digit's width at the numbers' 11 px
 CLEAR_PX = 1.0  # a text's halo: a line this close to a text's box crosses it
 TEXT_GAP_PX = 3.0  # two texts closer than this read as one ("d" and "an…" as "dan…")
@@ -182,19 +183,31 @@ def place_texts(scene: Scene) -> Texts:
             now[s][k] = _label_box(scene, s, k, labels[k])
     for s in SCALES:
         taken[s] += list(now[s].values())
+    # the numbers: subscripts first; where a chain's last node must take the gap before it,
+    # the whole chain's numbers below left reads better than one number on an edge
+    tries = [_numbers(scene, drawn, taken, NUMBER_PLACES), _numbers(scene, drawn, taken, LEFT_FIRST)]
+    numbers, sizes, score = min(tries, key=lambda t: t[2])
+    return Texts(tuple(labels), numbers, sizes, overlaps + score)
+
+
+def _numbers(scene: Scene, drawn: dict, taken: dict, places: tuple[str, ...]) -> tuple[tuple, tuple, int]:
+    """Each row number at its first place in `places` with the fewest overlaps (its number's
+    box added to those the next ones avoid): (places, marker sizes, overlaps)."""
+    n = len(scene.xy)
+    taken = {s: list(b) for s, b in taken.items()}
     numbers = [""] * n
     sizes = [0.0] * n
+    total = 0
     for k in range(n):
         if not scene.numbers[k]:
             continue
         scores = [
-            sum(_hits(s, drawn[s], _number_box(scene, s, k, p), k, taken[s], True) for s in SCALES)
-            for p in NUMBER_PLACES
+            sum(_hits(s, drawn[s], _number_box(scene, s, k, p), k, taken[s], True) for s in SCALES) for p in places
         ]
-        best = min(range(len(NUMBER_PLACES)), key=lambda i: (scores[i], i))
-        numbers[k] = NUMBER_PLACES[best]
+        best = min(range(len(places)), key=lambda i: (scores[i], i))
+        numbers[k] = places[best]
         sizes[k] = number_size(numbers[k], scene.sizes[k])
-        overlaps += scores[best]
+        total += scores[best]
         for s in SCALES:
             taken[s].append(_number_box(scene, s, k, numbers[k]))
-    return Texts(tuple(labels), tuple(numbers), tuple(sizes), overlaps)
+    return tuple(numbers), tuple(sizes), total
