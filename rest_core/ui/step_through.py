@@ -71,12 +71,25 @@ def step_view(st: Stepper, status: str = "") -> StepView:
         answer=f'<div class="answer">{answer}</div>',
         retrieve=p.retrieve,
         trie_caption=p.trie_caption,
-        trie=p.trie,
+        trie=without_badge(p.trie),
         verify=p.verify,
         mask=p.mask,
         accept=p.accept,
         status=status,
     )
+
+
+BARE_TOP = 8  # px above the tree's title here: the step-through draws no label badge over it
+
+
+def without_badge(fig: Any) -> Any:
+    """The tree figure as the step-through shows it (show_label=False: no label badge above it):
+    its title at the top, without the band of trie_view.TITLE_TOP px kept for Chat's badge. A
+    message-only figure is left as it is."""
+    if fig is not None and fig.layout.title.text:
+        top = BARE_TOP + trie_view.TITLE_LINES * 18 + 6
+        fig.update_layout(title=dict(y=1 - BARE_TOP / trie_view.TRIE_HEIGHT), margin=dict(t=top))
+    return fig
 
 
 def settings_used_html(st: Stepper) -> str:

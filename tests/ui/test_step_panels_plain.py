@@ -238,3 +238,17 @@ def test_the_settings_line_of_every_step_is_folded_under_its_sources():
     assert summary.startswith("Settings used: drafts from code") and "greedy" in summary
     assert len(summary) <= 80 and "K = " in body and "new tokens" in body
     assert len(text(step_through.EMPTY_HEAD)) <= 100  # the line above it says what a step does
+
+
+def test_the_step_throughs_tree_has_no_blank_band_for_a_badge_it_does_not_draw():
+    """Round 2 (06, 12): the step-through's tree (show_label=False) kept Chat's 56 px band for
+    the "Draft tree of the step" badge: a blank band between its caption and its title."""
+    st = Stepper()
+    st.events, st.pos, st.tokenizer, st.prompt_ids = [eos_step()], 0, TOK, [1, 2, ord("a")]
+    fig = step_through.step_view(st).trie
+    lines = trie_view.TITLE_LINES
+    assert fig.layout.margin.t <= step_through.BARE_TOP + 18 * lines + 6 < trie_view.TITLE_TOP + 18 * lines
+    top = (1 - fig.layout.title.y) * trie_view.TRIE_HEIGHT
+    assert round(top) == step_through.BARE_TOP and fig.layout.margin.t >= top + 18 * lines  # every line shows
+    chat = trie_view.trie_figure(eos_step(), TOK)  # Chat's keeps its band under the badge
+    assert chat.layout.margin.t >= trie_view.TITLE_TOP
