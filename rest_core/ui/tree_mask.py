@@ -102,12 +102,13 @@ def column_ticks(view: MaskView) -> list[str]:
 def shown_ticks(view: MaskView, categories: Sequence[str]) -> list[str]:
     """What each column's tick shows: at most SHOWN_CHARS characters, so that turned sideways on
     a 390 px phone (about 10 px a column at c = 16) no tick runs into the next: a cached token
-    without its position id ("ass", the key says the cached positions), "…" for the earlier
-    ones, the tree's "root", "1", "2", ..."""
+    without its position id ("ass", "(im…"; the key says the cached positions), "…" for the
+    earlier ones, the tree's "root", "1", "2", ..."""
     first = len(categories) - (len(view.col_labels) - view.n_context) - view.n_context
     out = list(categories)
     for i in range(first, first + view.n_context):
-        out[i] = plot_esc(view.col_labels[i - first][:SHOWN_CHARS]) or "·"
+        lab = view.col_labels[i - first]  # cut with "…": "(im_" read as a whole token
+        out[i] = plot_esc(lab if len(lab) <= SHOWN_CHARS else lab[: SHOWN_CHARS - 1] + "…") or "·"
     if first:
         out[0] = "…"
     return out

@@ -3,6 +3,7 @@ its row (rest_core.ui.tree_mask)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from html import unescape
 
 from rest_core.drafting.draft import build_draft
@@ -61,7 +62,11 @@ def test_every_column_tick_is_short_enough_to_stand_sideways_on_a_phone():
     assert list(ax.tickvals) == list(fig.data[0].x)  # every column keeps its tick
     assert all(1 <= len(unescape(t)) <= tree_mask.SHOWN_CHARS for t in shown), shown
     k = view.n_context
-    assert shown[0] == "…" and shown[1 : 1 + k] == [unescape(lab)[:4] for lab in view.col_labels[:k]]
+    cut = [lab if len(lab) <= 4 else lab[:3] + "…" for lab in view.col_labels[:k]]  # "(im…", not "(im_"
+    assert shown[0] == "…" and [unescape(t) for t in shown[1 : 1 + k]] == cut
     assert shown[1 + k :] == ["root"] + [str(i) for i in range(1, len(fig.data[0].y))]
     context = next(t for t in fig.data[1:] if t.name.startswith("cached context"))
     assert context.name == f"cached context: positions 0–{view.col_positions[k - 1]}"
+    # a long cached token ("(im_start)") is cut with "…", not to a stub that reads as a token
+    long = replace(view, col_labels=("(im_start)",) + view.col_labels[1:])
+    assert tree_mask.shown_ticks(long, tree_mask.column_ticks(long))[0] == "(im…"
