@@ -79,7 +79,7 @@ def step_view(st: Stepper, status: str = "") -> StepView:
     )
 
 
-BARE_TOP = 8  # px above the tree's title here: the step-through draws no label badge over it
+BARE_TOP = 20  # px above the tree's title here, no label badge over it (at 8 the first line lost its top)
 
 
 def without_badge(fig: Any) -> Any:
