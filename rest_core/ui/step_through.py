@@ -42,11 +42,11 @@ class StepView:
 
 
 # Before the first step: one line instead of four empty panels (assets/app.css hides them while
-# the header holds this line; they stay in the page for the handlers).
+# the header holds this line; they stay in the page for the handlers). What a step does is said
+# just above it ("Step mode runs one step per click: ..."), so this line only says what to press.
 EMPTY_HEAD = (
-    '<div class="tt-head tt-empty">Press <b>Next step</b> to take the answer\'s first step: '
-    "look up drafts, verify them in one forward, keep what the model agrees with. No message yet? "
-    "Pick a guided example above.</div>"
+    '<div class="tt-head tt-empty">Press <b>Next step</b> for the answer\'s first step. '
+    "No message yet? Pick a guided example above.</div>"
 )
 
 
@@ -71,7 +71,7 @@ def step_view(st: Stepper, status: str = "") -> StepView:
         answer=f'<div class="answer">{answer}</div>',
         retrieve=p.retrieve,
         trie_caption=p.trie_caption,
-        trie=p.trie,
+        trie=without_badge(p.trie),
         verify=p.verify,
         mask=p.mask,
         accept=p.accept,
@@ -79,9 +79,23 @@ def step_view(st: Stepper, status: str = "") -> StepView:
     )
 
 
+BARE_TOP = 20  # px above the tree's title here, no label badge over it (at 8 the first line lost its top)
+
+
+def without_badge(fig: Any) -> Any:
+    """The tree figure as the step-through shows it (show_label=False: no label badge above it):
+    its title at the top, without the band of trie_view.TITLE_TOP px kept for Chat's badge. A
+    message-only figure is left as it is."""
+    if fig is not None and fig.layout.title.text:
+        top = BARE_TOP + trie_view.TITLE_LINES * 18 + 6
+        fig.update_layout(title=dict(y=1 - BARE_TOP / trie_view.TRIE_HEIGHT), margin=dict(t=top))
+    return fig
+
+
 def settings_used_html(st: Stepper) -> str:
     """The settings this answer runs with, from Chat's Settings panel (the step-through has no
-    panel of its own): its sources, greedy or sampled, the retrieval's n_max, n_min, m and K."""
+    panel of its own), folded under its sources: greedy or sampled, the retrieval's n_max,
+    n_min, m and K, the most new tokens."""
     cfg = st.config
     if cfg is None:
         return ""
@@ -95,16 +109,15 @@ def settings_used_html(st: Stepper) -> str:
         if s.temperature <= 0
         else f"sampling at temperature {s.temperature:g}, top-p {s.top_p:g}"
     )
-    parts = [
-        "drafts from " + (" + ".join(sources) if sources else "no source"),
-        how,
+    said = "drafts from " + (" + ".join(sources) if sources else "no source") + " · " + how
+    rest = [
         f"suffixes of {r.n_max} down to {r.n_min} tokens, m = {r.m}, K = {r.max_matches:,}",
         f"at most {cfg.max_new_tokens:,} new tokens",
     ]
+    # folded: the same line every step, read once (its sources and sampling stay in the summary)
     return (
-        '<div class="tt-settings">Settings used, from the Chat view\'s Settings panel: '
-        + style.esc(" · ".join(parts))
-        + "</div>"
+        f'<details class="tt-settings"><summary>Settings used: {style.esc(said)}</summary>'
+        "From the Chat view's Settings panel: " + style.esc(" · ".join(rest)) + "</details>"
     )
 
 

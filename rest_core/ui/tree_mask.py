@@ -91,15 +91,39 @@ def mask_ticks(labels: Sequence[str], positions: Sequence[int]) -> list[str]:
 
 
 def column_ticks(view: MaskView) -> list[str]:
-    """The columns' ticks: a cached token as "tok (41)", cut short, then the tree's columns by
-    their row alone, "root", "1", "2", ... (the row labels and the verify table name the tokens),
-    so that every column keeps a readable tick on a phone."""
+    """The columns' categories: a cached token as "tok (41)", cut short (unique, as Plotly's
+    categories must be, and named in full by the hover), then the tree's columns by their row
+    alone, "root", "1", "2", ... (the row labels and the verify table name the tokens)."""
     k = view.n_context
     context = mask_ticks([lab[:CONTEXT_CHARS] for lab in view.col_labels[:k]], view.col_positions[:k])
     return context + ["root"] + [str(i) for i in range(1, len(view.col_labels) - k)]
 
 
-CONTEXT_CHARS = 4  # a cached token's characters in its column tick
+def shown_ticks(view: MaskView, categories: Sequence[str]) -> list[str]:
+    """What each column's tick shows: at most SHOWN_CHARS characters, so that turned sideways on
+    a 390 px phone (about 10 px a column at c = 16) no tick runs into the next: a cached token
+    without its position id ("ass", "(im…"; the key says the cached positions), "…" for the
+    earlier ones, the tree's "root", "1", "2", ..."""
+    first = len(categories) - (len(view.col_labels) - view.n_context) - view.n_context
+    out = list(categories)
+    for i in range(first, first + view.n_context):
+        lab = view.col_labels[i - first]  # cut with "…": "(im_" read as a whole token
+        out[i] = plot_esc(lab if len(lab) <= SHOWN_CHARS else lab[: SHOWN_CHARS - 1] + "…") or "·"
+    if first:
+        out[0] = "…"
+    return out
+
+
+def context_name(view: MaskView) -> str:
+    """The key's name for the cached context, with its positions ("cached context: positions 0–44")."""
+    if not view.n_context:
+        return MASK_NAMES[1]
+    last = view.col_positions[view.n_context - 1]
+    return f"{MASK_NAMES[1]}: positions 0–{last}" if last > 0 else f"{MASK_NAMES[1]}: position 0"
+
+
+CONTEXT_CHARS = 4  # a cached token's characters in its column's category
+SHOWN_CHARS = 4  # a column tick's characters at most ("root", "ista")
 TICK_PX = 11  # the mask's tick labels: readable on a phone
 
 
@@ -151,13 +175,19 @@ def mask_figure(view: MaskView):
             hovertemplate="row %{y}<br>column %{x}<extra></extra>",
         )
     )
-    for trace in mask_key_traces():
+    for trace in mask_key_traces(context_name(view)):
         fig.add_trace(trace)
     size = max(240, min(780, 80 + 18 * q))
     fig.update_layout(
         height=size,
         margin=dict(l=10, r=10, t=10, b=40),
-        xaxis=mask_axis(side="top", tickangle=0 if cols <= 12 else -90),
+        xaxis=mask_axis(
+            side="top",
+            tickangle=0 if cols <= 12 else -90,
+            tickmode="array",
+            tickvals=cols_cat,
+            ticktext=shown_ticks(view, cols_cat),
+        ),
         yaxis=mask_axis(autorange="reversed"),
         legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=11)),
         plot_bgcolor="rgba(0,0,0,0)",
@@ -173,8 +203,9 @@ def mask_axis(**more) -> dict:
     return dict(type="category", tickfont=dict(size=TICK_PX), dtick=1, automargin=True, fixedrange=True, **more)
 
 
-def mask_key_traces() -> list:
-    """The mask figure's key: one legend-only square swatch per value (MASK_NAMES)."""
+def mask_key_traces(context: str = MASK_NAMES[1]) -> list:
+    """The mask figure's key: one legend-only square swatch per value (MASK_NAMES), the cached
+    context's named with its positions (`context`)."""
     import plotly.graph_objects as go
 
     return [
@@ -187,5 +218,5 @@ def mask_key_traces() -> list:
             hoverinfo="skip",
             showlegend=True,
         )
-        for name, colour in zip(MASK_NAMES, MASK_COLORS)
+        for name, colour in zip((MASK_NAMES[0], context, *MASK_NAMES[2:]), MASK_COLORS)
     ]

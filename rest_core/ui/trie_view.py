@@ -40,6 +40,7 @@ from rest_core.ui.tree_key import (
     key_name,
 )
 from rest_core.ui.tree_layout import TRIE_MAX_NODES, TreeView, draft_to_trie, tree_view
+from rest_core.ui.tree_places import Scene, place_texts
 
 # Fixed: Plotly's responsive mode in the page keeps the first figure's height. MAX_ROWS rows
 # of 12 px labels, about 29 px apart, above a key of nine lines.
@@ -108,16 +109,16 @@ PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit
 
 
 LABEL_PX = 12  # node labels: readable on a laptop and a phone
-LABEL_POSITION = "top center"  # every label above its node: one side, clear of the edges that leave it to the right
+LABEL_POSITION = "top center"  # a label above its node (tree_places shifts it left or right off an edge)
 LABEL_HALO = (
     "-1px -1px 0 #fff, 1px -1px 0 #fff, -1px 1px 0 #fff, 1px 1px 0 #fff, "
     "-2px 0 0 #fff, 2px 0 0 #fff, 0 -2px 0 #fff, 0 2px 0 #fff, 0 0 4px #fff"
 )  # a line under a label never hides it
 
 
-ROW_PX = 11  # a drafted node's row number, under it
-ROW_POSITION = "middle left"  # beside its node, on the edge coming in: clear of the labels above and the next row
+ROW_PX = 11  # a drafted node's row number, at a corner of its node clear of every edge (tree_places)
 ROW_TRACE = "verify row"
+ROW_KEY = "1, 2, …: a drafted node's row in the verify table"  # the key's line for the numbers
 ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above, a row number below, never clipped
 
 
@@ -163,10 +164,12 @@ def label_room(
     return w
 
 
-def label_positions(x: Sequence[float]) -> list[str]:
-    """Where each label sits: above its node, every one alike (labels that alternate above and
-    below, or sit beside a node where its edges leave, read as a second code)."""
-    return [LABEL_POSITION] * len(x)
+def key_text(name: str) -> str:
+    """A key line as Plotly writes it: the numbers' line shows its numbers bold, as drawn."""
+    if name == ROW_KEY:
+        head, rest = name.split(": ", 1)
+        return f"<b>{plot_esc(head)}</b>: {plot_esc(rest)}"
+    return plot_esc(name)
 
 
 def punctuation(text: str) -> str:
@@ -247,6 +250,44 @@ class _TrieDrawing:
             root_kids.append(view.star_y)
         root_kids += [fy for p, _, fy, _ in view.folds if p < 0]
         self.root_y = float(np.mean(root_kids)) if root_kids else 0.0
+        self.texts = place_texts(self.scene())
+
+    def scene(self) -> Scene:
+        """The tree as `tree_places` reads it: the nodes, then the root and the star; every
+        edge; each drawn label's width and each drafted node's row number."""
+        view = self.view
+        n = len(view.nodes)
+        xy = [(float(view.x[k]), float(view.y[k])) for k in range(n)] + [(0.0, self.root_y)]
+        sizes = [float(s) for s in self.sizes] + [12.0]
+        edges = [(self.parent_xy(int(view.parent_pos[k])), xy[k]) for k in range(n)]
+        edges += [(self.parent_xy(p), (fx, fy)) for p, fx, fy, _ in view.folds]
+        fixed = [(fx, fy, len(f"+{len(held)}") * CHAR_PX) for _, fx, fy, held in view.folds]
+        if view.model_token is not None:
+            xy.append((view.star_x, view.star_y))
+            sizes.append(14.0)
+            edges.append((self.parent_xy(view.model_parent_pos), xy[-1]))
+        shown = [
+            0.0 if st == "retrieved" else len(html.unescape(lab)) * CHAR_PX for st, lab in zip(view.states, self.labels)
+        ]
+        return Scene(
+            xy=xy,
+            sizes=sizes,
+            edges=edges,
+            label_px=shown + [0.0] + ([len(html.unescape(self.star_label())) * CHAR_PX] if len(xy) > n + 1 else []),
+            numbers=list(self.row_no) + [0] * (len(xy) - n),
+            columns=self.columns,
+            y_range=self.y_range(),
+            label_font=LABEL_PX,
+            number_font=ROW_PX,
+            fixed=fixed,
+        )
+
+    def y_range(self) -> tuple[float, float]:
+        """The y axis's range: room above the top row's labels and below the bottom row's numbers."""
+        view = self.view
+        ys = [view.star_y, *(f[2] for f in view.folds)]
+        top, bottom = float(max(view.y.max(), *ys)), float(min(view.y.min(), *ys))
+        return bottom - ROW_PAD, top + ROW_PAD
 
     def mask(self, mark: str) -> np.ndarray:
         return self.marks == mark
@@ -291,7 +332,7 @@ class _TrieDrawing:
             mode="markers+text",
             texttemplate="%{text}" if marker.pop("labels", True) else " ",
             text=[self.labels[k] for k in idx],
-            textposition=label_positions(self.view.x[idx].tolist()),
+            textposition=[self.texts.label_places[k] for k in idx],
             textfont=dict(size=LABEL_PX, color=marker.pop("textcolor", "#111827"), shadow=LABEL_HALO),
             hovertext=[self.hover(k) for k in idx],
             hoverinfo="text",
@@ -363,22 +404,29 @@ class _TrieDrawing:
         ]
 
     def row_trace(self) -> dict:
-        """Each drafted node's row in the verify table and the mask ("3"), small and bold left of
-        its node: never dropped where the labels crowd (its token's label gives way first)."""
+        """Each drafted node's row in the verify table and the mask ("3"), small and bold at a
+        corner of its node where no edge or label is (`tree_places`): never dropped where the
+        labels crowd (its token's label gives way first)."""
         idx = [k for k, r in enumerate(self.row_no) if r]
+        places, sizes = self.texts.number_places, self.texts.number_sizes
         return dict(
             type="scatter",
             x=[float(self.view.x[k]) for k in idx],
             y=[float(self.view.y[k]) for k in idx],
             mode="markers+text",
-            marker=dict(size=[float(self.sizes[k]) + 2 for k in idx], color="rgba(0,0,0,0)"),  # text clears its node
+            marker=dict(size=[sizes[k] for k in idx], color="rgba(0,0,0,0)"),  # its size sets the text's offset
             text=[f"<b>{self.row_no[k]}</b>" for k in idx],
-            textposition=ROW_POSITION,
+            textposition=[places[k] for k in idx],
             textfont=dict(size=ROW_PX, color="#374151", shadow=LABEL_HALO),
             hoverinfo="skip",
             name=ROW_TRACE,
             showlegend=False,
         )
+
+    def star_label(self) -> str:
+        """The model's own token's label, cut to its room."""
+        tok = visible(token_text(self.tokenizer, self.view.model_token), 99)
+        return plot_esc(visible(punctuation(tok), self.star_chars))
 
     def model_token_traces(self) -> list[dict]:
         """The model's own token that closes the step: a star, dashed from its parent, in a row
@@ -388,9 +436,7 @@ class _TrieDrawing:
         view = self.view
         if view.model_token is None:
             return []
-        label = plot_esc(
-            visible(punctuation(visible(token_text(self.tokenizer, view.model_token), 99)), self.star_chars)
-        )
+        label = self.star_label()
         px, py = self.parent_xy(view.model_parent_pos)
         mx, my = view.star_x, view.star_y
         in_trie = view.model_in_trie_pos >= 0
@@ -411,7 +457,7 @@ class _TrieDrawing:
                 y=[my],
                 mode="markers+text",
                 text=[label],
-                textposition=LABEL_POSITION,
+                textposition=self.texts.label_places[len(view.nodes) + 1],
                 textfont=dict(size=LABEL_PX, color=MODEL_COLOR, shadow=LABEL_HALO),
                 marker=dict(symbol="star", size=14, color=MODEL_COLOR),
                 name="model's own token",
@@ -503,8 +549,10 @@ class _TrieDrawing:
         if any(several(m) for m in drawn):  # a node more than one source reached
             colours.append((f"from {SEVERAL_NAME}", SEVERAL[1]))
         marks += [(name, dict(color=colour)) for name, colour in colours]
+        if any(self.row_no):  # the numbers beside the nodes, read without a hover (a phone has none)
+            marks.append((ROW_KEY, dict(color="rgba(0,0,0,0)")))
         return [
-            dict(type="scatter", x=[None], y=[None], mode="markers", name=plot_esc(name), hoverinfo="skip",
+            dict(type="scatter", x=[None], y=[None], mode="markers", name=key_text(name), hoverinfo="skip",
                  marker={"size": 13, **marker}, showlegend=True)
             for name, marker in marks
         ]  # fmt: skip
@@ -527,8 +575,6 @@ class _TrieDrawing:
         )
         folded = sum(len(f[3]) for f in view.folds)
         title += f", {folded} folded" if folded else ""
-        ys = [view.star_y, *(f[2] for f in view.folds)]
-        top, bottom = float(max(view.y.max(), *ys)), float(min(view.y.min(), *ys))
         return dict(
             # Below the page's label badge (Chat's "Draft tree of the step" covers up to the top
             # TITLE_TOP px at a laptop's and a phone's width, its border and padding included).
@@ -539,7 +585,7 @@ class _TrieDrawing:
             margin=dict(l=10, r=10, t=TITLE_TOP + TITLE_LINES * 18 + 6, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
             # room above the top row's labels and below the bottom row's numbers
-            yaxis=dict(visible=False, range=[bottom - ROW_PAD, top + ROW_PAD], fixedrange=True),
+            yaxis=dict(visible=False, range=list(self.y_range()), fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
             plot_bgcolor="rgba(0,0,0,0)",
             paper_bgcolor="rgba(0,0,0,0)",

@@ -70,7 +70,7 @@ def test_labels_sit_on_one_side_haloed_over_every_edge_and_crosses_are_bold():
     assert labelled
     for t in labelled:
         positions = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
-        assert set(positions) == {"top center"}, t.name
+        assert all(p.startswith("top ") for p in positions), t.name  # above its node, shifted off an edge at most
         assert t.textfont.shadow and "#fff" in t.textfont.shadow, t.name
     last_line = max(i for i, t in enumerate(fig.data) if t.mode == "lines")
     first_label = min(i for i, t in enumerate(fig.data) if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
@@ -113,7 +113,9 @@ def test_the_masks_key_is_four_swatches_and_earlier_positions_show():
     heat = fig.data[0]
     assert heat.showscale is False  # no colour bar: four categories, not a scale
     key = [t for t in fig.data[1:] if t.showlegend]
-    assert [t.name for t in key] == list(tree_mask.MASK_NAMES)
+    names = list(tree_mask.MASK_NAMES)
+    names[1] += ": positions 0–7"  # every cached position, which the column ticks no longer say
+    assert [t.name for t in key] == names
     assert [t.marker.color for t in key] == list(tree_mask.MASK_COLORS)
     assert heat.x[0] == "… (0–3)" and all(v == 1 for v in heat.z[:, 0])  # every row sees the earlier cache
 
@@ -219,3 +221,34 @@ def test_before_the_first_step_the_step_through_is_one_line():
     css = (ROOT / "assets" / "app.css").read_text()
     assert "#teach:has(#teach-head .tt-empty) :is(#teach-answer, #teach-retrieve, #teach-accept, h4)" in css
     assert "#teach:has(#teach-head .tt-empty) .row:has(#teach-trie)" in css
+
+
+def test_the_settings_line_of_every_step_is_folded_under_its_sources():
+    """Round 2 (05, 06): each step repeated a long settings line above its panels; it folds
+    under a short summary (its sources and greedy or sampled), the rest one click away."""
+    from rest_core.config import GenerationConfig
+
+    st = Stepper()
+    st.stores = {"code": None}
+    st.config = GenerationConfig()
+    out = step_through.settings_used_html(st)
+    m = re.fullmatch(r'<details class="tt-settings"><summary>(.*?)</summary>(.*)</details>', out)
+    assert m, out
+    summary, body = unescape(m.group(1)), unescape(m.group(2))
+    assert summary.startswith("Settings used: drafts from code") and "greedy" in summary
+    assert len(summary) <= 80 and "K = " in body and "new tokens" in body
+    assert len(text(step_through.EMPTY_HEAD)) <= 100  # the line above it says what a step does
+
+
+def test_the_step_throughs_tree_has_no_blank_band_for_a_badge_it_does_not_draw():
+    """Round 2 (06, 12): the step-through's tree (show_label=False) kept Chat's 56 px band for
+    the "Draft tree of the step" badge: a blank band between its caption and its title."""
+    st = Stepper()
+    st.events, st.pos, st.tokenizer, st.prompt_ids = [eos_step()], 0, TOK, [1, 2, ord("a")]
+    fig = step_through.step_view(st).trie
+    lines = trie_view.TITLE_LINES
+    assert fig.layout.margin.t <= step_through.BARE_TOP + 18 * lines + 6 < trie_view.TITLE_TOP + 18 * lines
+    top = (1 - fig.layout.title.y) * trie_view.TRIE_HEIGHT
+    assert round(top) == step_through.BARE_TOP and fig.layout.margin.t >= top + 18 * lines  # every line shows
+    chat = trie_view.trie_figure(eos_step(), TOK)  # Chat's keeps its band under the badge
+    assert chat.layout.margin.t >= trie_view.TITLE_TOP

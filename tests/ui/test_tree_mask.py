@@ -3,6 +3,9 @@ its row (rest_core.ui.tree_mask)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from html import unescape
+
 from rest_core.drafting.draft import build_draft
 from rest_core.drafting.source import Retrieved
 from rest_core.sources import SOURCE_DATASTORE
@@ -45,3 +48,25 @@ def test_phone_mask_ticks_every_column_readably_none_clipped():
     assert ax.dtick == 1 and ax.automargin and fig.layout.yaxis.automargin
     assert ax.tickfont.size >= 11 and fig.layout.yaxis.tickfont.size >= 11
     assert max(len(t) for t in fig.data[0].x) <= 12
+
+
+def test_every_column_tick_is_short_enough_to_stand_sideways_on_a_phone():
+    """Round 2, 12 (phone): the cached columns' ticks "… (0–40)", "ass (41)" ran into each other
+    turned sideways (about 10 px a column at c = 16). A tick shows at most four characters: a
+    cached token without its position id, "…", "root", the row numbers; the key names the cached
+    positions, the hover the whole category."""
+    view = _view()
+    fig = tree_mask.mask_figure(view)
+    ax = fig.layout.xaxis
+    shown = list(ax.ticktext)
+    assert list(ax.tickvals) == list(fig.data[0].x)  # every column keeps its tick
+    assert all(1 <= len(unescape(t)) <= tree_mask.SHOWN_CHARS for t in shown), shown
+    k = view.n_context
+    cut = [lab if len(lab) <= 4 else lab[:3] + "…" for lab in view.col_labels[:k]]  # "(im…", not "(im_"
+    assert shown[0] == "…" and [unescape(t) for t in shown[1 : 1 + k]] == cut
+    assert shown[1 + k :] == ["root"] + [str(i) for i in range(1, len(fig.data[0].y))]
+    context = next(t for t in fig.data[1:] if t.name.startswith("cached context"))
+    assert context.name == f"cached context: positions 0–{view.col_positions[k - 1]}"
+    # a long cached token ("(im_start)") is cut with "…", not to a stub that reads as a token
+    long = replace(view, col_labels=("(im_start)",) + view.col_labels[1:])
+    assert tree_mask.shown_ticks(long, tree_mask.column_ticks(long))[0] == "(im…"

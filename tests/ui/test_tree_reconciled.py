@@ -16,7 +16,7 @@ import numpy as np
 
 from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, inspector, phases, style, tree_key, tree_layout, trie_view
+from rest_core.ui import answer_view, inspector, phases, style, tree_key, tree_layout, tree_places, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
@@ -259,8 +259,10 @@ def test_the_star_under_an_accepted_leaf_takes_a_row_of_its_own():
     view = trie_view.tree_view(ev)
     assert view.model_parent_pos == 0 and view.star_y != view.y[0]
     assert view.y[0] > view.star_y > view.y[1]  # a, then the star under it, then b
-    positions = trie_view.label_positions([1.0, 2.0])
-    assert positions == ["top center", "top center"]  # one side for every label, above its node
+    fig = trie_view.trie_figure(ev, TOK)
+    labelled = [t for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and len(t.x)]
+    places = [p for t in labelled for p in ([t.textposition] if isinstance(t.textposition, str) else t.textposition)]
+    assert places and all(p.startswith("top ") for p in places)  # one side: above its node
 
 
 def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
@@ -381,8 +383,9 @@ def test_every_drafted_node_carries_its_verify_table_row():
         fig = trie_view.trie_figure(ev, TOK)
         table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
         rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
-        # beside its node, clear of it: an invisible marker as large as the node's moves the number aside
-        assert rows.mode == "markers+text" and rows.textposition == "middle left" and min(rows.marker.size) > 8
+        # at a corner of its node, clear of it: an invisible marker moves the number aside
+        assert rows.mode == "markers+text" and all(p in tree_places.NUMBER_PLACES for p in rows.textposition)
+        assert min(rows.marker.size) >= 0.8 * 8
         at = {(x, y): re.sub(r"<[^>]+>", "", t) for x, y, t in zip(rows.x, rows.y, rows.text)}
         view = trie_view.tree_view(ev)
         drawn = [k for k, st in enumerate(view.states) if st != "retrieved"]

@@ -1,0 +1,36 @@
+"""assets/app.css: every block closes, and a short conversation is not set at the bottom of a
+tall empty box (the page's CSS, read as text: the browser test draws it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CSS = (Path(__file__).resolve().parents[2] / "assets" / "app.css").read_text(encoding="utf-8")
+
+
+def _rules() -> str:
+    return re.sub(r"/\*.*?\*/", "", CSS, flags=re.S)
+
+
+def test_every_block_of_the_page_css_closes():
+    """A merge dropped the "}" of a phone @media block: every rule after it (Compare's table,
+    the conversation box's) applied on a phone only."""
+    depth = 0
+    for line in _rules().splitlines():
+        depth += line.count("{") - line.count("}")
+        assert depth >= 0
+    assert depth == 0
+
+
+def test_a_short_conversation_starts_at_the_top_of_its_box():
+    """03/04 (laptop): one message and its answer sat at the bottom of a 46vh box, 280 px of
+    blank above them. Once it holds messages the box grows with them up to that height, then
+    scrolls; the empty box keeps its height for the placeholder."""
+    rules = _rules()
+    top = re.search(r"(?m)^\.convo:not\(\.empty\)\s*\{([^}]*)\}", rules)
+    assert top, "no top-level rule for a conversation with messages"
+    body = top.group(1)
+    assert re.search(r"height:\s*auto", body) and re.search(r"max-height:\s*46vh", body)
+    assert re.search(r"min-height:\s*0", body)
+    assert re.search(r"(?m)^\.convo\s*\{[^}]*height:\s*46vh", rules)  # the empty box keeps it
