@@ -9,7 +9,7 @@ from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_list, feeds_listed
 from rest_core.ui.measures import LIVE, step_split
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
-from rest_core.ui.tree_key import END_MARK, END_SHOWN, NO_OWN_TOKEN, budget_words, end_token
+from rest_core.ui.tree_key import END_MARK, END_SHOWN, budget_words, end_token, no_own_reason
 
 
 def sample_list(samples: list[str], limit: int) -> str:
@@ -58,14 +58,17 @@ def inspector_html(
         + head
         + "".join(rows)
         + f'<div class="ins-acc">accepted: {acc or "<i>none</i>"} then the model\'s own: {own_html or "<i>none</i>"}</div>'
-        + (
-            ""
-            if own_html
-            else f'<div class="ins-note">{esc(NO_OWN_TOKEN + (END_SHOWN if end is not None else ""))}</div>'
-        )
+        + ("" if own_html else f'<div class="ins-note">{esc(own_note(event, end))}</div>')
         + f'<div class="ins-time">{timing}</div>'
         + "</div>"
     )
+
+
+def own_note(event: StepEvent, end: int | None) -> str:
+    """Why this step wrote no token of the model's own, as a sentence (the general rule is the
+    glossary's, said once on the page), and where an end-of-text token shows."""
+    reason = no_own_reason(event)
+    return reason[0].upper() + reason[1:] + "." + (END_SHOWN if end is not None else "")
 
 
 def source_rows(event: StepEvent, tokenizer: Tokenizer, samples: int) -> list[str]:
@@ -86,7 +89,7 @@ def source_rows(event: StepEvent, tokenizer: Tokenizer, samples: int) -> list[st
             )
         else:
             rows.append(
-                f'<div class="ins-src"><span class="chip">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
+                f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
             )
     if event.feeds:
         rows.append(

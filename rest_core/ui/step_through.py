@@ -22,6 +22,7 @@ from rest_core.ui.session import Session
 from rest_core.ui.stepper import Stepper, step_c
 from rest_core.ui.store_pick import pick_for
 from rest_core.ui.style import status_html
+from rest_core.ui.words import K_MEANS
 
 log = logging.getLogger("rest.app")
 
@@ -111,7 +112,7 @@ def settings_used_html(st: Stepper) -> str:
     )
     said = "drafts from " + (" + ".join(sources) if sources else "no source") + " · " + how
     rest = [
-        f"suffixes of {r.n_max} down to {r.n_min} tokens, m = {r.m}, K = {r.max_matches:,}",
+        f"suffixes of {r.n_max} down to {r.n_min} tokens, m = {r.m}, K = {r.max_matches:,} ({K_MEANS})",
         f"at most {cfg.max_new_tokens:,} new tokens",
     ]
     # folded: the same line every step, read once (its sources and sampling stay in the summary)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from html import unescape
 from pathlib import Path
 
-from rest_core.ui import feeds_view, inspector, phases, step_through, style, tree_key, tree_mask, trie_view
+from rest_core.ui import feeds_view, inspector, phases, step_through, style, tree_key, tree_mask, trie_view, words
 from rest_core.ui.stepper import Stepper
 from tests.ui.test_feeds_view import step as feeds_step
 from tests.ui.test_render import trie_event
@@ -95,7 +95,10 @@ def test_no_own_token_is_one_sentence_and_the_end_of_text_shows():
     sentence = tree_key.NO_OWN_TOKEN
     assert "length limit" in sentence and "ends the answer" in sentence and "end-of-text" in sentence
     assert sentence not in unescape(tree_key.tree_legend_html())  # the glossary's, once (test_one_wording)
-    assert sentence in text(inspector.inspector_html(ev, TOK))
+    assert sentence not in text(inspector.inspector_html(ev, TOK))  # the step's own reason instead
+    assert "An accepted draft ended the answer, so no token of the model's own." in text(
+        inspector.inspector_html(ev, TOK)
+    )
     assert tree_key.no_own_reason(ev) in phases.accept_caption(ev, TOK)
     mark = tree_key.END_MARK
     labels = [x for t in trie_view.trie_figure(ev, TOK).data if t.name == "accepted" and t.text for x in t.text]
@@ -237,6 +240,7 @@ def test_the_settings_line_of_every_step_is_folded_under_its_sources():
     summary, body = unescape(m.group(1)), unescape(m.group(2))
     assert summary.startswith("Settings used: drafts from code") and "greedy" in summary
     assert len(summary) <= 80 and "K = " in body and "new tokens" in body
+    assert f"({words.K_MEANS})" in body  # K says what it is wherever it is shown
     assert len(text(step_through.EMPTY_HEAD)) <= 100  # the line above it says what a step does
 
 
