@@ -9,7 +9,7 @@ from rest_core.decode.events import StepEvent
 from rest_core.drafting.feeds import Feed
 from rest_core.ui import words
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, token_label, visible
-from rest_core.ui.tree_key import budget_note
+from rest_core.ui.tree_key import PROBE_SHORT, budget_note
 
 
 def feed_status(event: StepEvent, feed: Feed) -> str:
@@ -19,7 +19,7 @@ def feed_status(event: StepEvent, feed: Feed) -> str:
     no predictions, so its budget cannot be told from the event and is never called "fixed c = 0"."""
     draft = event.draft
     if draft is None or not len(draft.tokens):
-        return "not drafted (the step drafted nothing)"
+        return f"not drafted ({PROBE_SHORT if event.probe else 'the step drafted nothing'})"
     drafted = any(int(t) == feed.token for t, d in zip(draft.tokens, draft.depths) if int(d) == 1)
     if not drafted:
         return f"not drafted ({budget_note(event)})"

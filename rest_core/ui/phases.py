@@ -45,6 +45,7 @@ from rest_core.ui.tree_key import (
     draft_states,
     end_token,
     no_own_reason,
+    undrafted_reason,
 )
 from rest_core.ui.tree_mask import mask_figure, mask_view
 from rest_core.ui.trie_view import trie_figure
@@ -198,10 +199,11 @@ def trie_lead(event: StepEvent) -> str:
     if trie is None or len(trie) == 0:
         return "Nothing was retrieved, so this step has no trie and no draft."
     drafted = len(event.draft) if event.draft is not None else 0
-    return (
-        f"The {drafted} heaviest of the trie's {plural(event.trie_nodes or len(trie), 'node')} "
-        f"{'is' if drafted == 1 else 'are'} drafted."
-    )
+    nodes = plural(event.trie_nodes or len(trie), "node")
+    if not drafted:
+        why = undrafted_reason(event)
+        return f"None of the trie's {nodes} is drafted" + (f": {why}." if why else ".")
+    return f"The {drafted} heaviest of the trie's {nodes} {'is' if drafted == 1 else 'are'} drafted."
 
 
 def trie_caption(event: StepEvent) -> str:
@@ -215,6 +217,8 @@ def trie_caption(event: StepEvent) -> str:
         f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
         f"weight spread over its own). The {plural(drafted, 'heaviest node')}, a subtree up to "
         f"depth {depth}, are drafted ({budget_note(event)})."
+        if drafted
+        else f"None is drafted: {undrafted_reason(event)}."
     )
 
 

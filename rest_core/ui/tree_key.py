@@ -63,12 +63,32 @@ def no_own_reason(event: StepEvent) -> str:
     return "the length limit cut the step, so no token of the model's own"
 
 
+PROBE_SHORT = "the auto budget timed a plain step"  # a probe, where a line has little room
+PROBE_WHY = "the auto budget drafted nothing to time a plain step, the cost it weighs every draft against"
+NO_GAIN_WHY = "the auto budget expected no draft to repay its cost"
+
+
 def budget_words(event: StepEvent, c_max: int | None = None) -> str:
     """How many tokens the step drafted and under which budget, never as a bare "c = …" (c is the
     most per step): "drafted 10 (auto budget, at most c = 16)" or "drafted 16 (fixed c = 16)".
-    An auto-budget step carries its predictions (`event.predicted`); a fixed one none."""
+    An auto-budget step carries its predictions (`event.predicted`); a fixed one none. A probe
+    says so: "drafted 0 (the auto budget timed a plain step)"."""
     drafted = len(event.draft) if event.draft is not None else 0
+    if not drafted and event.probe:
+        return f"drafted 0 ({PROBE_SHORT})"
     return f"drafted {drafted} ({budget_note(event, c_max)})"
+
+
+def undrafted_reason(event: StepEvent) -> str:
+    """Why a step whose trie had nodes drafted none of them ("" where it drafted some, or where
+    nothing was retrieved): the auto budget timed a plain step (its probe), or expected no draft
+    to repay its cost (a fixed c drafts whenever the trie has a node)."""
+    if event.draft is not None and len(event.draft):
+        return ""
+    if event.probe:
+        return PROBE_WHY
+    had_trie = event.trie_nodes or (event.trie is not None and len(event.trie))
+    return NO_GAIN_WHY if had_trie else ""
 
 
 def budget_note(event: StepEvent, c_max: int | None = None) -> str:

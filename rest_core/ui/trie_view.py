@@ -31,6 +31,7 @@ from rest_core.ui.tree_key import (
     END_MARK,
     MARK_OF_STATE,
     OFF_PATH,
+    PROBE_SHORT,
     REJECTED,
     TREE_MARKS,
     UNCHECKED,
@@ -48,6 +49,7 @@ TRIE_HEIGHT = 620
 
 
 TITLE_TOP = 56  # px above the figure's title: the page's label badge sits there
+OWN_ALONE = "the model's token alone"  # a step that drafted nothing verifies only its own next token
 TITLE_LINES = 3  # the title's lines: the step's count, its budget, the trie's size
 
 NO_TRIE_YET = "The draft tree of each step appears here."
@@ -567,7 +569,7 @@ class _TrieDrawing:
             + (
                 f"accepted {event.accepted_len} of {drafted} drafted"
                 if drafted
-                else "drafted nothing (the model's token alone)"
+                else f"drafted nothing ({PROBE_SHORT if event.probe else OWN_ALONE})"
             )
             + "<br>"
             f"{budget_note(event, c_max)}<br>"
