@@ -1,4 +1,4 @@
-"""Compare's table: its rows (`comparison_rows`), the ones a newcomer needs above the fold
+"""Compare's table and what it reads (`Comparison`): its rows (`comparison_rows`), the ones a newcomer needs above the fold
 (`MAIN_ROWS`), what its time rows measure (`measures_note`) and the HTML (`table`). A step's time
 is split into its parts (`measures.run_split`), the parts printed so that they add up to the step,
 so Compare's REST step can be set against Why this c?'s forward and other work."""
@@ -6,19 +6,63 @@ so Compare's REST step can be set against Why this c?'s forward and other work."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from rest_core.decode.events import Totals
-from rest_core.ui.measures import COMPARE_RATE, COMPARED, PER_TOKEN, StepSplit, shown
+from rest_core.ui.measures import COMPARE_RATE, COMPARED, PER_TOKEN, ForwardTime, StepSplit, ratio, shown
 from rest_core.ui.style import esc
-
-if TYPE_CHECKING:
-    from rest_core.ui.compare_view import Comparison
 
 
 def step_ms(totals: Totals) -> float:
     """A run's mean step, wall clock (forward, retrieval, acceptance; prefill excluded)."""
     return 1000 * totals.elapsed_s / totals.steps if totals.steps else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rest: Totals
+    ar: Totals
+    identical: bool | None  # None when sampling (outputs may differ by design)
+    lengths: tuple[int, int] = (0, 0)  # tokens REST and plain decoding wrote
+    # the mean forward of each run (REST's over the root and its drafts, plain's over 1 token)
+    forwards: tuple[ForwardTime | None, ForwardTime | None] = (None, None)
+    # each run's mean step by part (REST's, plain's), printed so that they add up to the step row
+    splits: tuple[StepSplit | None, StepSplit | None] = (None, None)
+    # the auto budget's mean drafts a REST step (None: a fixed c drafted)
+    auto_drafts: float | None = None
+
+    @property
+    def compared(self) -> int:
+        """How many tokens "identical" speaks for: both texts whole, or, when one run was cut
+        short, the part both wrote."""
+        return min(self.lengths)
+
+    @property
+    def speedup(self) -> float:
+        """REST's tokens/s over plain decoding's, as the table prints them (0 without plain tokens)."""
+        return ratio(self.rest.tokens_per_s, self.ar.tokens_per_s) if shown(self.ar.tokens_per_s) > 0 else 0.0
+
+    def load_note(self) -> str:
+        """Why the headline's speedup cannot be believed, or "" (`load_changed`)."""
+        return load_changed(self.rest, self.ar)
+
+
+def load_changed(rest: Totals, ar: Totals) -> str:
+    """ "" when the two runs' figures can be true together; else what gave the load away ("measured,
+    but above M = 1.90: …", to follow the speedup). A REST
+    step does a plain step's work and more, so its speedup is M over a ratio of at least 1: a
+    measured speedup above M, or a REST step shorter than a plain one, means the machine's load
+    changed between the two back-to-back runs."""
+    if not (rest.steps and ar.steps and rest.elapsed_s > 0 and ar.elapsed_s > 0 and ar.tokens_per_s > 0):
+        return ""
+    speedup, m = rest.tokens_per_s / ar.tokens_per_s, rest.mean_generated_length
+    if speedup > m:
+        seen = f"above M = {m:.2f}"
+    elif step_ms(rest) < step_ms(ar):
+        seen = f"a REST step ({step_ms(rest):.1f} ms) measured shorter than a plain one ({step_ms(ar):.1f} ms)"
+    else:
+        return ""
+    return f"measured, but {seen}: the machine's load changed between the two runs; rerun Compare"
 
 
 STEP_ROW = f"time per step ({COMPARED})"

@@ -20,7 +20,9 @@ from rest_core.ui.compare_rows import (  # noqa: F401 - the table's names, as ca
     PREFILL_ROW,
     SAME_ROW,
     STEP_ROW,
+    Comparison,
     comparison_rows,
+    load_changed,
     measures_note,
     prefill_cell,
     split_cells,
@@ -56,53 +58,6 @@ from rest_core.ui.why_c_view import auto_budget, verified
 
 # ----------------------------------------------------------------------------------------------
 # Speed comparison
-
-
-@dataclass(frozen=True)
-class Comparison:
-    rest: Totals
-    ar: Totals
-    identical: bool | None  # None when sampling (outputs may differ by design)
-    lengths: tuple[int, int] = (0, 0)  # tokens REST and plain decoding wrote
-    # the mean forward of each run (REST's over the root and its drafts, plain's over 1 token)
-    forwards: tuple[ForwardTime | None, ForwardTime | None] = (None, None)
-    # each run's mean step by part (REST's, plain's), printed so that they add up to the step row
-    splits: tuple[StepSplit | None, StepSplit | None] = (None, None)
-    # the auto budget's mean drafts a REST step (None: a fixed c drafted)
-    auto_drafts: float | None = None
-
-    @property
-    def compared(self) -> int:
-        """How many tokens "identical" speaks for: both texts whole, or, when one run was cut
-        short, the part both wrote."""
-        return min(self.lengths)
-
-    @property
-    def speedup(self) -> float:
-        """REST's tokens/s over plain decoding's, as the table prints them (0 without plain tokens)."""
-        return ratio(self.rest.tokens_per_s, self.ar.tokens_per_s) if shown(self.ar.tokens_per_s) > 0 else 0.0
-
-    def load_note(self) -> str:
-        """Why the headline's speedup cannot be believed, or "" (`load_changed`)."""
-        return load_changed(self.rest, self.ar)
-
-
-def load_changed(rest: Totals, ar: Totals) -> str:
-    """ "" when the two runs' figures can be true together; else what gave the load away ("measured,
-    but above M = 1.90: …", to follow the speedup). A REST
-    step does a plain step's work and more, so its speedup is M over a ratio of at least 1: a
-    measured speedup above M, or a REST step shorter than a plain one, means the machine's load
-    changed between the two back-to-back runs."""
-    if not (rest.steps and ar.steps and rest.elapsed_s > 0 and ar.elapsed_s > 0 and ar.tokens_per_s > 0):
-        return ""
-    speedup, m = rest.tokens_per_s / ar.tokens_per_s, rest.mean_generated_length
-    if speedup > m:
-        seen = f"above M = {m:.2f}"
-    elif step_ms(rest) < step_ms(ar):
-        seen = f"a REST step ({step_ms(rest):.1f} ms) measured shorter than a plain one ({step_ms(ar):.1f} ms)"
-    else:
-        return ""
-    return f"measured, but {seen}: the machine's load changed between the two runs; rerun Compare"
 
 
 def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], greedy: bool) -> Comparison:
