@@ -263,12 +263,13 @@ def _given(pairs: Iterable[tuple[Any, Any]]) -> dict:
     return {component: value for component, value in pairs if value is not None}
 
 
-def _slider(steps: int | None) -> Any:
+def _slider(steps: int | None, shown: int | None = None) -> Any:
+    """The replay slider: hidden (0), or over steps 1..steps standing at `shown` (None: the last)."""
     if steps is None:
         return None
     if steps == 0:
         return gr.update(visible=False)
-    return gr.update(visible=True, interactive=True, minimum=1, maximum=steps, value=steps, step=1)
+    return gr.update(visible=True, interactive=True, minimum=1, maximum=steps, value=shown or steps, step=1)
 
 
 def _shown(figure: Any) -> Any:
@@ -294,7 +295,7 @@ class Handlers:
             (a.stats, u.stats),
             (a.trie, u.trie),
             (a.inspector, u.inspector),
-            (a.step, _slider(u.steps)),
+            (a.step, _slider(u.steps, u.shown)),
             (a.status, u.status),
             (a.box, u.box),
         )

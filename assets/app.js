@@ -109,3 +109,16 @@ new MutationObserver(() => requestAnimationFrame(showStatuses)).observe(document
   subtree: true,
   childList: true,
 });
+
+// The open view's name on <body data-view>: How REST works draws the method's diagram large, so
+// the header's small copy of it (and its three captions) folds away while that view is open.
+function markView() {
+  const open = document.querySelector("#views [role=tab][aria-selected=true]");
+  if (open && document.body.dataset.view !== open.dataset.tabId) document.body.dataset.view = open.dataset.tabId;
+}
+whenLoaded(markView);
+new MutationObserver(markView).observe(document.documentElement, {
+  subtree: true,
+  attributes: true,
+  attributeFilter: ["aria-selected"],
+});

@@ -81,13 +81,15 @@ def fit_context(prompt_len: int, config: GenerationConfig, limit: int | None) ->
 @dataclass(frozen=True, kw_only=True)
 class Update:
     """New contents for the page; None leaves a part as it is. `steps`: the replay slider's range
-    (1..steps), 0 hides it. `box`: "" empties the message box."""
+    (1..steps), 0 hides it; `shown`: the step it stands at (None: the last). `box`: "" empties the
+    message box."""
 
     chat: str | None = None
     stats: str | None = None
     trie: Any = None  # plotly Figure
     inspector: str | None = None
     steps: int | None = None
+    shown: int | None = None
     status: str | None = None
     box: str | None = None
 
@@ -188,12 +190,21 @@ class Chat:
         if note:
             self.turns[-1].note = note
 
+    def shown_step(self) -> int:
+        """The step an ended answer's tree shows first (1-based): the last one that drafted, so
+        the figure shows a draft (an auto budget's last steps often draft nothing); the last step
+        where none did."""
+        events = self.view.events if self.view is not None else []
+        drafted = [i for i, ev in enumerate(events) if ev.draft is not None and len(ev.draft)]
+        return (drafted[-1] if drafted else len(events) - 1) + 1
+
     def step_view(self, tokenizer: Any, step: int | None = None) -> tuple[Any, str]:
-        """The trie figure and inspector of `step` (1-based; None: the last step)."""
+        """The trie figure and inspector of `step` (1-based; None: `shown_step`)."""
         view = self.view
         if view is None or not view.events:
             return trie_figure(None, tokenizer), inspector_html(None, tokenizer)
-        k = len(view.events) - 1 if step is None else max(0, min(int(step) - 1, len(view.events) - 1))
+        step = self.shown_step() if step is None else step
+        k = max(0, min(int(step) - 1, len(view.events) - 1))
         ev = view.events[k]
         return trie_figure(ev, tokenizer, c_max=self.c_max), inspector_html(
             ev, tokenizer, n_steps=len(view.events), c_max=self.c_max
@@ -332,14 +343,20 @@ class Chat:
             run.cancel()  # also when the page cancelled this handler (Stop)
 
     def _ended(self, tokenizer: Any, status: str) -> Update:
-        """The page once the answer ended: the whole chat, the stats, the last step's trie and
-        inspector, the replay slider and the status line."""
+        """The page once the answer ended: the whole chat, the stats, the trie and inspector of
+        the last step that drafted, the replay slider at that step and the status line."""
         view = self.view
         assert view is not None
         fig, ins = self.step_view(tokenizer)
         stats = stats_html(view.events)
         return Update(
-            chat=self.chat_html(), stats=stats, trie=fig, inspector=ins, steps=self.slider_steps(False), status=status
+            chat=self.chat_html(),
+            stats=stats,
+            trie=fig,
+            inspector=ins,
+            steps=self.slider_steps(False),
+            shown=self.shown_step(),
+            status=status,
         )
 
     def stop(self, runtime: Runtime) -> Update:
@@ -352,7 +369,8 @@ class Chat:
         if self.view is not None and self.view.events and runtime.ready:
             fig, ins = self.step_view(runtime.loaded().tokenizer)
         steps = self.slider_steps(False)
-        return Update(chat=self.chat_html(), stats=stats, trie=fig, inspector=ins, steps=steps, status="")
+        shown = self.shown_step() if steps else None
+        return Update(chat=self.chat_html(), stats=stats, trie=fig, inspector=ins, steps=steps, shown=shown, status="")
 
     def replay(self, runtime: Runtime, step: int) -> Update:
         """Step slider (after generation): that step's tree and inspector."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from rest_core.budget.auto import PROBE_GAP
 from rest_core.cpus import available_cpus
 from rest_core.knobs import FIXED_MEANS
 from rest_core.ui.style import NO_OWN_TOKEN
@@ -193,7 +194,7 @@ GLOSSARY = f"""
 | **weight** | How likely a node's path is: {WEIGHT_RULE}. E.g. code 2 of 2 and chat 4 of 6 run through it, the conversation found none: {weight_words(list(WEIGHT_EXAMPLE))}. |
 | **heaviest** | The nodes of largest weight. Up to c of the heaviest, a connected subtree, are verified. |
 | **c** | c, the most draft tokens verified per step, set in Settings. A step's own count reads "drafted N" (the auto budget picks it). |
-| **auto budget** | Picks each step's count, from 0 up to c, from the forward's cost measured on this device: the count that should give the most tokens per millisecond. The fixed budget drafts {FIXED_MEANS}. |
+| **auto budget** | Picks each step's count, from 0 up to c, from the forward's cost measured on this device: the count that should give the most tokens per millisecond; now and then (at most one step in {PROBE_GAP}) none, to time a plain step afresh. The fixed budget drafts {FIXED_MEANS}. |
 | **accepted** | A draft token equal to the token the model writes there. A step keeps its drafts up to the first disagreement. |
 | **model's own token** | The token the model writes after a step's accepted drafts, marked by a dotted underline. There is usually one per step: {NO_OWN_TOKEN}. |
 | **tree attention mask** | Lets each draft token see the cached context, its ancestors and itself only. So one forward pass checks every branch at once. |

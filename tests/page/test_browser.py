@@ -386,6 +386,9 @@ def test_step_through_three_steps(page):
     page.wait_for_selector("#how-rest svg", timeout=10_000)
     assert not page.is_visible("#chat")
     assert "one forward per token" in page.inner_text("#one-forward")
+    # its diagram is drawn large here: the header's small copy gives way to it while it is open
+    page.wait_for_function("document.body.dataset.view === 'how-rest'", timeout=10_000)
+    assert not page.is_visible("#header figure.how-figure")
     glossary = page.inner_text("#glossary")
     for term in GLOSSARY_TERMS:
         assert term in glossary, term
@@ -397,6 +400,7 @@ def test_step_through_three_steps(page):
     )
     assert page.get_attribute("#view-step-through-button", "aria-selected") == "true"
     assert not page.is_visible("#how-rest") and page.is_visible("#teach-next")
+    assert page.is_visible("#header figure.how-figure")  # back in the header once another view is open
     assert page.evaluate("location.hash") == "#step-through"  # the open view is in the address
     assert page.input_value("#teach-c input[type=number]") == "16"
     assert "In Step through" in page.inner_text("#guided-note")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -184,3 +185,26 @@ def test_the_chat_names_each_steps_count_beside_the_most_c(tiny_runtime):
     assert all("at most c = 16" in ins for _, ins in drafted)
     titles = [fig.layout.title.text for fig, _ in drafted if fig.layout.title and fig.layout.title.text]
     assert titles and all("at most c = 16" in t for t in titles), titles
+
+
+def test_an_ended_answer_opens_its_tree_at_the_last_step_that_drafted(tiny_runtime):
+    """An auto budget's last steps often draft nothing (its probe, or no draft worth its cost):
+    the ended answer's tree, inspector and replay slider open at the last step that drafted,
+    so the figure shows a draft; any step stays one slide away."""
+    session = Session()
+    values = knobs(max_new_tokens=24, budget="fixed", c=4)
+    updates = list(respond(session, tiny_runtime, "abc abc abc abc abc abc", NO_STORE, values))
+    events = session.chat.view.events
+    drafted = [i + 1 for i, e in enumerate(events) if e.draft is not None and len(e.draft)]
+    assert drafted and len(events) >= 2
+    # the answer as if its last step had drafted nothing: the view opens one step earlier
+    last = events[-1]
+    session.chat.view.events[-1] = replace(last, draft=None)
+    want = max(k for k in drafted if k < len(events)) if any(k < len(events) for k in drafted) else len(events)
+    assert session.chat.shown_step() == want
+    fig, ins = session.chat.step_view(tiny_runtime.loaded().tokenizer)
+    assert f"Step {want} of {len(events)}" in ins
+    session.chat.view.events[-1] = last
+    assert session.chat.shown_step() == drafted[-1]
+    end = updates[-1]
+    assert end.steps == len(events) and end.shown == drafted[-1]
