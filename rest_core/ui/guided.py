@@ -100,7 +100,8 @@ def guided_example(runtime: Runtime, title: str, knobs: Mapping[str, Any]) -> Gu
     where = {"step": "In Step through", "send": "In Chat: Send", "compare": "In Chat: Compare with plain decoding"}[
         ex.mode
     ]
-    note = f'<p class="example-note"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
+    view = "step-through" if ex.mode == "step" else "chat"  # the view it opens (teach_tab's ids)
+    note = f'<p class="example-note" data-for="{view}"><b>{style.esc(where)}.</b> {style.esc(ex.watch)}{style.esc(missing)}</p>'
     stores = [] if store == NO_STORE else [store]
     knobs_set = {k.name: values[k.name] for k in APP_KNOBS}
     return GuidedChoice(prompt=ex.prompt, mode=ex.mode, c=int(values["c"]), stores=stores, note=note, knobs=knobs_set)

@@ -71,6 +71,23 @@ def own_note(event: StepEvent, end: int | None) -> str:
     return reason[0].upper() + reason[1:] + "." + (END_SHOWN if end is not None else "")
 
 
+def read_count(event: StepEvent, bit: int) -> int | None:
+    """How many continuations the source `bit` read this step (its weights' denominator), from
+    the step's feeds; None when they do not say."""
+    for feed in event.feeds:
+        for source, _, read in feed.counts:
+            if source == bit:
+                return read
+    return None
+
+
+def sampled_note(event: StepEvent, bit: int, occurrences: int) -> str:
+    """ ", a fair sample of 5,000 read" where the source read fewer continuations than its
+    match occurs (K caps them), so the weights' "/5,000" meets the count it samples."""
+    read = read_count(event, bit)
+    return f", a fair sample of <b>{read:,}</b> read" if read is not None and read < occurrences else ""
+
+
 def source_rows(event: StepEvent, tokenizer: Tokenizer, samples: int) -> list[str]:
     """The inspector's lines on what each source matched, and on what fed the draft."""
     dec = lambda ids: decode_text(tokenizer, ids)  # noqa: E731
@@ -84,6 +101,7 @@ def source_rows(event: StepEvent, tokenizer: Tokenizer, samples: int) -> list[st
                 f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> '
                 f"matched the last <b>{m.suffix_len}</b> token{'s' if m.suffix_len != 1 else ''} "
                 f"<code>{esc(visible(dec(m.suffix_tokens), 60))}</code> · <b>{m.occurrences:,}</b> occurrence{'s' if m.occurrences != 1 else ''}"
+                + sampled_note(event, m.source_bit, m.occurrences)
                 + (f'<ul class="conts">{conts}</ul>' if conts else "")
                 + "</div>"
             )

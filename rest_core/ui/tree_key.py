@@ -168,7 +168,8 @@ def _legend_items() -> list[str]:
 # The figure's own legend is the one key; this fold, under it, says the same marks at length.
 TREE_LEGEND = (
     '<details class="tree-key"><summary><b>Reading the draft tree</b>: a node\'s number is its row in the mask '
-    "and the verify table</summary><ul>"
+    "and the verify table; siblings are drawn heaviest (likeliest) on top, so the numbers need not "
+    "read downwards</summary><ul>"
     + "".join(_legend_items())
     + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
     + "".join(f"<li>{note}</li>" for note in TREE_NOTES)

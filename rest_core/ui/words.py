@@ -8,6 +8,7 @@ import contextlib
 from pathlib import Path
 
 from rest_core.budget.auto import PROBE_GAP
+from rest_core.config import PRESETS, RetrievalConfig
 from rest_core.cpus import available_cpus
 from rest_core.knobs import FIXED_MEANS
 from rest_core.ui.style import NO_OWN_TOKEN
@@ -179,6 +180,8 @@ def weight_words(terms: list[tuple[str, int, int]]) -> str:
 # 4 through it; the conversation found none.
 WEIGHT_EXAMPLE = (("code", 2, 2), ("chat", 4, 6), ("conversation", 0, 0))
 
+_R = RetrievalConfig()  # the defaults the glossary quotes (Settings may change them)
+
 GLOSSARY = f"""
 | term | meaning |
 |---|---|
@@ -187,20 +190,20 @@ GLOSSARY = f"""
 | **suffix array** | Every position of the corpus, sorted by the text that starts there. All occurrences of a token sequence sit side by side, so two binary searches find them. |
 | **conversation** | This conversation itself, the prompt and the answer so far, searched like a datastore. An answer that repeats earlier text drafts itself. |
 | **several sources** | A token that two or more sources drafted, coloured violet. Hovering it names them, e.g. several sources (chat + code). |
-| **n_max, n_min** | The longest and the shortest run of last tokens looked up. The longest run that occurs wins. |
-| **m** | How many tokens after each occurrence are taken as a continuation. |
-| **K** | {K_MEANS[0].upper()}{K_MEANS[1:]}; above K, a fair sample of K is read. |
+| **n_max, n_min** | The longest and the shortest run of last tokens looked up ({_R.n_max} and {_R.n_min} by default). The longest run that occurs wins. |
+| **m** | How many tokens after each occurrence are taken as a continuation ({_R.m} by default). |
+| **K** | {K_MEANS[0].upper()}{K_MEANS[1:]} ({_R.max_matches:,} by default); above K, a fair sample of K is read. |
 | **trie** | A prefix tree of the continuations: ones that start alike share a branch. Each node is one token; its path from the root is its draft. |
 | **weight** | How likely a node's path is: {WEIGHT_RULE}. E.g. code 2 of 2 and chat 4 of 6 run through it, the conversation found none: {weight_words(list(WEIGHT_EXAMPLE))}. |
 | **heaviest** | The nodes of largest weight. Up to c of the heaviest, a connected subtree, are verified. |
-| **c** | c, the most draft tokens verified per step, set in Settings. A step's own count reads "drafted N" (the auto budget picks it). |
+| **c** | c, the most draft tokens verified per step, set in Settings ({PRESETS["cpu"].draft.c} by default on a CPU, {PRESETS["gpu"].draft.c} on a GPU). A step's own count reads "drafted N" (the auto budget picks it). |
 | **auto budget** | Picks each step's count, from 0 up to c, from the forward's cost measured on this device: the count that should give the most tokens per millisecond; now and then (at most one step in {PROBE_GAP}) none, to time a plain step afresh. The fixed budget drafts {FIXED_MEANS}. |
 | **accepted** | A draft token equal to the token the model writes there. A step keeps its drafts up to the first disagreement. |
 | **model's own token** | The token the model writes after a step's accepted drafts, marked by a dotted underline. There is usually one per step: {NO_OWN_TOKEN}. |
 | **tree attention mask** | Lets each draft token see the cached context, its ancestors and itself only. So one forward pass checks every branch at once. |
 | **KV cache** | What the model computed for every earlier token, kept so that a step computes only its new tokens. The rejected drafts' entries are dropped after each step. |
 | **root** | The last token written: row 0 of each step's forward pass. |
-| **rows** | The tokens of one verify forward, one row each: the root, then the drafts, depth by depth. The tree's node numbers, the mask's rows and the verify table's rows are these. |
+| **rows** | The tokens of one verify forward, one row each: the root, then the drafts, depth by depth (within a depth by parent, then token id, not by weight). The tree's node numbers, the mask's rows and the verify table's rows are these. |
 | **position id** | Where the model is told a token sits in the text. A draft sits at its root's position plus its depth, so siblings share a position. |
 | **lazy logits** | The model's output layer scores only the rows the check reaches, not every drafted row. Step through scores the others too, after the step's clock stops. |
 | **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST forward takes than a one-token one. |

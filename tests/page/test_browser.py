@@ -404,6 +404,12 @@ def test_step_through_three_steps(page):
     assert page.evaluate("location.hash") == "#step-through"  # the open view is in the address
     assert page.input_value("#teach-c input[type=number]") == "16"
     assert "In Step through" in page.inner_text("#guided-note")
+    open_view(page, "how-rest")  # the note speaks of the step-through: it gives way elsewhere
+    page.wait_for_function("document.body.dataset.view === 'how-rest'", timeout=10_000)
+    assert not page.is_visible("#guided-note .example-note")
+    open_view(page, "step-through")
+    page.wait_for_function("document.body.dataset.view === 'step-through'", timeout=10_000)
+    assert page.is_visible("#guided-note .example-note")
     page.fill(
         "#teach-prompt textarea", "Repeat this sentence three times: the quick brown fox jumps over the lazy dog."
     )

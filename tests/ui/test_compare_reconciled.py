@@ -110,7 +110,10 @@ def test_prompt_lookups_rate_bar_and_line_end_together():
     assert run.decode_tokens == 63
     html = unescape(compare.lookup_html(run, runs()[1], greedy=False))
     # every token counted as the table counts them (64), the rate over the 63 the clock timed
-    assert "64 tokens, the first with the prefill, off the clock; 63 / 3.36 s = 18.8 tokens/s" in html
+    assert (
+        "64 tokens, the first with its prefill (REST's and plain's prefills write none), off the clock; 63 / 3.36 s = 18.8 tokens/s"
+        in html
+    )
     rate, _ = measures.lookup_rate(63, 64, 3360.0)
     assert rate == pytest.approx(63 / 3.36)
     blocks = compare_view.lookup_blocks(run.token_ids, run.counts, run.ends_ms)

@@ -202,3 +202,15 @@ def test_a_step_that_drafted_nothing_lists_its_branches_in_plain_words():
     assert feeds_view.feeds_listed(nothing) == "the 3 heaviest branches, none of them drafted"
     assert feeds_view.feeds_listed(replace(nothing, feeds=nothing.feeds[:1])) == "the heaviest branch, not drafted"
     assert "branchs" not in feeds_view.feeds_listed(replace(ev, accepted=()))
+
+
+def test_the_inspector_says_how_many_of_a_matchs_occurrences_were_read():
+    """The store's suffix occurs 40 times but 7 continuations were read (the weights' "/7"): the
+    inspector says so beside the 40; the conversation read both of its 2, so nothing is added."""
+    from rest_core.ui.inspector import inspector_html
+
+    ev, _ = step()
+    text = unescape(re.sub(r"<[^>]+>", "", inspector_html(ev, TOK)))
+    assert "40 occurrences, a fair sample of 7 read" in text
+    assert "2 occurrences, a fair sample" not in text
+
