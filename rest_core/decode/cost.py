@@ -33,7 +33,10 @@ def measure_cost_curve(
     as a verify step with lazy logits costs before its walk scores accepted rows.
 
     Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
-    and makes the curve non-decreasing in q. Stays within the model's positions: the context
+    and makes the curve non-decreasing in q. The runs go in passes over the sizes (a warm-up and
+    one timed run per size, then one timed run per size and pass), so a load spike spoils one
+    pass of every size rather than every run of one size: a one-token forward timed while the
+    page loaded read 48.8 ms where the run's own plain steps took 42.7. Stays within the model's positions: the context
     is at most half of them, and position ids past the last one are clamped to it (the cost
     of a forward does not depend on the position values; a learned position table would
     overflow).
@@ -56,22 +59,28 @@ def measure_cost_curve(
     with torch.inference_mode():
         cache = DynamicCache()
         model(input_ids=ctx, **cache_kw(model, cache))
-        ms = []
-        for q in sizes:
-            if max_seconds > 0 and len(ms) >= 2 and time.perf_counter() - started > max_seconds:
-                break
+
+        def timed(q: int) -> float:
             ids = torch.randint(0, vocab, (1, q), generator=gen).to(device)
             chain = np.tril(np.ones((q, q), dtype=bool))  # a chain: same cost as any tree of q
             offsets = np.arange(q) if not limit else np.minimum(np.arange(q), limit - 1 - context_len)
-            times = []
-            for rep in range(reps + 1):
-                t0 = time.perf_counter()
-                out, _ = tree_forward(body, ids, cache, context_len, chain, offsets, kind=kind, layout=layout)
-                if head is not None:
-                    head(out.last_hidden_state[0, :1])
-                sync(device)
-                if rep:  # the first run warms up
-                    times.append(1000 * (time.perf_counter() - t0))
-                truncate(cache, context_len)
-            ms.append(min(times))
+            t0 = time.perf_counter()
+            out, _ = tree_forward(body, ids, cache, context_len, chain, offsets, kind=kind, layout=layout)
+            if head is not None:
+                head(out.last_hidden_state[0, :1])
+            sync(device)
+            elapsed = 1000 * (time.perf_counter() - t0)
+            truncate(cache, context_len)
+            return elapsed
+
+        times: list[list[float]] = []
+        for q in sizes:  # the first pass: a warm-up run and a timed one per size, until max_seconds
+            if max_seconds > 0 and len(times) >= 2 and time.perf_counter() - started > max_seconds:
+                break
+            timed(q)
+            times.append([timed(q)])
+        for _ in range(reps - 1):  # the other passes, over the sizes the first one reached
+            for q, seen in zip(sizes, times):
+                seen.append(timed(q))
+        ms = [min(t) for t in times]
     return CostCurve(tuple(sizes[: len(ms)]), tuple(np.maximum.accumulate(ms).tolist()), context_len, reps)
