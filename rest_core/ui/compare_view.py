@@ -126,7 +126,10 @@ def slower_note(cmp: Comparison) -> str:
     """When REST lost (a believable speedup below 1): where it wins on this CPU instead, one sentence; else ""."""
     if cmp.load_note() or not 0 < cmp.speedup < 1:
         return ""
-    win = f'To see REST win on this CPU, open the guided example "{repeat_example()}": there the conversation drafts the second answer.'
+    win = (
+        "REST wins most on this CPU where an answer repeats earlier text (a follow-up that reuses the code, or "
+        f'the guided example "{repeat_example()}"): there the conversation drafts it.'
+    )
     if cmp.auto_drafts is None:
         return win
     return f"{AUTO_ESTIMATE.format(drafts=cmp.auto_drafts)} {win}"

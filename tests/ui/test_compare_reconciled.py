@@ -57,9 +57,7 @@ def test_a_loss_is_the_headline_with_where_rest_wins():
     assert why.startswith(
         f"A REST step took {x:.2f}× as long as a plain one-token step but wrote only M = 2.00 tokens."
     )
-    assert why.endswith(
-        'open the guided example "Ask the same thing twice": there the conversation drafts the second answer.'
-    )
+    assert why.endswith('the guided example "Ask the same thing twice"): there the conversation drafts it.')
     assert why.count(". ") == 1  # two sentences: the why, then where REST wins
     assert "so the speedup is M / " in html[html.index("<details") :]  # the arithmetic, folded
     rest, ar = runs()
