@@ -75,6 +75,14 @@ def guided_step(page) -> None:
 
 def laptop(browser, url: str, out: Path, tokens: int) -> None:
     pg = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
+    try:
+        _laptop(pg, out, url, tokens)
+    except Exception:
+        shoot(pg, out, "failed_laptop")
+        raise
+
+
+def _laptop(pg, out: Path, url: str, tokens: int) -> None:
     pg.goto(url)
     pg.wait_for_selector("#prompt textarea", timeout=120_000)
     time.sleep(2)
@@ -82,6 +90,7 @@ def laptop(browser, url: str, out: Path, tokens: int) -> None:
     set_slider(pg, "max-new-tokens", tokens)
     pg.fill("#prompt textarea", CODE_PROMPT)
     pg.click("#send")
+    pg.wait_for_function("document.querySelectorAll('#chat .msg.bot .tok').length >= 12", timeout=300_000)
     pg.wait_for_selector("#stats .live", state="detached", timeout=600_000)
     time.sleep(1)
     # The follow-up a user asks next: its answer repeats the function, which the conversation
@@ -170,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.only != "laptop":
                 phone(browser, url, args.out, args.tokens)
             browser.close()
+    except Exception:
+        print(f"failed: what each open page showed is in {args.out}/failed_*.png", flush=True)
+        raise
     finally:
         proc.terminate()
         proc.wait(timeout=30)
