@@ -1,7 +1,8 @@
-"""Where the draft tree's texts sit (`place_texts`): each node's label above it (centred, or
-shifted left or right where an edge would cross it) and each drafted node's row number at a
-corner of its node, where no edge, label, node or other number is, on a phone's plot and a
-laptop's. Pure geometry in pixels, as Plotly offsets a scatter point's text; no Plotly here.
+"""Where the draft tree's texts sit (`place_texts`): each node's label above it, or below it
+where its row's neighbours take turns (centred, or shifted left or right where an edge would
+cross it), and each drafted node's row number at a corner of its node, or straight above or
+below it (past its neighbours' labels where they crowd), where no edge, label, node or other
+number is, on a phone's plot and a laptop's. Pure geometry in pixels, as Plotly offsets a scatter point's text; no Plotly here.
 
 Plotly puts a point's text `textposition` away from its marker by r = size / 2 / 0.8 + 1 px
 (sideways for "left"/"right", up or down for "top"/"bottom"), its baseline 0.75 of the font
@@ -17,10 +18,13 @@ from dataclasses import dataclass
 # column on a laptop and the step-through's (its key in two columns leaves the plot taller).
 SCALES = ((300.0, 300.0), (480.0, 300.0), (560.0, 400.0))
 
-LABEL_PLACES = ("top center", "top right", "top left")  # a label stays above its node
+LABEL_PLACES = ("top center", "top right", "top left")  # a label stays above its node, or below it:
+UNDER_PLACES = ("bottom center", "bottom right", "bottom left")  # where its row's neighbours take turns
 # a row number at a corner of its node, below right first (as a subscript; the label is above), beside it last
 NUMBER_PLACES = ("bottom right", "bottom left", "top right", "top left", "middle right", "middle left")
 LEFT_FIRST = ("bottom left", "bottom right", "top left", "top right", "middle left", "middle right")
+# then straight under or over its node: near it, or past its neighbours' labels (`far_size`)
+CENTRED = (("bottom center", False), ("top center", False), ("bottom center", True), ("top center", True))
 DIGIT_PX = 6.8  # a bold digit's width at the numbers' 11 px
 CLEAR_PX = 1.0  # a text's halo: a line this close to a text's box crosses it
 TEXT_GAP_PX = 3.0  # two texts closer than this read as one ("d" and "an…" as "dan…")
@@ -87,8 +91,9 @@ def segment_meets(box: Box, p: tuple[float, float], q: tuple[float, float], pad:
 
 @dataclass(frozen=True)
 class Scene:
-    """The tree in data units: nodes (x, y, marker px), edges, labels' widths in px (0: none)
-    and the row numbers (0: none); x runs from -0.4 to `columns` - 0.4, y over `y_range`."""
+    """The tree in data units: nodes (x, y, marker px), edges, labels' widths in px (0: none),
+    the side each label takes and the row numbers (0: none); x runs from -0.4 to
+    `columns` - 0.4, y over `y_range`."""
 
     xy: Sequence[tuple[float, float]]
     sizes: Sequence[float]
@@ -102,6 +107,9 @@ class Scene:
     fixed: Sequence[
         tuple[float, float, float]
     ] = ()  # other labels, centred above (x, y, width px): the star's, the folds'
+    # per node: its label's side, "top" or "bottom", or "" for either (above unless below clears
+    # more); none given: every one above
+    label_sides: Sequence[str] = ()
 
     def px(self, scale: tuple[float, float], x: float, y: float) -> tuple[float, float]:
         w, h = scale
@@ -115,15 +123,24 @@ def number_size(place: str, size: float) -> float:
     return 0.8 * size if place != "middle left" and place != "middle right" else size + 2
 
 
+def far_size(scene: Scene) -> float:
+    """The invisible marker that sets a number straight above or below its node past the labels
+    its neighbours have on that side: their offset from the biggest labelled node, their
+    height and the gap two texts keep."""
+    biggest = max((s for s, w in zip(scene.sizes, scene.label_px) if w), default=max(scene.sizes, default=8.0))
+    r = biggest / 2 / 0.8 + 1 + scene.label_font + TEXT_GAP_PX + CLEAR_PX
+    return (r - 1) * 1.6
+
+
 def _label_box(scene: Scene, scale, k: int, place: str) -> Box:
     cx, cy = scene.px(scale, *scene.xy[k])
     return text_box(place, cx, cy, scene.sizes[k], scene.label_px[k], scene.label_font)
 
 
-def _number_box(scene: Scene, scale, k: int, place: str) -> Box:
+def _number_box(scene: Scene, scale, k: int, place: str, size: float) -> Box:
     cx, cy = scene.px(scale, *scene.xy[k])
     width = DIGIT_PX * len(str(scene.numbers[k]))
-    return text_box(place, cx, cy, number_size(place, scene.sizes[k]), width, scene.number_font)
+    return text_box(place, cx, cy, size, width, scene.number_font)
 
 
 def _in_px(scene: Scene, scale) -> tuple[list, list]:
@@ -165,19 +182,21 @@ def place_texts(scene: Scene) -> Texts:
             cx, cy = scene.px(s, x, y)
             taken[s].append(text_box("top center", cx, cy, 14.0, width, scene.label_font))
     said = [k for k in range(n) if scene.label_px[k]]
-    labels = ["top center"] * n
+    sides = list(scene.label_sides) + ["top"] * (n - len(scene.label_sides))
+    labels = [UNDER_PLACES[0] if sides[k] == "bottom" else LABEL_PLACES[0] for k in range(n)]
     now = {s: {k: _label_box(scene, s, k, labels[k]) for k in said} for s in SCALES}
     overlaps = 0
     for k in sorted(said, key=lambda k: (-scene.xy[k][1], scene.xy[k][0])):
         scores = []
-        for p in LABEL_PLACES:
+        places = {"top": LABEL_PLACES, "bottom": UNDER_PLACES}.get(sides[k], LABEL_PLACES + UNDER_PLACES)
+        for p in places:
             score = 0
             for s in SCALES:
                 others = taken[s] + [b for j, b in now[s].items() if j != k]
                 score += _hits(s, drawn[s], _label_box(scene, s, k, p), k, others, False)
             scores.append(score)
-        best = min(range(len(LABEL_PLACES)), key=lambda i: (scores[i], i))
-        labels[k] = LABEL_PLACES[best]
+        best = min(range(len(places)), key=lambda i: (scores[i], i))
+        labels[k] = places[best]
         overlaps += scores[best]
         for s in SCALES:
             now[s][k] = _label_box(scene, s, k, labels[k])
@@ -191,23 +210,26 @@ def place_texts(scene: Scene) -> Texts:
 
 
 def _numbers(scene: Scene, drawn: dict, taken: dict, places: tuple[str, ...]) -> tuple[tuple, tuple, int]:
-    """Each row number at its first place in `places` with the fewest overlaps (its number's
-    box added to those the next ones avoid): (places, marker sizes, overlaps)."""
+    """Each row number at its first place in `places` (then CENTRED's) with the fewest overlaps
+    (its number's box added to those the next ones avoid): (places, marker sizes, overlaps)."""
     n = len(scene.xy)
     taken = {s: list(b) for s, b in taken.items()}
     numbers = [""] * n
     sizes = [0.0] * n
     total = 0
+    far = far_size(scene)
     for k in range(n):
         if not scene.numbers[k]:
             continue
+        tries = [(p, number_size(p, scene.sizes[k])) for p in places]
+        tries += [(p, far if away else number_size(p, scene.sizes[k])) for p, away in CENTRED]
         scores = [
-            sum(_hits(s, drawn[s], _number_box(scene, s, k, p), k, taken[s], True) for s in SCALES) for p in places
+            sum(_hits(s, drawn[s], _number_box(scene, s, k, p, size), k, taken[s], True) for s in SCALES)
+            for p, size in tries
         ]
-        best = min(range(len(places)), key=lambda i: (scores[i], i))
-        numbers[k] = places[best]
-        sizes[k] = number_size(numbers[k], scene.sizes[k])
+        best = min(range(len(tries)), key=lambda i: (scores[i], i))
+        numbers[k], sizes[k] = tries[best]
         total += scores[best]
         for s in SCALES:
-            taken[s].append(_number_box(scene, s, k, numbers[k]))
+            taken[s].append(_number_box(scene, s, k, numbers[k], sizes[k]))
     return tuple(numbers), tuple(sizes), total

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from rest_core.ui.tree_key import (
     end_token,
     key_name,
 )
+from rest_core.ui.tree_labels import CHAR_PX, PHONE_PLOT_PX, label_chars, label_room, label_sides
 from rest_core.ui.tree_layout import TRIE_MAX_NODES, TreeView, draft_to_trie, tree_view
 from rest_core.ui.tree_places import Scene, place_texts
 
@@ -107,9 +107,6 @@ def plot_esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
-
-
 LABEL_PX = 12  # node labels: readable on a laptop and a phone
 LABEL_POSITION = "top center"  # a label above its node (tree_places shifts it left or right off an edge)
 LABEL_HALO = (
@@ -122,48 +119,6 @@ ROW_PX = 11  # a drafted node's row number, at a corner of its node clear of eve
 ROW_TRACE = "verify row"
 ROW_KEY = "1, 2, …: a drafted node's row in the verify table"  # the key's line for the numbers
 ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above, a row number below, never clipped
-
-
-CHAR_PX = 7.4  # about a character's width at LABEL_PX
-
-
-def label_chars(columns: float) -> int:
-    """How many characters a node's label may have to fit on a phone (about CHAR_PX a character
-    at the labels' LABEL_PX), centred above its node within its column."""
-    room = PHONE_PLOT_PX / max(columns, 1.0) - 4
-    return int(max(2, min(8, room // CHAR_PX)))
-
-
-def label_room(
-    xs: Sequence[float], ys: Sequence[float], columns: float, wants: Sequence[int], least: Sequence[int] = ()
-) -> list[int]:
-    """How many characters each label at (x, y) may have on a phone, centred above its point:
-    each wants its whole text (`wants`, at most 10), within the plot's edges; while two labels
-    within a row of each other meet (their halves wider than the gap, CHAR_PX a character), the
-    one in the most meetings, the longer on a tie, loses a character, down to 2 (or `least`)."""
-    col_px = PHONE_PLOT_PX / max(columns, 1.0)
-    w = [min(10, n) for n in wants]
-    floor = [min(max(2, m), n) for m, n in zip(least or [2] * len(xs), w)]
-    for i, x in enumerate(xs):  # the plot's edges: x runs from -0.4 to columns - 0.4
-        edge = 2 * min(x + 0.4, columns - 0.4 - x) * col_px - 4
-        w[i] = max(floor[i], min(w[i], int(edge // CHAR_PX)))
-    pairs = [
-        (i, j, abs(xs[j] - xs[i]) * col_px - 4)
-        for i in range(len(xs))
-        for j in range(i + 1, len(xs))
-        if abs(ys[j] - ys[i]) < 1
-    ]
-    while True:  # shrink the label in the most meetings, the longest first, one character at a time
-        meets = [0] * len(w)
-        for i, j, gap in pairs:
-            if (w[i] + w[j]) / 2 * CHAR_PX > gap:
-                meets[i] += w[i] > floor[i]
-                meets[j] += w[j] > floor[j]
-        k = max(range(len(w)), key=lambda m: (meets[m], w[m]), default=-1)
-        if k < 0 or not meets[k]:
-            break
-        w[k] -= 1
-    return w
 
 
 def key_text(name: str) -> str:
@@ -211,30 +166,17 @@ class _TrieDrawing:
         deepest = [k for k in range(len(view.nodes)) if view.accepted[k]]
         if end is not None and deepest:  # the accepted end-of-text token prints as nothing: mark it
             full[max(deepest, key=lambda k: view.x[k])] = END_MARK
-        # every drawn label (retrieved-only nodes draw none), then the star's and the folds'
-        said = [k for k, st in enumerate(view.states) if st != "retrieved"]
         # a drafted node's row in the verify table and the mask, drawn beside it (`row_trace`)
         self.row_no = [view.draft_rows[k] if k < len(view.draft_rows) else 0 for k in range(len(view.nodes))]
-        star = punctuation(visible(token_text(tokenizer, view.model_token), 99)) if view.model_token is not None else ""
-        more = [f"+{len(f[3])} more" for f in view.folds]
-        xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
-        ys = [float(view.y[k]) for k in said] + [view.star_y if star else 1e9] + [f[2] for f in view.folds]
-        wants = [len(full[k]) for k in said] + [len(star)] + [len(m) for m in more]
-        least = [len(END_MARK) if full[k] == END_MARK else 2 for k in said] + [2] + [len(m) - 5 for m in more]
-        room = label_room(xs, ys, self.columns, wants, least)
-        # a word cut to one character and "…" says nothing: drop it (its row number stays), and
-        # its neighbours get its room
-        mute = [i for i in range(len(said)) if room[i] <= 2 < wants[i]]
-        if mute:
-            wants = [0 if i in mute else n for i, n in enumerate(wants)]
-            room = label_room(xs, ys, self.columns, wants, least)
         self.chars = label_chars(self.columns)  # a retrieved-only node's label, for hover and tests
-        cap = dict(zip(said, room))
-        self.labels = [
-            "" if cap.get(k) == 0 else plot_esc(f if f == END_MARK else visible(f, cap.get(k, self.chars)))
-            for k, f in enumerate(full)
-        ]
-        self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
+        # Root sits at the mean row of its children (the model's token among them).
+        root_kids = list(view.y[view.parent_pos < 0])
+        if view.model_token is not None and view.model_parent_pos < 0:
+            root_kids.append(view.star_y)
+        root_kids += [fy for p, _, fy, _ in view.folds if p < 0]
+        self.root_y = float(np.mean(root_kids)) if root_kids else 0.0
+        cap = self.label_caps(full)
+        self.labels = [plot_esc(f if f == END_MARK else visible(f, cap.get(k, self.chars))) for k, f in enumerate(full)]
         self.w = trie.weights[view.nodes]
         # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
         biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))
@@ -246,13 +188,36 @@ class _TrieDrawing:
         if view.model_token is not None and view.model_parent_pos >= 0:
             self.has_kids[view.model_parent_pos] = True
         self.marks = np.array([MARK_OF_STATE.get(st, "retrieved only") for st in view.states])
-        # Root sits at the mean row of its children (the model's token among them).
-        root_kids = list(view.y[view.parent_pos < 0])
-        if view.model_token is not None and view.model_parent_pos < 0:
-            root_kids.append(view.star_y)
-        root_kids += [fy for p, _, fy, _ in view.folds if p < 0]
-        self.root_y = float(np.mean(root_kids)) if root_kids else 0.0
         self.texts = place_texts(self.scene())
+
+    def label_caps(self, full: list[str]) -> dict[int, int]:
+        """Each drawn label's characters (retrieved-only nodes draw none), taking turns above and
+        below along a crowded row (`label_sides`): at least two and "…" where cut, never none;
+        the star's and the folds' after them (`star_chars`, `fold_chars`)."""
+        view, tok = self.view, self.tokenizer
+        said = [k for k, st in enumerate(view.states) if st != "retrieved"]
+        star = punctuation(visible(token_text(tok, view.model_token), 99)) if view.model_token is not None else ""
+        more = [f"+{len(f[3])} more" for f in view.folds]
+        xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
+        ys = [float(view.y[k]) for k in said] + [view.star_y if star else 1e9] + [f[2] for f in view.folds]
+        wants = [len(full[k]) for k in said] + [len(star)] + [len(m) for m in more]
+        least = [len(END_MARK) if full[k] == END_MARK else 3 for k in said] + [3] + [len(m) - 5 for m in more]
+        down = [i for i, k in enumerate(said) if self.goes_down(k)]
+        below = label_sides(xs, ys, self.columns, wants, len(said), down)[: len(said)]
+        room = label_room(xs, ys, self.columns, wants, least, below)
+        self.below = dict(zip(said, below))
+        self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
+        return dict(zip(said, room))
+
+    def goes_down(self, k: int) -> bool:
+        """Whether an edge runs below node k: to a child in a lower row, the star's dashed one, or
+        its own from a lower parent (the root, under a deep chain's first node)."""
+        view = self.view
+        if self.parent_xy(int(view.parent_pos[k]))[1] < view.y[k]:
+            return True
+        kids = [c for c in range(len(view.nodes)) if view.parent_pos[c] == k]
+        star = view.model_token is not None and view.model_parent_pos == k and view.star_y < view.y[k]
+        return star or any(view.y[c] < view.y[k] for c in kids)
 
     def scene(self) -> Scene:
         """The tree as `tree_places` reads it: the nodes, then the root and the star; every
@@ -282,6 +247,8 @@ class _TrieDrawing:
             label_font=LABEL_PX,
             number_font=ROW_PX,
             fixed=fixed,
+            # the star's label may go under it, clear of its row's labels above (`label_caps`)
+            label_sides=[("bottom" if self.below.get(k) else "top") for k in range(n)] + ["top", ""],
         )
 
     def y_range(self) -> tuple[float, float]:

@@ -161,3 +161,34 @@ def test_the_key_says_what_the_numbers_are_without_a_hover():
     key = [unescape(t.name) for t in fig.data if t.showlegend]
     assert "<b>1, 2, …</b>: a drafted node's row in the verify table" in key
     assert key[-1].startswith("<b>1, 2")  # after the marks and the sources' colours
+
+
+# 06_step_1 (phone): a chat prompt drafted sixteen deep, three words beside it at depth 1
+CHAT = ["<|im_start|>", "You", " are", " a", " helpful", " assistant", ".", "\n", "8", "5", " the", " question"]
+CHAT += [":", " 4", "4", " answer", " is", " The", " In", " user"]
+
+
+class Chat:
+    """A tokenizer of CHAT's words: id i is CHAT[i]."""
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        return "".join(CHAT[int(i)] for i in ids)
+
+
+def test_every_drafted_node_of_a_deep_chain_keeps_a_label_clear_of_every_other_text():
+    """06_step_1, 06_step_3, 12 (phone): a chain sixteen deep left a column 17 px wide, every
+    word was cut to one character and "…" and then dropped ("You", nodes 11, 13, 15 bare).
+    Neighbours in the row take turns above and below, so each word keeps two columns: at least
+    two characters and "…", and no text lies on another, a node or the plot's edge anywhere."""
+    for siblings, accepted in ((0, [0, 1, 2]), (1, [0, 1, 2]), (3, [0, 1, 2])):
+        parents = [-1] + list(range(15)) + [-1] * siblings
+        ev = step(parents, accepted, len(parents), words=True)
+        drawing = trie_view._TrieDrawing(ev, trie_view.tree_view(ev), Chat())
+        said = [k for k, st in enumerate(drawing.view.states) if st != "retrieved"]
+        assert len(said) == len(parents)
+        for k in said:
+            text = unescape(drawing.labels[k])
+            full = trie_view.punctuation(trie_view.visible(CHAT[int(ev.trie.tokens[drawing.view.nodes[k]])], 99))
+            assert text == full or (len(text) >= 3 and text.endswith("…")), (k, text)
+        assert drawing.texts.overlaps == 0, (siblings, accepted)
+        assert {p.split()[0] for p in drawing.texts.label_places[:16]} == {"top", "bottom"}  # by turns
