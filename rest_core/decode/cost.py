@@ -4,6 +4,7 @@ takes on this model and machine, measured through the engine's own tree forward.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -32,14 +33,10 @@ def measure_cost_curve(
     With `head` (lazy logits), a forward is the body over q tokens and the head over one row,
     as a verify step with lazy logits costs before its walk scores accepted rows.
 
-    Takes the fastest of `reps` runs per size (other jobs on the machine only ever add time)
-    and makes the curve non-decreasing in q. The runs go in passes over the sizes (a warm-up and
-    one timed run per size, then one timed run per size and pass), so a load spike spoils one
-    pass of every size rather than every run of one size: a one-token forward timed while the
-    page loaded read 48.8 ms where the run's own plain steps took 42.7. Stays within the model's positions: the context
-    is at most half of them, and position ids past the last one are clamped to it (the cost
-    of a forward does not depend on the position values; a learned position table would
-    overflow).
+    Takes the fastest of `reps` runs per size, timed in passes over the sizes (`_in_passes`),
+    and makes the curve non-decreasing in q. Stays within the model's positions: the context is
+    at most half of them, and position ids past the last one are clamped to it (the cost of a
+    forward does not depend on the position values; a learned position table would overflow).
     """
     from transformers import DynamicCache
 
@@ -73,14 +70,23 @@ def measure_cost_curve(
             truncate(cache, context_len)
             return elapsed
 
-        times: list[list[float]] = []
-        for q in sizes:  # the first pass: a warm-up run and a timed one per size, until max_seconds
-            if max_seconds > 0 and len(times) >= 2 and time.perf_counter() - started > max_seconds:
-                break
-            timed(q)
-            times.append([timed(q)])
-        for _ in range(reps - 1):  # the other passes, over the sizes the first one reached
-            for q, seen in zip(sizes, times):
-                seen.append(timed(q))
-        ms = [min(t) for t in times]
+        ms = _in_passes(timed, sizes, reps, lambda: max_seconds > 0 and time.perf_counter() - started > max_seconds)
     return CostCurve(tuple(sizes[: len(ms)]), tuple(np.maximum.accumulate(ms).tolist()), context_len, reps)
+
+
+def _in_passes(timed: Callable[[int], float], sizes: Sequence[int], reps: int, late: Callable[[], bool]) -> list[float]:
+    """The fastest of `reps` timings (`timed(q)`, ms) per size, in passes over the sizes: the first
+    a warm-up run and a timed one per size, no larger size once `late()` (two sizes always), the
+    others one timed run per size it reached. Other jobs on the machine only ever add time, and a
+    load spike then spoils one pass of every size rather than every run of one size (a one-token
+    forward timed while the page loaded read 48.8 ms where the run's own plain steps took 42.7)."""
+    times: list[list[float]] = []
+    for q in sizes:
+        if len(times) >= 2 and late():
+            break
+        timed(q)
+        times.append([timed(q)])
+    for _ in range(reps - 1):
+        for q, seen in zip(sizes, times):
+            seen.append(timed(q))
+    return [min(t) for t in times]
