@@ -30,6 +30,8 @@ class Comparison:
     splits: tuple[StepSplit | None, StepSplit | None] = (None, None)
     # the auto budget's mean drafts a REST step (None: a fixed c drafted)
     auto_drafts: float | None = None
+    # plain decoding's steps, wall clock: (median, mean) ms; None: not known
+    plain_steps: tuple[float, float] | None = None
 
     @property
     def compared(self) -> int:
@@ -43,8 +45,28 @@ class Comparison:
         return ratio(self.rest.tokens_per_s, self.ar.tokens_per_s) if shown(self.ar.tokens_per_s) > 0 else 0.0
 
     def load_note(self) -> str:
-        """Why the headline's speedup cannot be believed, or "" (`load_changed`)."""
-        return load_changed(self.rest, self.ar)
+        """Why the headline's speedup cannot be believed, or "" (`load_changed`, `uneven_note`)."""
+        return load_changed(self.rest, self.ar) or uneven_note(self.plain_steps)
+
+
+# Plain steps all do the same work: a mean this far above their median means some ran slowed.
+UNEVEN = 1.25
+
+
+def uneven_note(plain_steps: tuple[float, float] | None) -> str:
+    """ "" when plain decoding's steps took alike; else that some ran slowed (its mean step over
+    UNEVEN times its median), so the speedup rests on a slowed baseline. Each plain step writes one
+    token with the same one-token forward, so on a steady machine they take alike: seen, a plain
+    run whose first steps took 270 ms and the rest 40 made a 1.98x speedup of a 1.6x one."""
+    if plain_steps is None:
+        return ""
+    median, mean = plain_steps
+    if median <= 0 or mean <= UNEVEN * median:
+        return ""
+    return (
+        f"measured, but plain decoding's steps ran unevenly (median {median:.1f} ms, mean {mean:.1f} ms): "
+        "the machine's load changed during the runs; rerun Compare"
+    )
 
 
 def load_changed(rest: Totals, ar: Totals) -> str:

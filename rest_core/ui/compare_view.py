@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rest_core.decode.events import SOURCE_DATASTORE, StepEvent, Totals
 from rest_core.sources import origin
 from rest_core.ui.compare_rows import (  # noqa: F401 - the table's names, as callers import them from here
@@ -73,7 +75,9 @@ def compare(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent], gr
     lengths = (len(rest_ids), len(ar_ids))
     steps = [e for e in rest_events if e.method == "rest"]
     auto = sum(verified(e) for e in steps) / len(steps) if steps and auto_budget(steps) else None
-    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, lengths, forwards, splits, auto)
+    plain = [e.timings.total_ms for e in ar_events]
+    spread = (float(np.median(plain)), float(np.mean(plain))) if len(plain) >= 4 else None
+    return Comparison(rest_events[-1].totals, ar_events[-1].totals, identical, lengths, forwards, splits, auto, spread)
 
 
 def live_note(cmp: Comparison, live: float | None) -> str:

@@ -207,10 +207,11 @@ def lookup_rate(decode_tokens: int, total: int, end_ms: float) -> tuple[float, s
     rate = decode_tokens / seconds if seconds else 0.0
     if total > decode_tokens:
         first = (
-            "the first with its prefill (REST's and plain's prefills write none), off the clock"
+            "the first with its prefill"
             if total - decode_tokens == 1
-            else "some with the prefill"
+            else f"the first {total - decode_tokens} with its prefill, which verifies drafts too"
         )
+        first += " (REST's and plain's prefills write none), off the clock"
         return rate, f"{total} tokens, {first}; {decode_tokens} / {seconds:.2f} s = {rate:.1f} tokens/s"
     return rate, f"{decode_tokens} tokens / {seconds:.2f} s = {rate:.1f} tokens/s"
 

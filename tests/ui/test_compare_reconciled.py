@@ -156,3 +156,31 @@ def test_the_status_line_starts_its_cut_runs_sentence_with_a_capital():
 
     note = compare._compared_note("the last prompt", GenerationConfig(), "", ["prompt lookup"], 20.0, 60.0)
     assert ". Prompt lookup " in note and ". prompt lookup" not in note
+
+
+def test_a_plain_run_slowed_part_way_makes_the_headline_unsure():
+    """04 (screens7): plain decoding's first steps took about 270 ms and the rest 40 (the machine
+    was busy), and the headline claimed 1.98x on that baseline, while Why this c?'s curve allowed
+    about 1.6x. Plain steps do alike work: a mean well above their median says the load changed."""
+    rest, ar = runs()
+    steady = compare_view.compare(rest, ar, greedy=True)
+    assert steady.plain_steps == (40.0, 40.0) and not steady.load_note()
+    slowed = [replace(e, timings=replace(e.timings, total_ms=270.0)) if i == 0 else e for i, e in enumerate(ar)]
+    cmp = compare_view.compare(rest, slowed, greedy=True)
+    assert cmp.load_note() == (
+        "measured, but plain decoding's steps ran unevenly (median 40.0 ms, mean 97.5 ms): "
+        "the machine's load changed during the runs; rerun Compare"
+    )
+    html = unescape(compare_view.comparison_html(cmp))
+    assert 'class="unsure"' in html and "ran unevenly" in html
+
+
+def test_prompt_lookups_prefill_tokens_are_counted_and_said():
+    """04 (screens7): "64 tokens, some with the prefill" beside the glossary's prefill that writes
+    no token: transformers' prompt lookup verifies drafts in its prefill, so it says how many."""
+    rate, said = measures.lookup_rate(60, 64, 3210.0)
+    assert said == (
+        "64 tokens, the first 4 with its prefill, which verifies drafts too (REST's and plain's prefills "
+        "write none), off the clock; 60 / 3.21 s = 18.7 tokens/s"
+    )
+    assert rate == pytest.approx(60 / 3.21)
