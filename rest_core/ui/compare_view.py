@@ -331,16 +331,21 @@ def lookup_blocks(token_ids: Sequence[int], counts: Sequence[int], ends_ms: Sequ
 
 def _block_style(sources: int, names: Mapping[int, str] | None = None) -> tuple[str, str]:
     """(colour, legend name) of a block; `names`: bit -> the store's name (`run_source_names`). A
-    block drafted by several sources takes the page's violet and its name, "several sources (chat
-    + code)"."""
+    block drafted by several sources takes the page's violet and its one legend name, "several
+    sources" (which ones, "chat + code", is its hover's: `block_sources`)."""
     if sources == LOOKUP:
         return LOOKUP_COLOR, "accepted drafts: prompt lookup"
     if sources == 0:
         return "#9ca3af", "model's own token only"
-    label = source_label(sources, names)
-    if several(sources):
-        label = f"{SEVERAL_NAME} ({label})"
-    return origin(sources).color, f"accepted drafts: {label}"
+    return origin(
+        sources
+    ).color, f"accepted drafts: {SEVERAL_NAME if several(sources) else source_label(sources, names)}"
+
+
+def block_sources(sources: int, names: Mapping[int, str] | None = None) -> str:
+    """Who drafted a block drafted by several sources, for its hover ("several sources (chat +
+    code)"); "" for any other block, whose legend name says it."""
+    return f"{SEVERAL_NAME} ({source_label(sources, names)})" if sources != LOOKUP and several(sources) else ""
 
 
 def run_source_names(events: Sequence[StepEvent]) -> dict[int, str]:
@@ -373,6 +378,7 @@ def _timeline_bars(groups: dict[tuple[int, str], dict[str, list]], names: Mappin
     data: list = []
     for (sources, _), g in sorted(groups.items()):
         color, name = _block_style(sources, names)
+        who = block_sources(sources, names)
         data.append(
             go.Bar(
                 base=g["base"],
@@ -384,7 +390,7 @@ def _timeline_bars(groups: dict[tuple[int, str], dict[str, list]], names: Mappin
                 name=name,
                 legendgroup=name,
                 showlegend=not any(d.name == name for d in data),
-                hovertext=g["hover"],
+                hovertext=[f"{esc(who)}<br>{h}" for h in g["hover"]] if who else g["hover"],
                 hoverinfo="text",
             )
         )

@@ -35,14 +35,17 @@ def _timeline():
 def test_the_timeline_names_the_violet_as_the_pages_key_does():
     """Issue: the key said "several sources", the timeline "accepted drafts: chat + code"."""
     names = [t.name for t in _timeline().data]
-    assert f"accepted drafts: {SEVERAL_NAME} (chat + code)" in names
-    assert "accepted drafts: chat + code" not in names
+    # one violet, one legend entry (screens7: four "several sources (…)" entries shared one swatch);
+    # which sources, its blocks' hover
+    assert f"accepted drafts: {SEVERAL_NAME}" in names
+    assert not any("chat + code" in n for n in names)
+    hovers = [h for t in _timeline().data if t.name == f"accepted drafts: {SEVERAL_NAME}" for h in t.hovertext]
+    assert hovers and all(h.startswith(f"{SEVERAL_NAME} (chat + code)<br>") for h in hovers)
     assert {"accepted drafts: chat", "accepted drafts: code", "accepted drafts: prompt lookup"} <= set(names)
     # with the conversation among them, no bracket inside the bracket
     from rest_core.decode.events import SOURCE_CONTEXT
 
-    _, name = compare_view._block_style(1 | SOURCE_CONTEXT, {1: "chat"})
-    assert name == f"accepted drafts: {SEVERAL_NAME} (chat + conversation)"
+    assert compare_view.block_sources(1 | SOURCE_CONTEXT, {1: "chat"}) == f"{SEVERAL_NAME} (chat + conversation)"
 
 
 def test_the_timelines_blocks_carry_no_text_and_its_rows_clear_the_label():

@@ -213,4 +213,3 @@ def test_the_inspector_says_how_many_of_a_matchs_occurrences_were_read():
     text = unescape(re.sub(r"<[^>]+>", "", inspector_html(ev, TOK)))
     assert "40 occurrences, a fair sample of 7 read" in text
     assert "2 occurrences, a fair sample" not in text
-

@@ -69,5 +69,5 @@ def test_compares_timeline_names_the_stores_by_their_names():
 
     fig = compare_view.timeline_figure([("REST", compare_view.event_blocks(events))], Tok(), names)
     legend = {tr.name for tr in fig.data}
-    assert {"accepted drafts: chat", f"accepted drafts: {SEVERAL_NAME} (chat + code)"} <= legend
+    assert {"accepted drafts: chat", f"accepted drafts: {SEVERAL_NAME}"} <= legend
     assert not any("datastore" in n or "store 2" in n for n in legend)
