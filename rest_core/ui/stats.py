@@ -50,17 +50,6 @@ def origin_shares(events: Sequence[StepEvent]) -> dict[str, int]:
     return out
 
 
-def percentages(counts: dict[str, int], total: int = 100) -> dict[str, int]:
-    """Whole percentages of `counts` that add up to `total` (largest remainders: each is its exact
-    share of `total` rounded up or down)."""
-    n = sum(counts.values())
-    exact = {k: total * v / n for k, v in counts.items()}
-    out = {k: int(x) for k, x in exact.items()}
-    for k in sorted(exact, key=lambda k: out[k] - exact[k])[: total - sum(out.values())]:
-        out[k] += 1
-    return out
-
-
 def _named(group: str) -> str:
     """A group of origin_shares as the sentence names it: "the conversation", "the datastore
     code", "several sources (code + chat)"."""
@@ -72,26 +61,23 @@ def _named(group: str) -> str:
 
 
 def origin_sentence(events: Sequence[StepEvent]) -> str:
-    """ "Of the 64 tokens, 10% were drafted by the datastore code, 8% by the datastore chat, 5% by
-    several sources (code + chat), and 77% are the model's own": the groups of the colour key, every token once, the
-    shares adding up to 100%."""
+    """ "Of the 64 tokens, 38 (59%) were drafted: 9 by the conversation, 3 by the datastore code
+    and 26 by several sources (code + chat); 26 are the model's own": the groups of the colour key,
+    every token once, in counts (which add up, and equal counts read equal), and one percentage,
+    the drafted share, as Compare's "tokens from drafts" rounds it."""
     shares = origin_shares(events)
     n = sum(shares.values())
     if not n:
         return ""
-    # the drafted share as every other view rounds it (Compare's "tokens from drafts"), its groups
-    # splitting it so that the sentence adds up to 100%
-    drafted = n - shares.get("model", 0)
-    share = int(f"{100 * drafted / n:.0f}")
-    groups = {k: v for k, v in shares.items() if k != "model"}
-    pct = percentages(groups, share) if drafted else {}
-    model = 100 - share
-    parts = [f"{p}% by {_named(k)}" for k, p in pct.items()]
+    model = shares.get("model", 0)
+    drafted = n - model
     tokens = f"{n} token{'' if n == 1 else 's'}"
-    if not parts:
+    if not drafted:
         return f"Of the {tokens}, none was drafted: all are the model's own."
-    parts[0] = parts[0].replace("% by ", "% were drafted by ", 1)
-    return f"Of the {tokens}, {', '.join(parts)}, and {model}% are the model's own."
+    groups = [f"{v} by {_named(k)}" for k, v in shares.items() if k != "model" and v]
+    listed = groups[0] if len(groups) == 1 else f"{', '.join(groups[:-1])} and {groups[-1]}"
+    own = "none is" if not model else f"{model} {'is' if model == 1 else 'are'}"
+    return f"Of the {tokens}, {drafted} ({100 * drafted / n:.0f}%) were drafted: {listed}; {own} the model's own."
 
 
 def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:

@@ -365,7 +365,7 @@ def left_end(curve: CostCurve, events: Sequence[StepEvent], speedup: np.ndarray)
         acc1 = float(expected_accepted(events, [1])[0])
         two = ratio(float(curve(2)), float(curve(1)), 2)
         points.append(
-            f"It dips at c = 1 to {float(speedup[1]):.2f}×: a forward of 1 + 1 tokens costs {two:.2f}× one token's, "
+            f"It dips at c = 1 to {chosen_speedup(curve, events, 1)[0]:.2f}×: a forward of 1 + 1 tokens costs {two:.2f}× one token's, "
             f"and one draft adds only {acc1:.2f} accepted tokens per step."
         )
     return points
@@ -527,7 +527,7 @@ def _m_words(rest: Sequence[StepEvent], answer: str) -> str:
         f"{plural(drafts, 'accepted draft')}, {acc:.2f} a step, and {plural(own, 'token')} of the model's own."
     )
     if own == steps:
-        return text + f" M = 1 + {acc:.2f}: every step adds one token of the model's own."
+        return text + f" M = 1 + {acc:.2f}: every step here added one token of the model's own."
     if own < steps:
         ended = "the last step" if steps - own == 1 else f"{steps - own} steps"
         return text + f" M is below 1 + {acc:.2f} because {ended} ended the text before the model's own token."

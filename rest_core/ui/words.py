@@ -206,7 +206,7 @@ GLOSSARY = f"""
 | **rows** | The tokens of one verify forward, one row each: the root, then the drafts, depth by depth (within a depth by parent, then token id, not by weight). The tree's node numbers, the mask's rows and the verify table's rows are these. |
 | **position id** | Where the model is told a token sits in the text. A draft sits at its root's position plus its depth, so siblings share a position. |
 | **lazy logits** | The model's output layer scores only the rows the check reaches, not every drafted row. Step through scores the others too, after the step's clock stops. |
-| **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST forward takes than a one-token one. |
+| **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST step (its forward and the work around it) takes than a plain one-token step. |
 | **prefill** | The one forward over the whole prompt before the first new token. Every tokens/s on this page leaves it out. |
 | **prompt lookup** | transformers' own draft method, compared in *Speed*. It finds the last tokens, up to 2, earlier in the prompt and answer and drafts the 3 that followed, as one chain, with no datastore and no trie. |
 | **temperature, top-p, top-k** | Sampling settings: temperature 0 always takes the likeliest token; above 0 the model draws at random among its likeliest tokens: the k likeliest (top-k), and the fewest whose chances add up to p (top-p). |

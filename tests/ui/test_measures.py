@@ -316,7 +316,7 @@ def test_why_this_c_says_what_m_is_made_of():
     assert 10 == 7 + 3 and 10 / 4 == 2.5 and 7 / 4 == 1.75
     full = [event(0, [1, 2, 3], (1, 1, 0), new=3), event(1, [4, 5], (1, 0), new=5, finished=True)]
     words = text(why_c_view.why_c_caption(CURVE, full, 16, max_c=64))
-    assert "M = 5 / 2 = 2.50" in words and "M = 1 + 1.50: every step adds one token of the model's own." in words
+    assert "M = 5 / 2 = 2.50" in words and "M = 1 + 1.50: every step here added one token of the model's own." in words
     assert "not M − 1" not in words
 
 

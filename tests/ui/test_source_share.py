@@ -116,7 +116,9 @@ def test_the_two_source_shares_name_their_answer_and_what_they_count():
     assert "Of the 3 accepted draft tokens in the step-through's answer" in why
     assert "the conversation 33%, the datastore 67%" in why and "This session's" not in why
     live = unescape(stats.stats_html(steps))
-    assert "Of the 5 tokens, 40% were drafted by the datastore, 20% by the conversation, and 40% are the model" in live
+    assert (
+        "Of the 5 tokens, 3 (60%) were drafted: 2 by the datastore and 1 by the conversation; 2 are the model" in live
+    )
 
 
 def test_several_sources_are_named_as_the_page_names_the_violet():

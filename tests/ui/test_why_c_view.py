@@ -231,7 +231,7 @@ def test_the_dip_at_c_1_is_explained_from_the_data():
     words = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
     acc1 = float(why_c_view.expected_accepted(events, [1])[0])
     assert (
-        f"It dips at c = 1 to {speedup[1]:.2f}×: a forward of 1 + 1 tokens costs 2.40× one token's, and one draft "
+        f"It dips at c = 1 to {why_c_view.chosen_speedup(curve, events, 1)[0]:.2f}×: a forward of 1 + 1 tokens costs 2.40× one token's, and one draft "
         f"adds only {acc1:.2f} accepted tokens per step." in words
     )
     flat = CostCurve((1, 2, 4), (50.0, 50.0, 50.0))  # no dip: no clause
