@@ -191,11 +191,13 @@ class _TrieDrawing:
         self.texts = place_texts(self.scene())
 
     def label_caps(self, full: list[str]) -> dict[int, int]:
-        """Each drawn label's characters (retrieved-only nodes draw none), taking turns above and
-        below along a crowded row (`label_sides`): at least two and "…" where cut, never none;
-        the star's and the folds' after them (`star_chars`, `fold_chars`)."""
+        """Each drawn label's characters (retrieved-only nodes draw none, but in a step that drafted
+        nothing its first-level ones do: the Retrieve panel names the heaviest of them), taking
+        turns above and below along a crowded row (`label_sides`): at least two and "…" where cut,
+        never none; the star's and the folds' after them (`star_chars`, `fold_chars`)."""
         view, tok = self.view, self.tokenizer
-        said = [k for k, st in enumerate(view.states) if st != "retrieved"]
+        none_drafted = not any(st != "retrieved" for st in view.states)
+        said = [k for k, st in enumerate(view.states) if st != "retrieved" or (none_drafted and view.x[k] == 1)]
         star = punctuation(visible(token_text(tok, view.model_token), 99)) if view.model_token is not None else ""
         more = [f"+{len(f[3])} more" for f in view.folds]
         xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
@@ -206,6 +208,8 @@ class _TrieDrawing:
         below = label_sides(xs, ys, self.columns, wants, len(said), down)[: len(said)]
         room = label_room(xs, ys, self.columns, wants, least, below)
         self.below = dict(zip(said, below))
+        self.named = np.zeros(len(view.nodes), dtype=bool)  # retrieved-only nodes that draw their label
+        self.named[[k for k in said if view.states[k] == "retrieved"]] = True
         self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
         return dict(zip(said, room))
 
@@ -234,7 +238,8 @@ class _TrieDrawing:
             sizes.append(14.0)
             edges.append((self.parent_xy(view.model_parent_pos), xy[-1]))
         shown = [
-            0.0 if st == "retrieved" else len(html.unescape(lab)) * CHAR_PX for st, lab in zip(view.states, self.labels)
+            0.0 if st == "retrieved" and not self.named[k] else len(html.unescape(lab)) * CHAR_PX
+            for k, (st, lab) in enumerate(zip(view.states, self.labels))
         ]
         return Scene(
             xy=xy,
@@ -323,14 +328,18 @@ class _TrieDrawing:
             self.edge_trace(rejected | unchecked | off, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
             *star[:1],  # the star's dashed line, under every label like the other edges
-            # Retrieved-only nodes keep their label for hover and tests, but draw none.
-            self.node_trace(
-                not_sel,
-                "retrieved only",
-                color="rgba(255,255,255,0.9)",
-                line=dict(color=GREY, width=1.2),
-                textcolor="#6b7280",
-                labels=False,
+            # Retrieved-only nodes keep their label for hover and tests, but draw none (but the
+            # first-level ones of a step that drafted nothing: `label_caps`).
+            *(
+                self.node_trace(
+                    not_sel & (self.named if named else ~self.named),
+                    "retrieved only",
+                    color="rgba(255,255,255,0.9)",
+                    line=dict(color=GREY, width=1.2),
+                    textcolor="#6b7280",
+                    labels=named,
+                )
+                for named in ((False, True) if self.named.any() else (False,))
             ),
             # Rejected drafts: a faded fill under a bold dark cross (visible at 8 px), so they
             # never pass for accepted ones.

@@ -50,3 +50,15 @@ def test_a_step_that_expected_no_gain_is_not_called_a_probe():
     assert NO_GAIN_WHY in phases.trie_lead(ev)
     drafted, _ = feeds_step()
     assert undrafted_reason(replace(drafted, probe=True)) == ""  # it drafted: nothing to explain
+
+
+def test_a_step_that_drafted_nothing_labels_the_branches_its_retrieve_panel_names():
+    """screens8, 02: the Retrieve panel named the heaviest branches ("·str", "·&") of a step that
+    drafted nothing, and the tree drew them without a word: its first-level nodes say their token."""
+    ev = undrafted(probe=True)
+    fig = trie_view.trie_figure(ev, TOK, c_max=16)
+    said = [s for t in fig.data if t.name == "retrieved only" and t.texttemplate != " " for s in t.text]
+    assert [chr(f.token) for f in ev.feeds[:2]] == ["g", "u"] == said  # the two the panel names
+    drafted, _ = feeds_step()  # a step that drafted: its retrieved-only nodes stay unlabelled
+    fig = trie_view.trie_figure(drafted, TOK, c_max=16)
+    assert not [t for t in fig.data if t.name == "retrieved only" and t.texttemplate != " "]
