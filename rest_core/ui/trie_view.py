@@ -318,6 +318,21 @@ class _TrieDrawing:
     def colors(self, idx_mask: np.ndarray) -> list[str]:
         return [origin(int(self.srcs[k])).color if self.srcs[k] else GREY for k in np.flatnonzero(idx_mask)]
 
+    def retrieved_traces(self, not_sel: np.ndarray) -> list[dict]:
+        """Retrieved-only nodes keep their label for hover and tests, but draw none (but the
+        first-level ones of a step that drafted nothing: `label_caps`)."""
+        return [
+            self.node_trace(
+                not_sel & (self.named if named else ~self.named),
+                "retrieved only",
+                color="rgba(255,255,255,0.9)",
+                line=dict(color=GREY, width=1.2),
+                textcolor="#6b7280",
+                labels=named,
+            )
+            for named in ((False, True) if self.named.any() else (False,))
+        ]
+
     def traces(self) -> list[dict]:
         view = self.view
         not_sel = self.mask("retrieved only")
@@ -328,19 +343,7 @@ class _TrieDrawing:
             self.edge_trace(rejected | unchecked | off, "drafted", "#9ca3af", 1.2, "solid"),
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
             *star[:1],  # the star's dashed line, under every label like the other edges
-            # Retrieved-only nodes keep their label for hover and tests, but draw none (but the
-            # first-level ones of a step that drafted nothing: `label_caps`).
-            *(
-                self.node_trace(
-                    not_sel & (self.named if named else ~self.named),
-                    "retrieved only",
-                    color="rgba(255,255,255,0.9)",
-                    line=dict(color=GREY, width=1.2),
-                    textcolor="#6b7280",
-                    labels=named,
-                )
-                for named in ((False, True) if self.named.any() else (False,))
-            ),
+            *self.retrieved_traces(not_sel),
             # Rejected drafts: a faded fill under a bold dark cross (visible at 8 px), so they
             # never pass for accepted ones.
             self.node_trace(
