@@ -144,21 +144,21 @@ def _phase_panels() -> dict[str, Any]:
     status = gr.HTML("", elem_id="teach-status")
     header = gr.HTML(step_through.EMPTY_HEAD, elem_id="teach-head")
     answer = gr.HTML("", elem_id="teach-answer")
-    gr.Markdown("#### 1. Retrieve, and where it came from")
+    gr.Markdown("#### 1a. Look up: retrieve, and where it came from")
     retrieve = gr.HTML("", elem_id="teach-retrieve")
     with gr.Row(equal_height=False):
         with gr.Column(min_width=320):
-            gr.Markdown("#### 2. Build the trie")
+            gr.Markdown("#### 1b. Look up: build the trie")
             trie_cap = gr.HTML("", elem_id="teach-trie-cap")
             trie = gr.Plot(trie_view.empty_figure("Press Next step."), elem_id="teach-trie", show_label=False)
             gr.HTML(tree_key.tree_legend_html())
         with gr.Column(min_width=320):
-            gr.Markdown("#### 3. Verify in one forward")
+            gr.Markdown("#### 2. Verify in one forward")
             mask = gr.Plot(
                 trie_view.empty_figure("Press Next step.", height=260), elem_id="teach-mask", show_label=False
             )
             verify = gr.HTML("", elem_id="teach-verify")
-    gr.Markdown("#### 4. Accept")
+    gr.Markdown("#### 3. Keep: accept")
     accept = gr.HTML("", elem_id="teach-accept")
     return dict(
         status=status, header=header, answer=answer, retrieve=retrieve, trie_cap=trie_cap, trie=trie, mask=mask,

@@ -28,7 +28,7 @@ class GuidedExample:
 
 GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
     GuidedExample(
-        "Code with the code store, step by step (c = 16)",
+        "Code step by step: the code store and the conversation draft (c = 16)",
         "Write a Python script that parses command-line arguments with argparse.",
         "code",
         "step",

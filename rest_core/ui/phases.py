@@ -365,9 +365,11 @@ def verify_html(event: StepEvent, context: Sequence[int], tokenizer: Tokenizer, 
     root_pos = len(context) - 1
     draft = event.draft
     root_tok = model_tokens_by_row(event).get(0)
+    # the root is written: its choice is for the place after it, where its first-level drafts sit
+    after = f' <span class="muted">(for pos {root_pos + 1})</span>' if root_tok is not None else ""
     body = [
         f'<tr class="tt-root"><td>{ROOT_ROW}</td><td>root</td><td><code>{esc(token_label(tokenizer, context[-1], 12))}</code></td>'
-        f"<td><code>{esc(token_label(tokenizer, root_tok, 12)) if root_tok is not None else '–'}</code></td>"
+        f"<td><code>{esc(token_label(tokenizer, root_tok, 12)) if root_tok is not None else '–'}</code>{after}</td>"
         f'<td class="tt-pos">{root_pos}</td></tr>'
     ]
     unused = []

@@ -529,3 +529,25 @@ def test_body_text_is_dark_enough_to_read():
             continue  # text on its own coloured fill
         for colour in re.findall(r"(?<![-\w])color:\s*(#[0-9a-fA-F]{6})", body):
             assert contrast(colour, background) >= 4.5, (selector.strip(), colour)
+
+
+def test_the_step_throughs_panels_carry_the_headers_stage_names(tmp_path):
+    """screens9: the header says 1. Look up, 2. Verify, 3. Keep and the step-through said
+    1. Retrieve, 2. Build the trie, 3. Verify, 4. Accept: "2." and "3." meant different things.
+    Its panels now carry the header's numbers and names (the two look-up panels 1a and 1b)."""
+    import re
+
+    from rest_core.ui.words import STEPS
+
+    demo = app.create_app(Settings(datastores=tmp_path))
+    heads = [
+        b.value[5:]
+        for b in demo.blocks.values()
+        if isinstance(getattr(b, "value", None), str) and re.match(r"#### \d", b.value)
+    ]
+    stages = {name.split(". ")[0]: name.split(". ")[1] for name, _ in STEPS}  # "1" -> "Look up"
+    assert len(heads) == 4, heads
+    for head in heads:
+        number = re.match(r"(\d)", head).group(1)
+        assert re.match(rf"{number}[ab]?\. {stages[number]}\b", head), head
+    assert [re.match(r"\d", h).group(0) for h in heads] == ["1", "1", "2", "3"]

@@ -124,6 +124,9 @@ def test_each_drafted_branch_names_its_verify_row_and_the_caption_no_order_it_do
     assert [feeds_view.feed_row(ev, f) for f in ev.feeds] == [2, 1]
     table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, ids("say x y z"), TOK)))
     assert re.search(r"\b2 \(parent root\)\s+u\b", table) and re.search(r"\b1 \(parent root\)\s+g\b", table)
+    # screens9: the root row's choice sat beside the root's own position, one before its drafts':
+    # it says the place it is for ("say x y z" ends at 8, the first-level drafts sit at 9)
+    assert re.search(r"last written\s+root\s+z\s+\S+\s+\(for pos 9\)\s+8\b", table), table
     panel = unescape(re.sub(r"<[^>]+>", "", feeds_view.feeds_html(ev, TOK)))
     assert "u drafted, accepted · verify row 2" in panel and "g drafted, rejected · verify row 1" in panel
     assert "the order the step drafts in" not in panel and "breadth first" in panel
