@@ -125,3 +125,17 @@ def test_no_empty_band_between_the_timeline_and_its_legend_on_a_laptop():
     shown = [t.name for t in fig.data if t.showlegend]
     assert compare_view.legend_rows(shown, width=1000) < compare_view.legend_rows(shown)
     assert fig.layout.margin.b < 50 + compare_view.LEGEND_ROW * (1 + compare_view.legend_rows(shown, width=1000))
+
+
+def test_a_block_takes_the_colour_of_who_drafted_most_of_it():
+    """screens9: a step whose first token several sources drafted and whose next three the
+    conversation alone did read "several sources" in the block chart, against the key's meaning."""
+    from rest_core.decode.events import SOURCE_CONTEXT, SOURCE_DATASTORE
+    from tests.ui.test_render import event
+
+    both = SOURCE_DATASTORE | SOURCE_CONTEXT
+    ev = event(0, [1, 2, 3, 4, 5], (both, SOURCE_CONTEXT, SOURCE_CONTEXT, SOURCE_CONTEXT, 0))
+    assert compare_view.event_blocks([ev])[0].sources == SOURCE_CONTEXT
+    tie = event(0, [1, 2, 3], (both, SOURCE_CONTEXT, 0))
+    assert compare_view.event_blocks([tie])[0].sources == both  # a tie: the first drafted
+    assert compare_view.event_blocks([event(0, [1], (0,))])[0].sources == 0
