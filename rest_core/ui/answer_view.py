@@ -98,7 +98,9 @@ def shade_class(source: int, accepted_len: int, step: int) -> str:
     tokens (the answer, the step-through's Accept panel, the inspector) uses this one."""
     if source:
         return f"tok d {source_class(source)} r{run_level(accepted_len)} p{step % 2}"
-    return f"tok m p{step % 2}"
+    # the underline marks the model's token after accepted drafts; a step that accepted none
+    # wrote only that one token, so nothing needs telling apart (class "lone": no underline)
+    return f"tok m{' lone' if not accepted_len else ''} p{step % 2}"
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,7 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
 # What the dotted underline is, in the key's words; when a step has none is the glossary's to say
 # (NO_OWN_TOKEN, said fully once on the page), so the key says "usually" and points there.
 MODEL_TOKEN_NOTE = (
-    "a dotted underline marks the model's own token, after each step's accepted drafts (usually: see How REST works)"
+    "a dotted underline marks the model's own token after a step's accepted drafts (usually: see How REST works)"
 )
 # Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
 # stay apart without a colour the key does not show.
