@@ -92,6 +92,16 @@ STEPS = (
 )
 
 
+# One plain worked example under the three steps, the diagram's own ("…def add(a, b"), before any
+# term of the method's is needed: what a draft is and what one step gains.
+EXAMPLE_STEP = (
+    "For example, an answer so far ends in <code>def add(a, b</code>; a code datastore has that text "
+    "followed by <code>):↵    return a + b</code>. Those tokens are the drafts. One forward pass checks "
+    "them all. If the model agrees with each, the step writes all of them plus one token of its own; "
+    "plain decoding needs one forward per token."
+)
+
+
 def header_html(model: str, device: str, small_model: bool = False, diagram: str = "") -> str:
     """The page's first screen: the title; in one sentence each, what runs where and what speed to
     expect there; the method as one figure, `diagram` (the six-box SVG, shown on a laptop) over
@@ -113,7 +123,7 @@ def header_html(model: str, device: str, small_model: bool = False, diagram: str
 <p class="machine">Running <b>{model}</b> on <b>{device}</b>. {expect}</p>
 <figure class="how-figure">
 {figure}<figcaption><ol class="steps">
-{steps}</ol></figcaption>
+{steps}</ol><p class="example-step">{EXAMPLE_STEP}</p></figcaption>
 </figure>
 <p class="more"><a href="#how-rest">How REST works →</a> <span class="caveat">{caveat}</span></p>
 </div>

@@ -409,3 +409,15 @@ def test_the_step_buttons_sit_two_by_two_on_a_phone():
     grid = re.search(r"\.row:has\(> #teach-next\) \{([^}]*)\}", phone).group(1)
     assert "display: grid" in grid and "grid-template-columns: 1fr 1fr" in grid
     assert "white-space: nowrap" in re.search(r"\.row:has\(> #teach-next\) > button \{([^}]*)\}", phone).group(1)
+
+
+def test_the_header_shows_one_worked_step_with_the_diagrams_own_example():
+    """screens9: the first view named trie, mask and c before one plain example. Under the three
+    steps, one step worked through, with the diagram's own "def add(a, b"."""
+    from pathlib import Path
+
+    head = words.header_html("SmolLM2-135M-Instruct", "this machine's CPU (2 cores)")
+    assert f'<p class="example-step">{words.EXAMPLE_STEP}</p>' in head
+    assert head.index("3. Keep") < head.index("example-step")
+    svg = (Path(__file__).resolve().parents[2] / "assets" / "how_rest_works.svg").read_text()
+    assert "def add(a, b" in svg and "def add(a, b" in words.EXAMPLE_STEP
