@@ -296,6 +296,16 @@ def test_stream_highlight_trie_compare_and_stop(page):
     n_drafted = page.locator("#chat .msg.bot .tok.d").count()
     assert n_tokens > 5
     assert n_drafted > 0, "no accepted draft token highlighted in a repetitive answer"
+    # a step that accepted no draft writes its token alone: no underline, not even the odd steps'
+    # solid one (screens10: a thick grey bar under every other such token). The answer's own steps
+    # vary with the auto budget's timings, so the page's stylesheet is asked about each kind.
+    styles = page.evaluate(
+        """() => ['tok m lone p0', 'tok m lone p1', 'tok m p0', 'tok m p1'].map(cls => {
+            const s = document.createElement('span'); s.className = cls; s.textContent = 'x';
+            document.querySelector('#chat .msg.bot .answer').appendChild(s);
+            const style = getComputedStyle(s).borderBottomStyle; s.remove(); return style; })"""
+    )
+    assert styles == ["none", "none", "dotted", "solid"], styles
     title = page.locator("#chat .msg.bot .tok.d").first.get_attribute("title")
     assert re.search(r"step \d+ · drafted by (chat|conversation)", title) and "accepted this step" in title
 
