@@ -212,7 +212,8 @@ def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
 # What the dotted underline is, in the key's words; when a step has none is the glossary's to say
 # (NO_OWN_TOKEN, said fully once on the page), so the key says "usually" and points there.
 MODEL_TOKEN_NOTE = (
-    "a dotted underline marks the model's own token after a step's accepted drafts (usually: see How REST works)"
+    "a dotted underline marks the model's own token after a step's accepted drafts (usually: see How REST works); "
+    "plain text: a step that accepted no draft, its token alone"
 )
 # Every other step is a little greyer than its neighbour, in the same hue: two steps side by side
 # stay apart without a colour the key does not show.

@@ -219,6 +219,7 @@ def test_legend_says_in_words_what_the_dotted_underline_is():
     line under drafted whitespace."""
     out = html.unescape(answer_view.legend_html())
     assert "a dotted underline marks the model's own token" in out and "thin line" in out
+    assert "plain text: a step that accepted no draft, its token alone" in out  # a lone token: no mark
 
 
 def test_legend_draws_the_shade_scale_for_every_source_hue():
