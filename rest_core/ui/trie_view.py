@@ -175,6 +175,10 @@ class _TrieDrawing:
             root_kids.append(view.star_y)
         root_kids += [fy for p, _, fy, _ in view.folds if p < 0]
         self.root_y = float(np.mean(root_kids)) if root_kids else 0.0
+        # the nodes whose label is drawn: every drafted one; of the retrieved-only ones none, but in
+        # a step that drafted nothing its first-level ones (the Retrieve panel names the heaviest)
+        drafted = np.array([st != "retrieved" for st in view.states], dtype=bool)
+        self.said = drafted | (not drafted.any() and view.x == 1)
         cap = self.label_caps(full)
         self.labels = [plot_esc(f if f == END_MARK else visible(f, cap.get(k, self.chars))) for k, f in enumerate(full)]
         self.w = trie.weights[view.nodes]
@@ -191,13 +195,11 @@ class _TrieDrawing:
         self.texts = place_texts(self.scene())
 
     def label_caps(self, full: list[str]) -> dict[int, int]:
-        """Each drawn label's characters (retrieved-only nodes draw none, but in a step that drafted
-        nothing its first-level ones do: the Retrieve panel names the heaviest of them), taking
-        turns above and below along a crowded row (`label_sides`): at least two and "…" where cut,
-        never none; the star's and the folds' after them (`star_chars`, `fold_chars`)."""
+        """Each drawn label's characters (`said`), taking turns above and below along a crowded row
+        (`label_sides`): at least two and "…" where cut, never none; the star's and the folds'
+        after them (`star_chars`, `fold_chars`)."""
         view, tok = self.view, self.tokenizer
-        none_drafted = not any(st != "retrieved" for st in view.states)
-        said = [k for k, st in enumerate(view.states) if st != "retrieved" or (none_drafted and view.x[k] == 1)]
+        said = [int(k) for k in np.flatnonzero(self.said)]
         star = punctuation(visible(token_text(tok, view.model_token), 99)) if view.model_token is not None else ""
         more = [f"+{len(f[3])} more" for f in view.folds]
         xs = [float(view.x[k]) for k in said] + [view.star_x] + [f[1] for f in view.folds]
@@ -208,8 +210,6 @@ class _TrieDrawing:
         below = label_sides(xs, ys, self.columns, wants, len(said), down)[: len(said)]
         room = label_room(xs, ys, self.columns, wants, least, below)
         self.below = dict(zip(said, below))
-        self.named = np.zeros(len(view.nodes), dtype=bool)  # retrieved-only nodes that draw their label
-        self.named[[k for k in said if view.states[k] == "retrieved"]] = True
         self.star_chars, self.fold_chars = room[len(said)], room[len(said) + 1 :]
         return dict(zip(said, room))
 
@@ -237,10 +237,7 @@ class _TrieDrawing:
             xy.append((view.star_x, view.star_y))
             sizes.append(14.0)
             edges.append((self.parent_xy(view.model_parent_pos), xy[-1]))
-        shown = [
-            0.0 if st == "retrieved" and not self.named[k] else len(html.unescape(lab)) * CHAR_PX
-            for k, (st, lab) in enumerate(zip(view.states, self.labels))
-        ]
+        shown = [len(html.unescape(lab)) * CHAR_PX if said else 0.0 for said, lab in zip(self.said, self.labels)]
         return Scene(
             xy=xy,
             sizes=sizes,
@@ -319,18 +316,19 @@ class _TrieDrawing:
         return [origin(int(self.srcs[k])).color if self.srcs[k] else GREY for k in np.flatnonzero(idx_mask)]
 
     def retrieved_traces(self, not_sel: np.ndarray) -> list[dict]:
-        """Retrieved-only nodes keep their label for hover and tests, but draw none (but the
-        first-level ones of a step that drafted nothing: `label_caps`)."""
+        """Retrieved-only nodes keep their label for hover and tests, but draw none (but those
+        `said`: the first-level ones of a step that drafted nothing)."""
+        named = not_sel & self.said
         return [
             self.node_trace(
-                not_sel & (self.named if named else ~self.named),
+                not_sel & (self.said if labels else ~self.said),
                 "retrieved only",
                 color="rgba(255,255,255,0.9)",
                 line=dict(color=GREY, width=1.2),
                 textcolor="#6b7280",
-                labels=named,
+                labels=labels,
             )
-            for named in ((False, True) if self.named.any() else (False,))
+            for labels in ((False, True) if named.any() else (False,))
         ]
 
     def traces(self) -> list[dict]:
