@@ -347,7 +347,8 @@ class Chat:
         the last step that drafted, the replay slider at that step and the status line."""
         view = self.view
         assert view is not None
-        fig, ins = self.step_view(tokenizer)
+        shown = self.shown_step()
+        fig, ins = self.step_view(tokenizer, shown)
         stats = stats_html(view.events)
         return Update(
             chat=self.chat_html(),
@@ -355,7 +356,7 @@ class Chat:
             trie=fig,
             inspector=ins,
             steps=self.slider_steps(False),
-            shown=self.shown_step(),
+            shown=shown,
             status=status,
         )
 
@@ -366,10 +367,10 @@ class Chat:
             self.finish_turn(f"stopped after {n} tokens")
         stats = stats_html(self.view.events) if self.view is not None else stats_html([])
         fig = ins = None
-        if self.view is not None and self.view.events and runtime.ready:
-            fig, ins = self.step_view(runtime.loaded().tokenizer)
         steps = self.slider_steps(False)
         shown = self.shown_step() if steps else None
+        if self.view is not None and self.view.events and runtime.ready:
+            fig, ins = self.step_view(runtime.loaded().tokenizer, shown)
         return Update(chat=self.chat_html(), stats=stats, trie=fig, inspector=ins, steps=steps, shown=shown, status="")
 
     def replay(self, runtime: Runtime, step: int) -> Update:

@@ -9,6 +9,7 @@ imported only to build a figure.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -314,8 +315,8 @@ def event_blocks(events: Sequence[StepEvent]) -> list[Block]:
     6 conversation tokens read "several sources")."""
     out = []
     for e in events:
-        drafted = [int(s) for s in e.token_sources if s]
-        most = max(drafted, key=lambda s: (drafted.count(s), -drafted.index(s))) if drafted else 0
+        drafted = Counter(int(s) for s in e.token_sources if s)  # most_common: the first seen on a tie
+        most = drafted.most_common(1)[0][0] if drafted else 0
         end = 1000 * e.totals.elapsed_s
         out.append(Block(end - e.timings.total_ms, e.timings.total_ms, tuple(e.tokens), most))
     return out
@@ -339,9 +340,8 @@ def _block_style(sources: int, names: Mapping[int, str] | None = None) -> tuple[
         return LOOKUP_COLOR, "accepted drafts: prompt lookup"
     if sources == 0:
         return "#9ca3af", "model's own token only"
-    return origin(
-        sources
-    ).color, f"accepted drafts: {SEVERAL_NAME if several(sources) else source_label(sources, names)}"
+    who = SEVERAL_NAME if several(sources) else source_label(sources, names)
+    return origin(sources).color, f"accepted drafts: {who}"
 
 
 def block_sources(sources: int, names: Mapping[int, str] | None = None) -> str:

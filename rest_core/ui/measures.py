@@ -199,8 +199,8 @@ def same_forward(measured: ForwardTime, compared: ForwardTime | None) -> str:
 
 def lookup_rate(decode_tokens: int, total: int, end_ms: float) -> tuple[float, str]:
     """Prompt lookup's tokens/s and its sum in printed figures, one source for its line, its bar and
-    its line over time: "64 tokens, the first with its prefill (REST's and plain's prefills write none), off the clock; 63 / 3.36 s = 18.7
-    tokens/s". Every token counts, as in REST's and plain decoding's "tokens / steps", the first
+    its line over time: "64 tokens, the first with its prefill (REST's and plain's prefills write
+    none), off the clock; 63 / 3.36 s = 18.7 tokens/s". Every token counts, as in REST's and plain decoding's "tokens / steps", the first
     included; transformers writes the first of its `total` tokens with the prefill, which no rate
     on the page times, so the rate counts the `decode_tokens` that came in `end_ms`."""
     seconds = shown(end_ms / 1000, 2)
