@@ -29,6 +29,7 @@ from tests.page.test_browser import open_view, set_slider  # noqa: E402  (the br
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CODE_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 FOLLOW_UP = "Now add type hints and a docstring to that function."
+IDLE_S = 4  # seconds for the browser to finish drawing before Compare times anything
 GUIDED_STEP = "step by step"  # the guided example that opens the step-through (rest_core.ui.guided)
 
 
@@ -39,7 +40,11 @@ def shoot(page, out: Path, name: str, full: bool = True) -> None:
 
 
 def compare(page, out: Path, name: str) -> None:
-    """Compare with plain decoding, shot once its result and timeline are drawn."""
+    """Compare with plain decoding, shot once its result and timeline are drawn. It starts once the
+    browser is idle: headless Chromium draws on the model's two cores, and a full-page screenshot
+    taken just before would slow REST's first steps (run first) and not plain decoding's. A
+    Space's visitor draws in their own browser."""
+    time.sleep(IDLE_S)
     page.click("#compare")
     page.wait_for_selector("#speedup-value", timeout=600_000)
     page.wait_for_selector("#timeline .js-plotly-plot", timeout=60_000)

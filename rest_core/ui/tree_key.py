@@ -107,7 +107,7 @@ def budget_note(event: StepEvent, c_max: int | None = None) -> str:
 TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("■", "root", "dark square", "The last token written; the step starts here."),
     ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
-    ("⊗", "rejected", "crossed, on its source's colour", "Drafted; the model chose another token in its place."),
+    ("◉", "rejected", "dark ring, on its source's colour", "Drafted; the model chose another token in its place."),
     (
         "◌",
         OFF_PATH,
@@ -146,8 +146,9 @@ def key_name(name: str) -> str:
 TREE_NOTES = (
     "Each circle is one token of the <b>trie</b>: the retrieved continuations merged, shared beginnings sharing a "
     "branch. Deeper tokens sit further right.",
-    "A circle's size is its <b>weight</b>: each source's weight is split evenly over its continuations and summed "
-    "over those through the circle; a circle several sources reach adds each one's share.",
+    "A circle's size grows with its <b>weight</b> (a drafted one is at least big enough for its number): each "
+    "source's weight is split evenly over its continuations and summed over those through the circle; a circle "
+    "several sources reach adds each one's share.",
     "A <b>filled</b> circle is drafted: the step drafts its <b>heaviest</b> nodes, as many as its budget picks "
     "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
     "forward.",
@@ -167,9 +168,9 @@ def _legend_items() -> list[str]:
 
 # The figure's own legend is the one key; this fold, under it, says the same marks at length.
 TREE_LEGEND = (
-    '<details class="tree-key"><summary><b>Reading the draft tree</b>: a node\'s number is its row in the mask '
-    "and the verify table; siblings are drawn heaviest (likeliest) on top, so the numbers need not "
-    "read downwards</summary><ul>"
+    '<details class="tree-key"><summary><b>Reading the draft tree</b>: the number inside a drafted node is its '
+    "row in the mask and the verify table; siblings are drawn heaviest (likeliest) on top, so the numbers need "
+    "not read downwards</summary><ul>"
     + "".join(_legend_items())
     + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
     + "".join(f"<li>{note}</li>" for note in TREE_NOTES)

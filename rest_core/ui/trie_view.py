@@ -115,17 +115,18 @@ LABEL_HALO = (
 )  # a line under a label never hides it
 
 
-ROW_PX = 11  # a drafted node's row number, at a corner of its node clear of every edge (tree_places)
+ROW_PX = 9  # a drafted node's row number, written inside its node: it cannot be read as a neighbour's
+ROW_NODE_PX = 15  # a drafted node is at least this big, so that two digits fit inside it
 ROW_TRACE = "verify row"
-ROW_KEY = "1, 2, …: a drafted node's row in the verify table"  # the key's line for the numbers
-ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above, a row number below, never clipped
+ROW_KEY = "1, 2, … inside a node: its row in the verify table"  # the key's line for the numbers
+ROW_PAD = 0.9  # rows of room past the top and bottom nodes: a label above or below them, never clipped
 
 
 def key_text(name: str) -> str:
     """A key line as Plotly writes it: the numbers' line shows its numbers bold, as drawn."""
     if name == ROW_KEY:
-        head, rest = name.split(": ", 1)
-        return f"<b>{plot_esc(head)}</b>: {plot_esc(rest)}"
+        head, rest = name.split(" inside", 1)
+        return f"<b>{plot_esc(head)}</b> inside{plot_esc(rest)}"
     return plot_esc(name)
 
 
@@ -148,8 +149,8 @@ def faded(colour: str, alpha: float = 0.35) -> str:
 
 # Under a rejected token, not used: one look for the nodes and the key's sample.
 OFF_LOOK: dict[str, Any] = dict(color=GREY, opacity=0.35, line=dict(color=GREY, width=1))
-CROSS_WIDTH = 2  # a rejected node's cross: bold enough to read at 8 px, over its source colour
-REJECTED_ALPHA = 0.85  # a rejected node's source colour, under its cross, still reads as that colour
+REJECTED_RING, RING_WIDTH = "#111827", 2  # a rejected node's dark ring, thinner than an accepted one's green
+REJECTED_ALPHA = 0.85  # a rejected node's source colour, faded, still reads as that colour
 
 
 class _TrieDrawing:
@@ -184,7 +185,9 @@ class _TrieDrawing:
         self.w = trie.weights[view.nodes]
         # Marker size by weight, at most 60% of a column on a phone, so neighbours never touch.
         biggest = float(np.clip(0.6 * PHONE_PLOT_PX / self.columns, 8, 14))
-        self.sizes = 8 + (biggest - 8) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))  # 8 px: a cross shows
+        self.sizes = 8 + (biggest - 8) * np.sqrt(self.w / float(max(self.w.max(), 1e-9)))
+        numbered = np.array(self.row_no) > 0
+        self.sizes[numbered] = np.maximum(self.sizes[numbered], ROW_NODE_PX)
         self.srcs = trie.sources[view.nodes]
         self.names = dict(step_source_names(event))
         self.has_kids = np.zeros(len(view.nodes), dtype=bool)
@@ -225,7 +228,7 @@ class _TrieDrawing:
 
     def scene(self) -> Scene:
         """The tree as `tree_places` reads it: the nodes, then the root and the star; every
-        edge; each drawn label's width and each drafted node's row number."""
+        edge; each drawn label's width."""
         view = self.view
         n = len(view.nodes)
         xy = [(float(view.x[k]), float(view.y[k])) for k in range(n)] + [(0.0, self.root_y)]
@@ -243,18 +246,16 @@ class _TrieDrawing:
             sizes=sizes,
             edges=edges,
             label_px=shown + [0.0] + ([len(html.unescape(self.star_label())) * CHAR_PX] if len(xy) > n + 1 else []),
-            numbers=list(self.row_no) + [0] * (len(xy) - n),
             columns=self.columns,
             y_range=self.y_range(),
             label_font=LABEL_PX,
-            number_font=ROW_PX,
             fixed=fixed,
             # the star's label may go under it, clear of its row's labels above (`label_caps`)
             label_sides=[("bottom" if self.below.get(k) else "top") for k in range(n)] + ["top", ""],
         )
 
     def y_range(self) -> tuple[float, float]:
-        """The y axis's range: room above the top row's labels and below the bottom row's numbers."""
+        """The y axis's range: room above the top row's labels and below the bottom row's."""
         view = self.view
         ys = [view.star_y, *(f[2] for f in view.folds)]
         top, bottom = float(max(view.y.max(), *ys)), float(min(view.y.min(), *ys))
@@ -342,17 +343,16 @@ class _TrieDrawing:
             self.edge_trace(view.accepted, "accepted", ACCEPTED_COLOR, 3.5, "solid"),
             *star[:1],  # the star's dashed line, under every label like the other edges
             *self.retrieved_traces(not_sel),
-            # Rejected drafts: a faded fill under a bold dark cross (visible at 8 px), so they
-            # never pass for accepted ones.
+            # Rejected drafts: their source's colour, faded, in a dark ring (an accepted one's is
+            # green and thicker), so they never pass for accepted ones; the row number inside.
             self.node_trace(
                 rejected,
                 "drafted, rejected",
                 color=[faded(c, REJECTED_ALPHA) for c in self.colors(rejected)],
-                symbol="circle-x",
-                line=dict(color="#111827", width=CROSS_WIDTH),
+                line=dict(color=REJECTED_RING, width=RING_WIDTH),
                 textcolor="#374151",
             ),
-            # Under a rejected token, not used: faded grey as the key draws it, not crossed. Where the answer ended
+            # Under a rejected token, not used: faded grey as the key draws it, not ringed dark. Where the answer ended
             # first: a hollow ring in its source's colour.
             self.node_trace(off, OFF_PATH, **OFF_LOOK, textcolor="#4b5563"),
             self.node_trace(
@@ -383,20 +383,19 @@ class _TrieDrawing:
         ]
 
     def row_trace(self) -> dict:
-        """Each drafted node's row in the verify table and the mask ("3"), small and bold at a
-        corner of its node where no edge or label is (`tree_places`): never dropped where the
-        labels crowd (its token's label gives way first)."""
+        """Each drafted node's row in the verify table and the mask ("3"), small and bold inside
+        its node (white on a source's colour, dark on a pale fill): never dropped where the
+        labels crowd, and never nearer another node than its own."""
         idx = [k for k, r in enumerate(self.row_no) if r]
-        places, sizes = self.texts.number_places, self.texts.number_sizes
+        pale = (self.mask(OFF_PATH) | self.mask(UNCHECKED)).tolist()
         return dict(
             type="scatter",
             x=[float(self.view.x[k]) for k in idx],
             y=[float(self.view.y[k]) for k in idx],
-            mode="markers+text",
-            marker=dict(size=[sizes[k] for k in idx], color="rgba(0,0,0,0)"),  # its size sets the text's offset
+            mode="text",
             text=[f"<b>{self.row_no[k]}</b>" for k in idx],
-            textposition=[places[k] for k in idx],
-            textfont=dict(size=ROW_PX, color="#374151", shadow=LABEL_HALO),
+            textposition="middle center",
+            textfont=dict(size=ROW_PX, color=["#111827" if pale[k] else "#ffffff" for k in idx]),
             hoverinfo="skip",
             name=ROW_TRACE,
             showlegend=False,
@@ -510,7 +509,7 @@ class _TrieDrawing:
         look = {
             "root": dict(symbol="square", size=11, color="#374151"),
             "accepted": dict(color="#e5e7eb", line=dict(color=ACCEPTED_COLOR, width=3)),
-            "rejected": dict(symbol="circle-x", color=faded(GREY), line=dict(color="#111827", width=CROSS_WIDTH)),
+            "rejected": dict(color=faded(GREY, REJECTED_ALPHA), line=dict(color=REJECTED_RING, width=RING_WIDTH)),
             OFF_PATH: OFF_LOOK,
             "not checked": dict(color="white", line=dict(color=GREY, width=2.5)),
             "retrieved only": dict(color="white", line=dict(color=GREY, width=1.2)),
@@ -528,7 +527,7 @@ class _TrieDrawing:
         if any(several(m) for m in drawn):  # a node more than one source reached
             colours.append((f"from {SEVERAL_NAME}", SEVERAL[1]))
         marks += [(name, dict(color=colour)) for name, colour in colours]
-        if any(self.row_no):  # the numbers beside the nodes, read without a hover (a phone has none)
+        if any(self.row_no):  # the numbers inside the nodes, read without a hover (a phone has none)
             marks.append((ROW_KEY, dict(color="rgba(0,0,0,0)")))
         return [
             dict(type="scatter", x=[None], y=[None], mode="markers", name=key_text(name), hoverinfo="skip",
@@ -563,7 +562,7 @@ class _TrieDrawing:
             height=TRIE_HEIGHT,
             margin=dict(l=10, r=10, t=TITLE_TOP + TITLE_LINES * 18 + 6, b=10),
             xaxis=dict(visible=False, range=[-0.4, self.columns - 0.4], fixedrange=True),
-            # room above the top row's labels and below the bottom row's numbers
+            # room above the top row's labels and below the bottom row's
             yaxis=dict(visible=False, range=list(self.y_range()), fixedrange=True),
             modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomIn", "zoomOut", "autoScale", "resetScale"]),
             plot_bgcolor="rgba(0,0,0,0)",

@@ -86,7 +86,7 @@ def test_k_says_what_it_is_wherever_its_value_shows():
 def test_the_tree_keys_title_says_what_the_numbers_are():
     """Complaint 4: the tree's node numbers were explained only inside the folded key."""
     summary = plain(tree_key.TREE_LEGEND.split("</summary>")[0])
-    assert "a node's number is its row in the mask and the verify table" in summary
+    assert "the number inside a drafted node is its row in the mask and the verify table" in summary
 
 
 def test_sampling_is_said_as_the_same_distribution_not_the_same_text(tmp_path):

@@ -381,16 +381,16 @@ def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_source
         if any(m & bit for m in drawn):
             assert colours[f"from {name}"] == style.SOURCE_COLORS[bit]
     assert all(t.x == (None,) for t in key)  # key entries only: no points
-    for mark in ("root", "green", "crossed", "hollow", "model's own token"):
+    for mark in ("root", "green", "dark ring", "hollow", "model's own token"):
         assert mark in tree_key.TREE_LEGEND, mark
     for name in names[:6]:  # the page's key says the figure's words
         assert name.split(": ", 1)[1] in tree_key.TREE_LEGEND, name
 
 
-def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed():
+def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_ringed_dark():
     """The model's own token is a star between the rows even when the trie held it (D, retrieved
     only): drawn on that circle it read as the model choosing a node. Rejected drafts are faded
-    and crossed, unlike accepted ones."""
+    in a dark ring, unlike accepted ones' green (no cross: their row number is written inside)."""
     ev = replace(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,))
     view = trie_view.tree_view(ev)
     assert view.model_in_trie_pos == view.nodes.tolist().index(3)  # D: the trie had the model's token
@@ -406,11 +406,10 @@ def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_crossed()
     assert (star.x[0], star.y[0]) not in nodes
     assert "the trie had it too" in star.hovertext[0]
     rejected = by_name["drafted, rejected"].marker
-    assert rejected.symbol == "circle-x" and all(
-        c.startswith("rgba(") and c.endswith(f",{trie_view.REJECTED_ALPHA})") for c in rejected.color
-    )
-    assert rejected.opacity is None and rejected.line.width >= 2  # a faded fill, the cross drawn solid and bold
-    assert by_name["accepted"].marker.symbol in (None, "circle")
+    assert all(c.startswith("rgba(") and c.endswith(f",{trie_view.REJECTED_ALPHA})") for c in rejected.color)
+    assert rejected.opacity is None and rejected.line.width >= 2 and rejected.line.color == trie_view.REJECTED_RING
+    accepted = by_name["accepted"].marker
+    assert accepted.line.color != rejected.line.color and accepted.line.width > rejected.line.width
 
 
 def test_trie_figure_without_trie_explains_itself():

@@ -1,5 +1,5 @@
-"""The draft tree's row numbers and labels sit where no edge runs through them, on a phone's
-plot and a laptop's (rest_core.ui.tree_places, drawn by rest_core.ui.trie_view)."""
+"""The draft tree's labels sit where no edge runs through them, on a phone's plot and a
+laptop's, and its row numbers inside their nodes (rest_core.ui.tree_places, drawn by rest_core.ui.trie_view)."""
 
 from __future__ import annotations
 
@@ -98,36 +98,41 @@ def _crossed(fig, trace, width_of) -> list[str]:
     return bad
 
 
-def test_no_label_or_number_lies_on_another_on_a_phone():
+def test_no_label_lies_on_another_on_a_phone():
     """12 (phone): "ant…" and "·Base" ran together once "·Base" moved off its edge (and a shift
-    pushed its neighbours along: "d an…" read "dan…"): a text may have a line under its halo,
-    never another text on it or within 2 px of it."""
+    pushed its neighbours along: "d an…" read "dan…"): a label may have a line under its halo,
+    never another label on it or within 2 px of it."""
     fig = trie_view.trie_figure(step(PHONE, [0, 3], 16, words=True), Words())
     texts = [t for t in fig.data if t.mode == "markers+text" and t.texttemplate != " " and len(t.x)]
     scale = tree_places.SCALES[0]
     boxes = []
     for t in texts:
-        if t.name == trie_view.ROW_TRACE:
-            boxes += _boxes(
-                fig, t, scale, lambda s: tree_places.DIGIT_PX * len(s.replace("<b>", "").replace("</b>", ""))
-            )
-        else:
-            boxes += [
-                b for b, s in zip(_boxes(fig, t, scale, lambda s: len(unescape(s)) * trie_view.CHAR_PX), t.text) if s
-            ]
+        boxes += [b for b, s in zip(_boxes(fig, t, scale, lambda s: len(unescape(s)) * trie_view.CHAR_PX), t.text) if s]
     met = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if tree_places.boxes_meet(a, b, 2.0)]
     assert not met, met
 
 
-def test_no_row_number_lies_on_an_edge_on_a_phone_or_a_laptop():
-    """03, 06, 10, 12: a drafted node's row number sat left of its node, on the edge coming in
-    ("5 -10- 14" read as one line of numbers; "-1-" on the root's edge)."""
+BOLD_DIGIT = 0.62  # a bold digit's width, in font sizes
+
+
+def test_every_row_number_is_written_inside_its_own_node():
+    """screens12 (03, 06, 07, 12): row numbers at a corner of their node sat beside neighbours'
+    labels and nodes ("8 5", "4 4", "9" floating between rows) and could not be paired with
+    their node. Each is written inside its drafted node, centred, and the node is big enough
+    for its digits."""
     for parents, accepted, drafted in STEPS:
         fig = trie_view.trie_figure(step(parents, accepted, drafted), TOK)
         rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
-        assert len(rows.text) == drafted
-        crossed = _crossed(fig, rows, lambda t: tree_places.DIGIT_PX * len(t.replace("<b>", "").replace("</b>", "")))
-        assert not crossed, crossed
+        assert rows.mode == "text" and rows.textposition == "middle center" and len(rows.text) == drafted
+        size = {}
+        for t in fig.data:
+            if t.mode == "markers+text" and t.name != "model's own token":
+                sizes = t.marker.size if not isinstance(t.marker.size, (int, float)) else [t.marker.size] * len(t.x)
+                size.update({(x, y): s for x, y, s in zip(t.x, t.y, sizes)})
+        for x, y, text in zip(rows.x, rows.y, rows.text):
+            digits = len(text.replace("<b>", "").replace("</b>", ""))
+            assert (x, y) in size, (x, y)  # on a node, not beside one
+            assert digits * BOLD_DIGIT * rows.textfont.size <= size[(x, y)] - 3, (text, size[(x, y)])
 
 
 def test_no_label_is_crossed_by_an_edge_and_every_label_stays_above_its_node():
@@ -159,7 +164,7 @@ def test_the_key_says_what_the_numbers_are_without_a_hover():
     parents, accepted, drafted = STEPS[0]
     fig = trie_view.trie_figure(step(parents, accepted, drafted), TOK)
     key = [unescape(t.name) for t in fig.data if t.showlegend]
-    assert "<b>1, 2, …</b>: a drafted node's row in the verify table" in key
+    assert "<b>1, 2, …</b> inside a node: its row in the verify table" in key
     assert key[-1].startswith("<b>1, 2")  # after the marks and the sources' colours
 
 

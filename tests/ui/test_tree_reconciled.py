@@ -16,7 +16,7 @@ import numpy as np
 
 from rest_core.decode.events import SOURCE_DATASTORE, MatchInfo
 from rest_core.drafting.trie import Trie
-from rest_core.ui import answer_view, inspector, phases, style, tree_key, tree_layout, tree_places, trie_view
+from rest_core.ui import answer_view, inspector, phases, style, tree_key, tree_layout, trie_view
 from tests.ui.test_render import EOS, ByteTokenizer, event
 
 TOK = ByteTokenizer()
@@ -380,16 +380,13 @@ def test_a_step_that_drafted_nothing_says_so_not_accepted_0_of_0():
 
 def test_every_drafted_node_carries_its_verify_table_row():
     """06_step_1: drafted nodes went unlabelled ("You", "·rest") and the tree could not be mapped
-    to the table. Each drafted node is numbered beside it by its table row (the mask's "i:" too);
+    to the table. Each drafted node is numbered inside by its table row (the mask's "i:" too);
     a folded node's number is in its fold's hover."""
     for ev in (eos_step(), wide_step(15)):
         fig = trie_view.trie_figure(ev, TOK)
         table = unescape(re.sub(r"<[^>]+>", " ", phases.verify_html(ev, [1, 2, ord("a")], TOK)))
         rows = next(t for t in fig.data if t.name == trie_view.ROW_TRACE)
-        # at a corner of its node, or straight above or below it, clear of it: an invisible marker moves it aside
-        places = tree_places.NUMBER_PLACES + tuple(p for p, _ in tree_places.CENTRED)
-        assert rows.mode == "markers+text" and all(p in places for p in rows.textposition)
-        assert min(rows.marker.size) >= 0.8 * 8
+        assert rows.mode == "text" and rows.textposition == "middle center"  # inside its node
         at = {(x, y): re.sub(r"<[^>]+>", "", t) for x, y, t in zip(rows.x, rows.y, rows.text)}
         view = trie_view.tree_view(ev)
         drawn = [k for k, st in enumerate(view.states) if st != "retrieved"]
