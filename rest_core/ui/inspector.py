@@ -110,9 +110,12 @@ def source_rows(event: StepEvent, tokenizer: Tokenizer, samples: int) -> list[st
                 f'<div class="ins-src"><span class="chip {source_class(m.source_bit)}">{esc(shown_name(m.source_bit, m.source))}</span> no match</div>'
             )
     if event.feeds:
+        # folded: the weights' arithmetic and the continuations are the detail under the step's
+        # result (what each source matched, above, and what was accepted, below)
         rows.append(
-            f'<div class="ins-feeds">What fed {esc(feeds_listed(event))}, with how many '
-            f"continuations begin alike:{feeds_list(event, tokenizer, rows=False)}</div>"
+            f'<details class="ins-feeds"><summary>What fed {esc(feeds_listed(event))}: weights and '
+            f"continuations</summary>With how many continuations begin alike:{feeds_list(event, tokenizer, rows=False)}"
+            "</details>"
         )
     if not event.matches and event.draft is not None:  # a vLLM step: the chain it verified, not the search
         rows.append('<div class="ins-src muted">vLLM verified one chain (its matches are not recorded)</div>')

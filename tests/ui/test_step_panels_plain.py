@@ -256,3 +256,15 @@ def test_the_step_throughs_tree_has_no_blank_band_for_a_badge_it_does_not_draw()
     assert round(top) == step_through.BARE_TOP and fig.layout.margin.t >= top + 18 * lines  # every line shows
     chat = trie_view.trie_figure(eos_step(), TOK)  # Chat's keeps its band under the badge
     assert chat.layout.margin.t >= trie_view.TITLE_TOP
+
+
+def test_the_inspector_folds_what_fed_the_draft_under_what_it_matched_and_accepted():
+    """screens12: the chat's step panel read "weight 0.33 = mean of code 0/4 = 0.00 and chat 1/1
+    = 1.00 …" before its result; a newcomer wants the step in a line. The weights and the
+    continuations are folded under a summary; what each source matched and what was accepted
+    stay in sight."""
+    ev, _ = feeds_step()
+    html = inspector.inspector_html(ev, TOK)
+    fold = html[html.index('<details class="ins-feeds">') :]
+    assert "weight" in fold and "weight" not in html[: html.index('<details class="ins-feeds">')]
+    assert "<summary>What fed" in fold and "matched the last" in html and "accepted:" in html
