@@ -222,8 +222,8 @@ def test_fixed_means_one_thing_everywhere():
         assert FIXED_MEANS in text, text
     for text in (budget.help, c.help, words.GLOSSARY, words.STEP_NOTE, words.ONE_FORWARD):
         assert "always c" not in text and "always drafts c" not in text and "a fixed c" not in text
-    heaviest = words.GLOSSARY.split("| **heaviest** |")[1].split("\n")[0]
-    assert "Up to c" in heaviest and "The c heaviest" not in heaviest
+    likeliest = words.GLOSSARY.split("| **likeliest** |")[1].split("\n")[0]
+    assert "up to c of them" in likeliest and "The c likeliest" not in likeliest
 
 
 def test_the_step_through_says_why_its_c_stops_at_64_and_its_note_is_short():
