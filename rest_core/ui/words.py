@@ -238,7 +238,7 @@ ONE_FORWARD = f"""
 
 
 WHY_C_NOTE = (
-    "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
+    "Measures the forward pass on this device (a few seconds the first time): the same "
     "*measured cost* the auto budget uses. Combined with the acceptance of the answer it names, it predicts the speedup for every c "
     "(a prediction: Compare times whole runs on the wall clock)."
 )
