@@ -7,6 +7,7 @@ import html
 import re
 import xml.etree.ElementTree as ET
 
+from rest_core.config import PRESETS
 from rest_core.decode.events import MatchInfo
 from rest_core.knobs import KNOBS
 from rest_core.sources import SOURCE_CONTEXT, SourceTable
@@ -147,8 +148,7 @@ def test_c_is_the_most_verified_per_step_everywhere():
     c = next(k for k in KNOBS if k.name == "c")
     budget = next(k for k in KNOBS if k.name == "budget")
     assert c.label == "c: the most draft tokens verified per step"
-    assert "possibly none" in c.help and "auto" in c.help
-    assert "possibly none" in budget.help
+    assert "possibly none" in budget.help and "auto" in budget.help  # the budget's help, not c's (screens12)
     entry = words.GLOSSARY.split("| **c** |")[1].split("\n")[0]
     assert entry.strip().startswith("c, the most draft tokens verified per step")
     assert "small c wins" not in words.GLOSSARY and "auto budget" in entry
@@ -208,6 +208,23 @@ def test_the_header_expects_what_compare_measures_on_a_cpu():
     assert "On this CPU" not in gpu and "the speedup approaches M" in gpu
 
 
+def test_the_c_and_budget_helps_each_say_their_own_thing_once():
+    """Screens12, complaints 5 and 6: the draft budget's help repeated c's (auto up to c, possibly
+    none; fixed: c every step), and nothing said why two runs of one prompt drafted differently.
+    c's help: its count and large against small c; the budget's: auto (the CPU default) against
+    fixed, and that auto's timings can make two runs draft differently."""
+    from rest_core.knobs import FIXED_MEANS
+
+    budget = next(k for k in KNOBS if k.name == "budget")
+    c = next(k for k in KNOBS if k.name == "c")
+    assert '"drafted N"' in c.help and "large c" in c.help.lower() and "GPU" in c.help
+    assert "auto" not in c.help and FIXED_MEANS not in c.help and "possibly none" not in c.help
+    assert budget.help.startswith("auto (the CPU default)") and FIXED_MEANS in budget.help
+    assert "possibly none" in budget.help and "two runs of one prompt can draft differently" in budget.help
+    assert "GPU" not in budget.help
+    assert PRESETS["cpu"].draft.budget == "auto"
+
+
 def test_fixed_means_one_thing_everywhere():
     """Fourth report, complaint 3: "fixed: always c" (the budget's help), "the fixed budget always
     drafts c" (glossary), "It verifies a fixed c" (step-through) while steps under fixed c = 16
@@ -218,7 +235,7 @@ def test_fixed_means_one_thing_everywhere():
     budget = next(k for k in KNOBS if k.name == "budget")
     c = next(k for k in KNOBS if k.name == "c")
     auto = words.GLOSSARY.split("| **auto budget** |")[1].split("\n")[0]
-    for text in (budget.help, c.help, auto, words.STEP_NOTE, words.STEP_C_HELP):
+    for text in (budget.help, auto, words.STEP_NOTE, words.STEP_C_HELP):  # c's help leaves it to the budget's
         assert FIXED_MEANS in text, text
     for text in (budget.help, c.help, words.GLOSSARY, words.STEP_NOTE, words.ONE_FORWARD):
         assert "always c" not in text and "always drafts c" not in text and "a fixed c" not in text
