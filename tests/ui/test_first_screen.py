@@ -110,6 +110,21 @@ def test_the_live_tokens_per_second_reads_as_live_and_says_what_it_counts():
     assert stats.TIMING_NOTE in note and "prefill" in stats.TIMING_NOTE and "Compare" in stats.TIMING_NOTE
 
 
+def test_an_auto_budget_answers_stats_say_why_a_rerun_can_draft_differently():
+    """Screens12, complaint 6: the phone and the laptop showed one prompt with different draft
+    counts, nothing saying why. Under an auto-budget answer the stats' note says, in one short
+    sentence, that its counts follow this machine's timings; a fixed budget's answer says nothing."""
+    from dataclasses import replace
+
+    fixed = html.unescape(stats.stats_html(_steps()))
+    assert stats.AUTO_NOTE not in fixed
+    auto = [replace(e, predicted=(0.5,) * sum(1 for s in e.token_sources if s)) for e in _steps()]
+    note = html.unescape(stats.stats_html(auto)).split('class="stats-note">')[1]
+    assert note.startswith(stats.TIMING_NOTE) and stats.AUTO_NOTE in note
+    assert stats.AUTO_NOTE.count(". ") == 0 and len(stats.AUTO_NOTE) <= 120
+    assert "timings measured on this machine" in stats.AUTO_NOTE and "draft differently" in stats.AUTO_NOTE
+
+
 def test_the_stats_say_why_compares_rerun_counts_other_steps():
     """Second report: the same prompt showed 35 steps under the chat and "64 / 37" in Compare, and no
     view said why. Score 7: the note sat under the live stats, away from Compare's figure; it is one
