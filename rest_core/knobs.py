@@ -146,9 +146,8 @@ KNOBS: tuple[Knob, ...] = (
         maximum=128,
         step=1,
         help=(
-            "auto budget: each step drafts as many as it expects to pay on this device, up to c, possibly none "
-            f'(a step\'s "drafted N"); fixed: {FIXED_MEANS}. A large c pays on a GPU, where a step costs about the same '
-            "for 1 token or dozens"
+            'a step\'s own count, "drafted N", is at most c. A large c pays on a GPU, where verifying dozens of '
+            "tokens costs about as much as one; on a CPU each one adds time"
         ),
     ),
     Knob(
@@ -159,8 +158,9 @@ KNOBS: tuple[Knob, ...] = (
         choices=("fixed", "auto"),
         widget="radio",
         help=(
-            "auto: per step, how many drafts to verify (up to c, possibly none), from the forward's cost "
-            f"measured on this device; fixed: {FIXED_MEANS}"
+            "auto (the CPU default): each step drafts as many as it expects to pay for, up to c, possibly none, "
+            "judged by timings measured on this device, so two runs of one prompt can draft differently; "
+            f"fixed: {FIXED_MEANS}"
         ),
     ),
     Knob(

@@ -132,17 +132,32 @@ class Span:
             parts.append(f"{len(self.token_ids)} tokens form this character")
         return " · ".join(parts)
 
-    def html(self) -> str:
+    def html(self, marked: bool = False) -> str:
+        """`marked`: the step-through's current step, whose blanks show (`blank_marks`)."""
         cls = shade_class(self.source, self.accepted_len, self.step)
         attrs = f'data-step="{self.step}" title="{esc(self.title())}"'
+        shown = (lambda s: blank_marks(s, dots=not self.text.strip())) if marked else esc
         # Indentation and line breaks are not words: a run of them gets a thin line in the
         # token's colour, not the block of colour a word gets (class "ws").
         lead = _LEADING_BLANKS.match(self.text)
         if lead is None:
-            return f'<span class="{cls}" {attrs}>{esc(self.text)}</span>'
+            return f'<span class="{cls}" {attrs}>{shown(self.text)}</span>'
         blank, rest = lead.group(0), self.text[lead.end() :]
-        out = f'<span class="{cls} ws" {attrs}>{esc(blank)}</span>'
-        return out + (f'<span class="{cls}" {attrs}>{esc(rest)}</span>' if rest else "")
+        out = f'<span class="{cls} ws" {attrs}>{shown(blank)}</span>'
+        return out + (f'<span class="{cls}" {attrs}>{shown(rest)}</span>' if rest else "")
+
+
+NEWLINE_MARK = '<span class="ws-mark" aria-hidden="true">↵</span>'
+SPACE_MARK = '<span class="ws-mark" aria-hidden="true">·</span>'
+
+
+def blank_marks(text: str, dots: bool) -> str:
+    """`text` as HTML with its line breaks shown: a faint ↵ before each; with `dots` (a piece that
+    is all blanks, which would show nothing), each space a faint ·, as the tree's labels write them."""
+    out = esc(text)
+    if dots:
+        out = out.replace(" ", SPACE_MARK)
+    return out.replace("\n", NEWLINE_MARK + "\n")
 
 
 class AnswerView:
@@ -200,13 +215,17 @@ class AnswerView:
         return "".join(self._html)
 
 
-def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer) -> str:
-    """Highlighted HTML of a whole answer (see AnswerView for the incremental form)."""
+def highlight_html(events: Sequence[StepEvent], tokenizer: Tokenizer, current: int | None = None) -> str:
+    """Highlighted HTML of a whole answer (see AnswerView for the incremental form). `current`:
+    the step-through's step, whose blanks show (a step that wrote only line breaks changes the
+    answer visibly); the chat passes none."""
     view = AnswerView(tokenizer)
     for e in events:
         view.add(e)
     view.finish()
-    return view.html()
+    if current is None:
+        return view.html()
+    return "".join(s.html(marked=s.step == current) for s in view.spans)
 
 
 # What the dotted underline is, in the key's words; when a step has none is the glossary's to say

@@ -203,7 +203,7 @@ def trie_lead(event: StepEvent) -> str:
     if not drafted:
         why = undrafted_reason(event)
         return f"None of the trie's {nodes} is drafted" + (f": {why}." if why else ".")
-    return f"The {drafted} heaviest of the trie's {nodes} {'is' if drafted == 1 else 'are'} drafted."
+    return f"The {drafted} likeliest of the trie's {nodes} {'is' if drafted == 1 else 'are'} drafted."
 
 
 def trie_caption(event: StepEvent) -> str:
@@ -215,7 +215,7 @@ def trie_caption(event: StepEvent) -> str:
     return (
         f"What followed the matches merges into one trie of {plural(event.trie_nodes or len(trie), 'node')}: shared "
         f"prefixes become one branch, and a node's weight is the share of continuations through it (each source's "
-        f"weight spread over its own). The {plural(drafted, 'heaviest node')}, a subtree up to "
+        f"weight spread over its own). The {plural(drafted, 'likeliest node')}, a subtree up to "
         f"depth {depth}, are drafted ({budget_note(event)})."
         if drafted
         else f"None is drafted: {undrafted_reason(event)}."

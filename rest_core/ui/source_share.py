@@ -88,7 +88,7 @@ def verified_line(events: Sequence[StepEvent], chosen_c: int) -> str:
     total = sum(counts.values())
     parts = ", ".join(f"{counts[k]} from {LABELS[k]}" for k in KINDS if counts[k]) or "none"
     return (
-        f"Each step verifies at most c = {chosen_c} of the merged trie's heaviest drafts. Over the "
+        f"Each step verifies at most c = {chosen_c} of the merged trie's likeliest drafts. Over the "
         f"{plural(steps, 'step')} they verified {total} in all: {parts}; {total / steps if steps else 0:.1f} per step."
     )
 

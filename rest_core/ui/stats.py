@@ -9,6 +9,7 @@ from rest_core.decode.events import StepEvent
 from rest_core.sources import count_origins
 from rest_core.ui.measures import LIVE_RATE, LIVE_RATE_SO_FAR
 from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_label, step_source_names
+from rest_core.ui.why_c_view import auto_budget
 
 # What the tokens/s counts, said under the figures: the steps' own clock, so neither the prefill,
 # nor loading the model, nor the page drawing between steps; but the page draws on the same
@@ -17,6 +18,12 @@ from rest_core.ui.style import CONTEXT_NAME, SEVERAL_NAME, esc, several, source_
 TIMING_NOTE = (
     "tokens/s counts the decode steps only, not the prefill or loading the model. Compare's tokens/s, with nothing "
     "drawn, is the speed to compare."
+)
+
+# Under an auto-budget answer: its draft counts follow this machine's timings, so the same prompt
+# drafted differently on a phone's and a laptop's run with nothing saying why (screens12).
+AUTO_NOTE = (
+    "The auto budget drafts by timings measured on this machine, so another run of this prompt can draft differently."
 )
 
 
@@ -97,4 +104,5 @@ def stats_html(events: Sequence[StepEvent], running: bool = False) -> str:
     )
     if events[-1].method == "rest":
         cells += f'<div class="stat wide"><div class="v origin">{esc(origin_sentence(events))}</div></div>'
-    return f'<div class="stats">{cells}{state}<div class="stats-note">{esc(TIMING_NOTE)}</div></div>'
+    note = TIMING_NOTE + (f" {AUTO_NOTE}" if auto_budget(events) else "")
+    return f'<div class="stats">{cells}{state}<div class="stats-note">{esc(note)}</div></div>'

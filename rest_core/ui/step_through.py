@@ -66,7 +66,7 @@ def step_view(st: Stepper, status: str = "") -> StepView:
         st.config.retrieval if st.config else None,
         stores=st.stores,
     )
-    answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer)
+    answer = answer_view.highlight_html(st.events[: st.pos + 1], st.tokenizer, current=ev.step)
     return StepView(
         header=p.header + settings_used_html(st),
         answer=f'<div class="answer">{answer}</div>',

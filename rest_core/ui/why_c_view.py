@@ -227,8 +227,19 @@ def cost_line(curve: CostCurve, marked: int) -> tuple[list[int], list[float], li
 
 
 def cost_title(curve: CostCurve) -> str:
-    """The cost panel's title and, under it, how its points were measured (`measures.alone`)."""
-    return f"forward cost on this device<br><sup>{alone(curve.reps)} per size</sup>"
+    """The cost panel's title and, under it, how its points were measured (`measures.alone`) and
+    at which sizes (`sizes_words`): the axis ticks these, bar one beside another, and 1 + c."""
+    return f"forward cost on this device<br><sup>{alone(curve.reps)} per size,<br>at {sizes_words(curve.sizes)}</sup>"
+
+
+def sizes_words(sizes: Sequence[int]) -> str:
+    """The measured sizes, as the cost panel's title lists them: "1, 2, 4, 8, 16, 32, 64 and
+    1 + 64 = 65 tokens" (the last, one past the doubling before it, is 1 + c for the largest c)."""
+    said = [str(n) for n in sizes]
+    if len(sizes) > 2 and sizes[-1] == sizes[-2] + 1:
+        said[-1] = f"1 + {sizes[-2]} = {sizes[-1]}"
+    listed = f"{', '.join(said[:-1])} and {said[-1]}" if len(said) > 1 else "".join(said)
+    return f"{listed} {'token' if list(sizes) == [1] else 'tokens'}"
 
 
 def marker_text(curve: CostCurve, c: int) -> str:
@@ -237,9 +248,9 @@ def marker_text(curve: CostCurve, c: int) -> str:
 
 
 def cost_ticks(sizes: Sequence[int], marked: int) -> list[int]:
-    """The cost axis's ticks: the plotted sizes, the marker's size `marked` (1 + c) among them,
-    and none so near another that their labels meet (17 beside 16, 65 beside 64): the marker's
-    tick wins over a plotted size beside it."""
+    """The cost axis's ticks: the measured sizes the title lists (`sizes_words`), the marker's size
+    `marked` (1 + c, which its label names) among them, and none so near another that their
+    labels meet (17 beside 16, 65 beside 64): the marker's tick wins over a measured size beside it."""
     near = [n for n in _ticks(sizes) if max(n, marked) / min(n, marked) < 1.25]
     return sorted({n for n in _ticks(sizes) if n not in near} | {marked})
 
@@ -254,7 +265,7 @@ def _lay_out(fig: Any, curve: CostCurve, c: int) -> None:
     fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=1, col=2)
     fig.update_layout(
         height=320,
-        margin=dict(l=50, r=10, t=60, b=45),
+        margin=dict(l=50, r=10, t=72, b=45),  # room for the cost title's three lines
         showlegend=False,
         plot_bgcolor="rgba(0,0,0,0)",
         paper_bgcolor="rgba(0,0,0,0)",

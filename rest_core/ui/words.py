@@ -205,7 +205,7 @@ GLOSSARY = f"""
 | **K** | {K_MEANS[0].upper()}{K_MEANS[1:]} ({_R.max_matches:,} by default); above K, a fair sample of K is read. |
 | **trie** | A prefix tree of the continuations: ones that start alike share a branch. Each node is one token; its path from the root is its draft. |
 | **weight** | How likely a node's path is: {WEIGHT_RULE}. E.g. code 2 of 2 and chat 4 of 6 run through it, the conversation found none: {weight_words(list(WEIGHT_EXAMPLE))}. |
-| **heaviest** | The nodes of largest weight. Up to c of the heaviest, a connected subtree, are verified with a fixed budget; the auto budget ranks nodes by their predicted chance of acceptance (from the weight, the sources and their matches), so a lighter node can go first. |
+| **likeliest** | The nodes a step drafts first, up to c of them, a connected subtree. The fixed budget takes those of largest weight (the heaviest); the auto budget those of highest predicted chance of acceptance, from the weight, the sources and their matches, so a lighter node can go first. |
 | **c** | c, the most draft tokens verified per step, set in Settings ({PRESETS["cpu"].draft.c} by default on a CPU, {PRESETS["gpu"].draft.c} on a GPU). A step's own count reads "drafted N" (the auto budget picks it). |
 | **auto budget** | Picks each step's count, from 0 up to c, from the forward's cost measured on this device: the count that should give the most tokens per millisecond; now and then (at most one step in {PROBE_GAP}) none, to time a plain step afresh. The fixed budget drafts {FIXED_MEANS}. |
 | **accepted** | A draft token equal to the token the model writes there. A step keeps its drafts up to the first disagreement. |
@@ -238,7 +238,7 @@ ONE_FORWARD = f"""
 
 
 WHY_C_NOTE = (
-    "Measures the forward pass on this device for 1, 2, 4, … 65 tokens (a few seconds the first time): the same "
+    "Measures the forward pass on this device (a few seconds the first time): the same "
     "*measured cost* the auto budget uses. Combined with the acceptance of the answer it names, it predicts the speedup for every c "
     "(a prediction: Compare times whole runs on the wall clock)."
 )

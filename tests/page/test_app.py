@@ -475,11 +475,11 @@ def test_the_header_opens_with_one_plain_sentence_and_a_diagram_without_symbols(
     lines = re.findall(r"<text[^>]*>([^<]*)</text>", app.header_diagram())
     for symbol in ("n_max", "n_min", "K", "m", "c"):
         assert not any(re.search(rf"(?<![\w'])(≤ )?{symbol}\b", line) for line in lines), symbol
-    for plain in ("the last few tokens,", "what followed", "each match", "the heaviest", "and the drafts"):
+    for plain in ("the last few tokens,", "what followed", "each match", "the likeliest", "and the drafts"):
         assert plain in lines, plain
     full = re.findall(r"<text[^>]*>([^<]*)</text>", app.header_diagram(plain=False))
-    assert "n_max down to n_min" in full and "up to c heaviest" in full and "up to c drafts" in full
-    assert "and c drafted nodes" not in full and "the c heaviest nodes" not in full
+    assert "n_max down to n_min" in full and "up to c likeliest" in full and "up to c drafts" in full
+    assert "and c drafted nodes" not in full and "the c likeliest nodes" not in full
     demo = app.create_app(Settings(device="cpu", datastores=tmp_path))
     shown = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "header-box").value
     assert "data-plain" not in shown.split("<svg", 1)[1].split("<!--", 1)[0] and "n_max down to n_min" not in shown

@@ -111,8 +111,25 @@ def test_the_diagram_says_usually_and_one_word_for_the_heaviest():
     for shown in (lines, full):
         at = shown.index("+ 1 token of its own")
         assert shown[at + 1] == "(usually)"
-        assert not any("heaviest branches" in line for line in shown)
-        assert any("heaviest nodes" in line or line == "nodes go to verify" for line in shown)
+        assert not any("branches" in line for line in shown)
+        assert shown[shown.index("nodes go to verify") - 1] in ("the likeliest", "up to c likeliest")
+
+
+def test_what_goes_to_verify_is_the_likeliest_everywhere():
+    """Screens12, complaint 1: the diagram said "the heaviest nodes go to verify" while the
+    glossary's "heaviest" said the auto budget (the CPU default) ranks by predicted acceptance, so a
+    lighter node can go first. One word holds for both budgets: "likeliest", which the glossary
+    defines per budget (fixed: largest weight; auto: predicted chance), "weight" still defined."""
+    for svg in (app.header_diagram(), app.header_diagram(plain=False), SVG):
+        assert "likeliest" in svg and "heaviest" not in svg
+    rows = {row.split(" | ")[0].strip("| *"): row for row in words.GLOSSARY.splitlines() if row.startswith("| **")}
+    assert "heaviest" not in rows and "weight" in rows
+    likeliest = rows["likeliest"]
+    assert "fixed budget takes those of largest weight" in likeliest
+    assert "auto budget those of highest predicted chance of acceptance" in likeliest
+    ev = eos_step()
+    assert "likeliest" in phases.trie_lead(ev) and "heaviest" not in phases.trie_lead(ev)
+    assert "likeliest" in phases.trie_caption(ev) and "heaviest" not in phases.trie_caption(ev)
 
 
 def test_the_diagrams_loop_caption_fits_a_phones_box():

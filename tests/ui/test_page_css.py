@@ -34,3 +34,21 @@ def test_a_short_conversation_starts_at_the_top_of_its_box():
     assert re.search(r"height:\s*auto", body) and re.search(r"max-height:\s*46vh", body)
     assert re.search(r"min-height:\s*0", body)
     assert re.search(r"(?m)^\.convo\s*\{[^}]*height:\s*46vh", rules)  # the empty box keeps it
+
+
+def test_the_header_link_to_how_rest_works_hides_while_it_is_open():
+    """Screens12, complaint 4 (08 and 13): "How REST works →" still showed in the header with How
+    REST works open. Hidden there the way the header's diagram is (app.js sets body[data-view]);
+    the rule's selector is the header's own link."""
+    from rest_core.ui import words
+
+    rule = re.search(r'body\[data-view="how-rest"\] #header \.more a\[href="#how-rest"\]\s*\{([^}]*)\}', _rules())
+    assert rule and re.search(r"display:\s*none", rule.group(1))
+    assert '<p class="more"><a href="#how-rest">How REST works →</a>' in words.header_html("m", "a CPU")
+
+
+def test_the_step_throughs_blank_marks_are_faint():
+    """Screens12, complaint 2: the current step's ↵ and · marks (answer_view.blank_marks) are
+    faint and not selected with the text."""
+    rule = re.search(r"(?m)^\.answer \.ws-mark\s*\{([^}]*)\}", _rules())
+    assert rule and re.search(r"opacity:\s*\.45", rule.group(1)) and "user-select: none" in rule.group(1)

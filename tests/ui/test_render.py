@@ -265,6 +265,26 @@ def test_leading_blanks_are_not_highlighted_like_words():
     assert len(re.findall(r'data-step="0"', out)) == 5
 
 
+def test_the_step_throughs_current_step_shows_its_blanks():
+    """Screens12, complaint 2: "Step 3 · 7 tokens so far, 2 this step" while the answer looked as
+    at step 2: both tokens were line breaks. The step-through's current step marks each line break
+    with a faint ↵ before it, and a piece that is all spaces with a · per space; earlier steps and
+    the chat (no `current`) are drawn as before."""
+    tok = ByteTokenizer()
+    first = event(0, [tok.word(b"def"), tok.word(b" x")], (0, 0))
+    second = event(1, [10, 10], (SOURCE_DATASTORE, 0))
+    third = event(2, [tok.word(b"    "), tok.word(b" x")], (0, 0))
+    chat = answer_view.highlight_html([first, second, third], tok)
+    assert "ws-mark" not in chat and "↵" not in chat
+    shown = answer_view.highlight_html([first, second], tok, current=1)
+    mark = '<span class="ws-mark" aria-hidden="true">↵</span>\n'
+    assert shown.count(mark) == 2 and "ws-mark" not in shown.split('data-step="1"')[0]
+    assert html.unescape(re.sub(r"<[^>]+>", "", shown)) == "def x↵\n↵\n"
+    spaces = answer_view.highlight_html([first, second, third], tok, current=2)
+    assert re.sub(r"<[^>]+>", "", spaces).endswith("x\n\n···· x")  # a word keeps its leading space
+    assert "↵" not in re.sub(r"<[^>]+>", "", answer_view.highlight_html([first, second, third], tok, current=0))
+
+
 # ------------------------------------------------------------------ trie figure
 
 

@@ -321,7 +321,7 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     out = h.run_to_end(MESSAGE, session, STORE, 16, **knobs)
     assert st.finished and "complete" in out[t.status]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
-    assert answer_view.highlight_html(st.events, lm.tokenizer) in out[t.answer] and text
+    assert answer_view.highlight_html(st.events, lm.tokenizer, current=st.event.step) in out[t.answer] and text
     out = h.next("", Session(), STORE, 16, **knobs)  # no message: a message, no traceback
     assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
     out = h.restart(session)

@@ -281,3 +281,38 @@ def test_the_captions_accepted_drafts_at_a_c_are_the_charts():
     for c in (1, 2, 4, 16, 64):
         assert float(why_c_view.expected_accepted(events, [c])[0]) == pytest.approx(chart[c])
     assert why_c_view.chosen_speedup(CPU, events, 1)[0] == pytest.approx(fig.data[1].y[1], abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("curve", "c"),
+    [
+        (CPU, 16),
+        (CPU, 20),
+        (CostCurve((1, 2, 4, 8, 16, 17), (40.0, 41.0, 45.0, 50.0, 60.0, 61.0)), 16),
+        (CostCurve((1, 2, 4, 8, 16, 32, 64, 128, 129), tuple(40.0 + n for n in (1, 2, 4, 8, 16, 32, 64, 128, 129))), 3),
+    ],
+)
+def test_the_cost_charts_words_list_its_measured_sizes_and_its_ticks_come_from_them(curve, c):
+    """Screens12, complaint 3: the note said "for 1, 2, 4, … 65 tokens" under ticks 1, 2, 4, 8, 17,
+    32, 65, neither a doubling series nor 1 + c. The chart's title lists the sizes measured, from
+    the curve, the last as 1 + c; the ticks are those sizes, less one beside another, plus the
+    marker's 1 + c, which its label names; the note above the button names no sizes."""
+    import re
+
+    from rest_core.ui import words
+
+    fig = why_c_view.why_c_figure(curve, [_step(100)] * 2, c, max_c=64)
+    title = text(fig.layout.annotations[0].text)
+    listed = [int(n) for n in re.findall(r"\d+", title.split(" at ", 1)[1])]
+    top = curve.sizes[-1]
+    if top == curve.sizes[-2] + 1:  # "… 64 and 1 + 64 = 65 tokens"
+        assert f"and 1 + {top - 1} = {top} tokens" in title
+        listed = listed[:-3] + [top]
+    assert listed == list(curve.sizes)
+    ticks = list(fig.layout.xaxis.tickvals)
+    marked = next(t for t in fig.data if t.name == "1 + c")
+    assert set(ticks) <= set(curve.sizes) | {1 + c} and marked.x[0] in ticks
+    assert marked.text[0].startswith(f"1 + {c} = {1 + c} tokens")
+    for n in curve.sizes:  # each measured size is ticked, or sits beside a tick
+        assert n in ticks or min(max(n, t) / min(n, t) for t in ticks) < 1.25, n
+    assert "…" not in words.WHY_C_NOTE and not re.search(r"\d+ tokens", words.WHY_C_NOTE)
