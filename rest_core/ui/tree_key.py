@@ -149,7 +149,7 @@ TREE_NOTES = (
     "A circle's size grows with its <b>weight</b> (a drafted one is at least big enough for its number): each "
     "source's weight is split evenly over its continuations and summed over those through the circle; a circle "
     "several sources reach adds each one's share.",
-    "A <b>filled</b> circle is drafted: the step drafts its <b>heaviest</b> nodes, as many as its budget picks "
+    "A <b>filled</b> circle is drafted: the step drafts its <b>likeliest</b> nodes, as many as its budget picks "
     "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
     "forward.",
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
@@ -169,8 +169,8 @@ def _legend_items() -> list[str]:
 # The figure's own legend is the one key; this fold, under it, says the same marks at length.
 TREE_LEGEND = (
     '<details class="tree-key"><summary><b>Reading the draft tree</b>: the number inside a drafted node is its '
-    "row in the mask and the verify table; siblings are drawn heaviest (likeliest) on top, so the numbers need "
-    "not read downwards</summary><ul>"
+    "row in the mask and the verify table; siblings are drawn by weight, the heaviest on top, so the numbers "
+    "need not read downwards</summary><ul>"
     + "".join(_legend_items())
     + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
     + "".join(f"<li>{note}</li>" for note in TREE_NOTES)

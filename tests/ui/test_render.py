@@ -239,6 +239,7 @@ def test_tree_legend_names_every_mark_of_the_figure():
         "⟨im_start⟩",
         "trie",
         "heaviest",
+        "likeliest",
         "weight",
         "split evenly",
         "several sources reach",
