@@ -242,9 +242,22 @@ def sizes_words(sizes: Sequence[int]) -> str:
     return f"{listed} {'token' if list(sizes) == [1] else 'tokens'}"
 
 
+def read_between(curve: CostCurve, q: int, said: str = "read between the measured") -> str:
+    """Where a size was not measured, the measured sizes its cost is read between (" (read between
+    the measured 16 and 32)"); "" for a measured size. Every figure quoting it says so."""
+    if q in curve.sizes:
+        return ""
+    lower = [s for s in curve.sizes if s < q]
+    higher = [s for s in curve.sizes if s > q]
+    if lower and higher:
+        return f" ({said} {lower[-1]} and {higher[0]})"
+    return f" (extended past the measured {curve.sizes[-1]})" if lower else ""
+
+
 def marker_text(curve: CostCurve, c: int) -> str:
-    """The cost chart's marker label, its x value named: "1 + 16 = 17 tokens: 123.2 ms"."""
-    return f"1 + {c} = {1 + c} tokens: {float(curve(1 + c)):.1f} ms"
+    """The cost chart's marker label, its x value named: "1 + 16 = 17 tokens: 123.2 ms", and where
+    that size was not measured, which ones it is read between."""
+    return f"1 + {c} = {1 + c} tokens: {float(curve(1 + c)):.1f} ms{read_between(curve, 1 + c, 'between')}"
 
 
 def cost_ticks(sizes: Sequence[int], marked: int) -> list[int]:
@@ -409,7 +422,7 @@ def _verify_cost(curve: CostCurve, c: int, one: float, verify: float) -> tuple[s
     measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
     point = (
         f"Verifying 1 token costs {one:.1f} ms on this device ({alone(curve.reps)}); verifying 1 + {c} = {1 + c} "
-        f"tokens costs {verify:.1f} ms, {ratio(verify, one):.2f}× as long."
+        f"tokens costs {verify:.1f} ms{read_between(curve, 1 + c)}, {ratio(verify, one):.2f}× as long."
     )
     return point, f"{divided(verify, one)}. {one:.1f} ms: {curve_forward(curve).what()}; {verify:.1f} ms: {measured}."
 

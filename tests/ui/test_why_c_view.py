@@ -193,7 +193,10 @@ def test_the_cost_chart_has_one_point_per_size_and_marks_the_quoted_one():
     assert list(marked.x) == [17] and marked.y[0] == pytest.approx(float(CPU(17)))
     words = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
     cost = f"{float(CPU(17)):.1f} ms"
-    assert f"1 + 16 = 17 tokens costs {cost}" in words and marked.text[0] == f"1 + 16 = 17 tokens: {cost}"
+    assert (
+        f"1 + 16 = 17 tokens costs {cost}" in words
+        and marked.text[0] == f"1 + 16 = 17 tokens: {cost} (between 16 and 32)"
+    )
 
 
 def test_the_cost_axis_ticks_the_marked_size_and_no_two_ticks_meet():
@@ -316,3 +319,16 @@ def test_the_cost_charts_words_list_its_measured_sizes_and_its_ticks_come_from_t
     for n in curve.sizes:  # each measured size is ticked, or sits beside a tick
         assert n in ticks or min(max(n, t) / min(n, t) for t in ticks) < 1.25, n
     assert "…" not in words.WHY_C_NOTE and not re.search(r"\d+ tokens", words.WHY_C_NOTE)
+
+
+def test_an_unmeasured_size_says_which_measured_ones_it_is_read_between():
+    """screens13 (07): "verifying 1 + 16 = 17 tokens costs 89.5 ms (measured alone…)" while the
+    chart's title lists 16 and 32 as measured, not 17. The marker and the bullet say 17 is read
+    between the measured 16 and 32; a measured size says nothing more."""
+
+    curve = CostCurve((1, 2, 4, 8, 16, 32, 64), (40.0, 42.0, 44.0, 48.0, 60.0, 90.0, 150.0), 256, 2)
+    assert why_c_view.read_between(curve, 17) == " (read between the measured 16 and 32)"
+    assert why_c_view.read_between(curve, 16) == ""
+    assert why_c_view.marker_text(curve, 16).endswith(" (between 16 and 32)")
+    point, _ = why_c_view._verify_cost(curve, 16, 40.0, float(curve(17)))
+    assert "17 tokens costs 61.9 ms (read between the measured 16 and 32)" in point
