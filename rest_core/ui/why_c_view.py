@@ -419,7 +419,8 @@ def what_it_is(
 
 def _verify_cost(curve: CostCurve, c: int, one: float, verify: float) -> tuple[str, str]:
     """The bullet on what verifying 1 and 1 + c tokens costs (`one`, `verify` ms), and its arithmetic."""
-    measured = "measured" if 1 + c in curve.sizes else "read off the line between the measured points"
+    # one answer to "was 1 + c measured?" for the bullet, the marker and this fold (`read_between`)
+    measured = read_between(curve, 1 + c, "read off the line between the measured").strip(" ()") or "measured"
     point = (
         f"Verifying 1 token costs {one:.1f} ms on this device ({alone(curve.reps)}); verifying 1 + {c} = {1 + c} "
         f"tokens costs {verify:.1f} ms{read_between(curve, 1 + c)}, {ratio(verify, one):.2f}× as long."
