@@ -110,6 +110,18 @@ def test_the_live_tokens_per_second_reads_as_live_and_says_what_it_counts():
     assert stats.TIMING_NOTE in note and "prefill" in stats.TIMING_NOTE and "Compare" in stats.TIMING_NOTE
 
 
+def test_the_stats_lead_with_m_and_grey_the_live_rate_pointing_to_compare():
+    """Screens13, complaint 1: the live tokens/s was the big first number under the chat, and it
+    read below Compare's plain figure (it is measured while the page draws). M, which does not
+    depend on the machine's load, leads; the live rate comes last and greyed, and the note sends
+    the reader to Compare for the speedup."""
+    out = stats.stats_html(_steps())
+    cells = re.findall(r'<div class="stat([^"]*)"><div class="v">[^<]*</div><div class="k">([^<]*)</div>', out)
+    assert [k for _, k in cells] == ["tokens / step (M)", "steps", "tokens", stats.LIVE_RATE]
+    assert "lead" in cells[0][0].split() and "live-rate" in cells[-1][0].split()
+    assert "greyed tokens/s" in stats.TIMING_NOTE and "press Compare" in stats.TIMING_NOTE
+
+
 def test_an_auto_budget_answers_stats_say_why_a_rerun_can_draft_differently():
     """Screens12, complaint 6: the phone and the laptop showed one prompt with different draft
     counts, nothing saying why. Under an auto-budget answer the stats' note says, in one short
