@@ -77,22 +77,24 @@ def feed_examples(feed: Feed, tokenizer: Tokenizer) -> list[str]:
 
 
 def feeds_listed(event: StepEvent) -> str:
-    """What the feeds list holds, from the data, against the tree's drafted first-level branches:
-    "the accepted branch and the heaviest other, of 5 drafted first-level branches"; "the 2 heaviest
-    branches, none of them drafted" where the step drafted nothing."""
+    """What the feeds list holds, from the data, and how many first-level branches the step
+    drafted: "the accepted branch and the 2 heaviest other branches (5 first-level branches
+    drafted)"; "the 2 heaviest branches, none of them drafted" where the step drafted nothing. The
+    count stands apart in brackets: "the heaviest other, of 1 drafted first-level branch" read as if
+    the undrafted other were one of the drafted (screens13)."""
     draft = event.draft
     firsts = {int(t) for t, d in zip(draft.tokens, draft.depths) if int(d) == 1} if draft is not None else set()
     took = [f for f in event.feeds if feed_status(event, f) == "drafted, accepted"]
     others = len(event.feeds) - len(took)
     parts = ["the accepted branch"] if took else []
     if others:
-        what = "other" if took else "branch"
-        parts.append(f"the heaviest {what}" if others == 1 else f"the {others} heaviest {what}{'s' if took else 'es'}")
+        other = "other " if took else ""
+        parts.append(f"the heaviest {other}branch" if others == 1 else f"the {others} heaviest {other}branches")
     listed = " and ".join(parts) if parts else "no branch"
     of = len(firsts)
     if not of:
         return f"{listed}, {'none of them' if len(event.feeds) > 1 else 'not'} drafted"
-    return f"{listed}, of {of} drafted first-level branch{'es' if of != 1 else ''}"
+    return f"{listed} ({of} first-level branch{'es' if of != 1 else ''} drafted)"
 
 
 def feeds_list(event: StepEvent, tokenizer: Tokenizer, rows: bool = True) -> str:

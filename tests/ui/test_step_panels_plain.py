@@ -83,10 +83,14 @@ def test_the_inspector_says_which_branches_it_lists():
     ev, draft = feeds_step()
     firsts = sum(1 for d in draft.nodes.depths if int(d) == 1)
     listed = feeds_view.feeds_listed(ev)
-    assert listed == f"the accepted branch and the 2 heaviest others, of {firsts} drafted first-level branch"
+    es = "es" if firsts != 1 else ""
+    assert listed == f"the accepted branch and the 2 heaviest other branches ({firsts} first-level branch{es} drafted)"
     assert f"What fed {listed}" in text(inspector.inspector_html(ev, TOK))
     two = replace(ev, feeds=ev.feeds[:2])
-    assert feeds_view.feeds_listed(two).startswith("the accepted branch and the heaviest other, of")
+    assert feeds_view.feeds_listed(two).startswith("the accepted branch and the heaviest other branch (")
+    assert ", of" not in feeds_view.feeds_listed(
+        two
+    )  # screens13: "the heaviest other, of 1 drafted first-level branch"
     assert "What fed the drafted branches" not in text(inspector.inspector_html(ev, TOK))
 
 
