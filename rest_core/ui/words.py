@@ -217,7 +217,7 @@ GLOSSARY = f"""
 | **position id** | Where the model is told a token sits in the text. A draft sits at its root's position plus its depth, so siblings share a position. |
 | **lazy logits** | The model's output layer scores only the rows the check reaches, not every drafted row. Step through scores the others too, after the step's clock stops. |
 | **M** | Mean tokens written per forward pass; plain decoding writes 1. The speedup is M divided by how much longer a REST step (its forward and the work around it) takes than a plain one-token step. |
-| **prefill** | The one forward over the whole prompt before the first new token. Every tokens/s on this page leaves it out. |
+| **prefill** | The one forward that puts the prompt, all but its last token, into the cache before the first step; step 1's forward starts from that last token. Every tokens/s on this page leaves the prefill out. |
 | **prompt lookup** | transformers' own draft method, compared in *Speed*. It finds the last tokens, up to 2, earlier in the prompt and answer and drafts the 3 that followed, as one chain, with no datastore and no trie. |
 | **temperature, top-p, top-k** | Sampling settings: temperature 0 always takes the likeliest token; above 0 the model draws at random among its likeliest tokens: the k likeliest (top-k), and the fewest whose chances add up to p (top-p). |
 | **lossless** | A draft is accepted only where it equals the model's own choice: greedy, {SAME_TEXT}; sampling, {SAME_DISTRIBUTION}. A small model's own mistakes are plain decoding's too. |

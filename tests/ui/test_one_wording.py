@@ -145,3 +145,13 @@ def test_the_trie_panels_sentence_does_not_repeat_the_steps_budget():
     ev = eos_step()
     assert "fixed c" not in phases.trie_lead(ev) and phases.trie_lead(ev).endswith("are drafted.")
     assert "fixed c = 7" in phases.trie_caption(ev) and "fixed c = 7" in phases.step_header(ev)
+
+
+def test_the_glossarys_prefill_leaves_out_the_prompts_last_token_as_the_engine_does():
+    """Screens13: the glossary said the prefill runs "over the whole prompt" while step 1's verify
+    table starts at the prompt's last token. The engine prefills all but the last token
+    (tests/decode/test_engine.py counts the forward's tokens); the glossary says so."""
+    from rest_core.ui import words
+
+    row = next(line for line in words.GLOSSARY.splitlines() if line.startswith("| **prefill**"))
+    assert "whole prompt" not in row and "all but its last token" in row and "step 1" in row
