@@ -103,11 +103,13 @@ EXAMPLE_STEP = (
 
 
 def header_html(model: str, device: str, small_model: bool = False, diagram: str = "") -> str:
-    """The page's first screen: the title; in one sentence each, what runs where and what speed to
-    expect there; the method as one figure, `diagram` (the six-box SVG, shown on a laptop) over
-    its three groups' captions (look up, verify, keep; a phone shows these alone); a link to How
-    REST works. `model` is the model's name, `device` where it runs in words (`device_phrase`); a
-    `small_model` gets the warning that its own mistakes are plain decoding's too."""
+    """The page's first screen: the title; the method in one sentence, then as one figure,
+    `diagram` (the six-box SVG, shown on a laptop) over its three groups' captions (look up,
+    verify, keep; a phone shows these alone); then, once a step is shown, in one sentence each
+    what runs where and what speed to expect there (it speaks of M and steps, which before the
+    figure read as jargon, screens14); a link to How REST works. `model` is the model's name,
+    `device` where it runs in words (`device_phrase`); a `small_model` gets the warning that its
+    own mistakes are plain decoding's too."""
     expect = CPU_EXPECT if "CPU" in device else GPU_EXPECT
     caveat = (
         f"{model} is small and makes mistakes of its own (it may drop a word): plain decoding makes the same ones."
@@ -120,11 +122,11 @@ def header_html(model: str, device: str, small_model: bool = False, diagram: str
 <div id="header">
 <h1>REST: retrieval-based speculative decoding, live</h1>
 <p class="intro">{INTRO}</p>
-<p class="machine">Running <b>{model}</b> on <b>{device}</b>. {expect}</p>
 <figure class="how-figure">
 {figure}<figcaption><ol class="steps">
 {steps}</ol><p class="example-step">{EXAMPLE_STEP}</p></figcaption>
 </figure>
+<p class="machine">Running <b>{model}</b> on <b>{device}</b>. {expect}</p>
 <p class="more"><a href="#how-rest">How REST works →</a> <span class="caveat">{caveat}</span></p>
 </div>
 """

@@ -407,6 +407,15 @@ def test_the_intro_is_two_short_sentences():
         assert len(re.findall(r"[.!?](?:\s|$)", text)) == 2 and len(text) <= 300, text
 
 
+def test_the_machines_sentence_follows_the_figure_that_shows_a_step():
+    """Screens14, complaint 1: "M, the tokens per step", a step's cost and "can fall below 1" came
+    before the reader knew what a step is. The header says the method in a sentence, shows it as
+    the figure with its three steps, and only then what runs where and what speed to expect."""
+    header = words.header_html("m", words.device_phrase("cpu", 2), diagram="<svg></svg>")
+    order = [header.index(mark) for mark in ('class="intro"', 'class="how-figure"', 'class="steps"', 'class="machine"')]
+    assert order == sorted(order)
+
+
 def test_the_colour_key_is_the_chat_views():
     """Third report, complaint 2: the colour key took the first screen's room above the tabs. It
     is drawn in the Chat view, over the chat, from the same legend_html."""
