@@ -21,6 +21,7 @@ from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_html
 from rest_core.ui.provenance import provenance_html
 from rest_core.ui.style import (
+    CONTEXT_NAME,
     Tokenizer,
     decode_text,
     esc,
@@ -74,12 +75,15 @@ def retrieve_lead(event: StepEvent) -> str:
         return "Plain decoding: no source is asked for a draft."
     if not found:
         return "No source held the end of the conversation, so this step has no draft."
-    said = [
-        f"the {shown_name(m.source_bit, m.source)} held its last "
-        f"{'token' if m.suffix_len == 1 else plural(m.suffix_len, 'token')} "
-        f"{plural(m.occurrences, 'time')}"
-        for m in found
-    ]
+    # "the conversation's last 4 tokens", "once": "the code held its last 4 tokens 1 time" read as
+    # the code's own last tokens, and "1 time" as a typo (screens14).
+    said = []
+    for m in found:
+        name = shown_name(m.source_bit, m.source)
+        whose = "its own" if name == CONTEXT_NAME else "the conversation's"
+        tokens = "token" if m.suffix_len == 1 else plural(m.suffix_len, "token")
+        times = "once" if m.occurrences == 1 else plural(m.occurrences, "time")
+        said.append(f"the {name} holds {whose} last {tokens} {times}{' earlier' if name == CONTEXT_NAME else ''}")
     text = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
     return f"{text[0].upper()}{text[1:]}; the tokens after those matches make the tree below."
 

@@ -138,7 +138,7 @@ def test_each_panel_opens_with_one_plain_sentence_and_folds_the_rest():
         assert len(said) <= 140, said
         rest = html[lead.end() :]
         assert rest.startswith('<details class="tt-more"><summary>'), phase
-    assert "The chat held its last token 9 times" in text(p.retrieve)
+    assert "The chat holds the conversation's last token 9 times" in text(p.retrieve)
     assert "2 of the 6 drafted tokens agree" not in text(p.verify)
     assert "3 of the 7 drafted tokens are accepted" in text(p.verify)
 
@@ -272,3 +272,18 @@ def test_the_inspector_folds_what_fed_the_draft_under_what_it_matched_and_accept
     fold = html[html.index('<details class="ins-feeds">') :]
     assert "weight" in fold and "weight" not in html[: html.index('<details class="ins-feeds">')]
     assert "<summary>What fed" in fold and "matched the last" in html and "accepted:" in html
+
+
+def test_the_retrieve_lead_says_whose_last_tokens_each_source_holds_and_once():
+    """Screens14: "The code held its last 4 tokens 1 time" read as the code's own last tokens and
+    "1 time" as a slip. A datastore holds the conversation's last tokens; the conversation holds
+    its own earlier; one occurrence is "once"."""
+    from rest_core.decode.events import MatchInfo
+    from rest_core.sources import SOURCE_CONTEXT
+
+    ev, _ = feeds_step()
+    code = MatchInfo(source_bit=4, suffix_len=4, suffix_tokens=(1, 2, 3, 4), occurrences=1, sample=(), name="code")
+    chat = MatchInfo(source_bit=SOURCE_CONTEXT, suffix_len=1, suffix_tokens=(4,), occurrences=4, sample=())
+    lead = phases.retrieve_lead(replace(ev, matches=(code, chat)))
+    assert lead.startswith("The code holds the conversation's last 4 tokens once and the conversation holds its own")
+    assert "last token 4 times earlier;" in lead and "1 time" not in lead
