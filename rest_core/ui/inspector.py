@@ -7,7 +7,7 @@ from collections import Counter
 from rest_core.decode.events import StepEvent
 from rest_core.ui.answer_view import shade_class
 from rest_core.ui.feeds_view import feeds_list, feeds_listed
-from rest_core.ui.measures import LIVE, step_split
+from rest_core.ui.measures import LIVE_SLOWER, step_split
 from rest_core.ui.style import Tokenizer, decode_text, esc, shown_name, source_class, visible
 from rest_core.ui.tree_key import END_MARK, END_SHOWN, budget_words, end_token, no_own_reason
 
@@ -52,7 +52,7 @@ def inspector_html(
     )
     # every part to 0.1 ms and the step their printed sum (a reader adding them gets the step),
     # with how it was measured: the chat's steps run while the page streams and draws
-    timing = f"{step_split(event).line()} ({LIVE})"
+    timing = f"{step_split(event).line()} ({LIVE_SLOWER})"
     return (
         '<div class="inspector">'
         + head
