@@ -82,19 +82,22 @@ def verified_drafts(events: Sequence[StepEvent]) -> tuple[dict[str, int], int]:
 
 
 def verified_line(events: Sequence[StepEvent], chosen_c: int) -> str:
-    """ "Each step verifies at most c = 16 … Over its 21 steps they verified 307 in all: 42 from the
-    conversation, …; 14.6 per step.": the kinds add up to the total, which is verified_counts's."""
+    """ "Each step verifies at most c = 16 … Over the 21 steps they verified 307 draft tokens in all,
+    accepted or not: 42 verified from the conversation, …; 14.6 verified per step.": the kinds add
+    up to the total, which is verified_counts's. "verified" on each count, so the conversation's
+    42 verified never reads as the answer's accepted draft tokens beside it."""
     counts, steps = verified_drafts(events)
     total = sum(counts.values())
-    parts = ", ".join(f"{counts[k]} from {LABELS[k]}" for k in KINDS if counts[k]) or "none"
+    parts = ", ".join(f"{counts[k]} verified from {LABELS[k]}" for k in KINDS if counts[k]) or "none"
     return (
         f"Each step verifies at most c = {chosen_c} of the merged trie's likeliest drafts. Over the "
-        f"{plural(steps, 'step')} they verified {total} in all: {parts}; {total / steps if steps else 0:.1f} per step."
+        f"{plural(steps, 'step')} they verified {plural(total, 'draft token')} in all, accepted or not: {parts}; "
+        f"{total / steps if steps else 0:.1f} verified per step."
     )
 
 
 def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int, answer: str = "This answer") -> str:
-    """The answer, as bullets for the page ("" before any REST step); `answer` names whose steps
+    """The answer, as bullets folded under the teacher's question (`question`; "" before any REST step); `answer` names whose steps
     `events` are, as the page names it ("The step-through's answer"). The cost of 1 + c tokens is
     Why this c?'s caption's, not repeated here; this names the GPU's c's cost only."""
     shares = accepted_shares(events)
@@ -121,7 +124,9 @@ def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: i
         f"conversation's from {here_acc['context']:.2f} to {gpu_acc['context']:.2f}, weighed as in the chart above.",
     ]
     items = "".join(f"<li>{esc(x)}</li>" for x in points)
-    return f'<div class="why-source"><b>{esc(question(verified_kinds))}</b><ul>{items}</ul></div>'
+    # folded under its question, as Why this c?'s other folds: only the caption's takeaway shows at first
+    summary = f"<summary><b>{esc(question(verified_kinds))}</b></summary>"
+    return f'<details class="why-source">{summary}<ul>{items}</ul></details>'
 
 
 def _datastore_share(nodes: Mapping[str, float]) -> float:

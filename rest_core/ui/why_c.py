@@ -1,6 +1,6 @@
 """Why this c?: the measured forward-cost curve and the expected speedup against the draft budget
 c, over the visitor's step-through answer (or its last chat answer). One model call (the cost
-curve); the figure and caption come from rest_core.ui.why_c_view and source_share. No Gradio here."""
+curve); the figure comes from rest_core.ui.why_c_view, the caption from why_c_words and source_share. No Gradio here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import traceback
 from typing import Any
 
 from rest_core.config import ConfigError
-from rest_core.ui import style, why_c_view
+from rest_core.ui import style, why_c_view, why_c_words
 from rest_core.ui.chat import time_limit_note
 from rest_core.ui.measures import LIVE, STEPPED
 from rest_core.ui.runtime import NO_STORE, Runtime
@@ -55,7 +55,7 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
     prompt = list((session.steps.prompt_ids if steps else session.chat.prompt_ids) or [])
     measured = session.measured
     elsewhere = measured is not None and list(measured.prompt_ids) != prompt  # Compare ran on another prompt
-    caption = why_c_view.why_c_caption(
+    caption = why_c_words.why_c_caption(
         curve,
         events,
         chosen,

@@ -467,6 +467,10 @@ def test_step_through_three_steps(page):
     page.click("#why-c-btn")
     page.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=120_000)
     caption = page.inner_text("#why-c-cap")
+    # the takeaway shows first, the rest in folds: open them to read the teaching sentences
+    assert "Predicted:" in caption and "Measured:" in caption and "On a GPU" not in caption
+    page.eval_on_selector_all("#why-c-cap details", "els => els.forEach(e => { e.open = true; })")
+    caption = page.inner_text("#why-c-cap")
     assert "ms on this device" in caption and "The step-through's answer wrote M =" in caption
     # The teacher's question, answered from the same tries and cost curve.
     assert "Why are the datastore's drafts mostly not verified here?" in caption and "On a GPU" in caption

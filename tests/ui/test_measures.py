@@ -13,7 +13,7 @@ import pytest
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepTimings
-from rest_core.ui import compare_rows, compare_view, measures, why_c_view
+from rest_core.ui import compare_rows, compare_view, measures, why_c_view, why_c_words
 from tests.ui.test_render import event
 from tests.ui.test_source_share import _step
 
@@ -66,14 +66,14 @@ def text(html: str) -> str:
 
 def test_why_this_c_names_its_one_token_forward_and_puts_compares_beside_it():
     events = [_step(100), _step(100)]
-    alone = text(why_c_view.why_c_caption(CURVE, events, 2, max_c=64))
+    alone = text(why_c_words.why_c_caption(CURVE, events, 2, max_c=64))
     measured = measures.curve_forward(CURVE)
     assert measured.what() == "one forward of 1 token over a cache of 256 tokens, the fastest of 2 runs"
     assert f"Verifying 1 token costs {measured.ms:.1f} ms on this device" in alone
     assert f"{measured.ms:.1f} ms: {measured.what()}" in alone
     assert "Compare's plain decoding" not in alone
     plain = measures.plain_forward(runs()[1])
-    both = text(why_c_view.why_c_caption(CURVE, events, 2, max_c=64, compared=plain))
+    both = text(why_c_words.why_c_caption(CURVE, events, 2, max_c=64, compared=plain))
     assert (
         f"One forward of 1 token: {measured.line()}; {plain.line()}; the first is 40.0 / 35.8 = {40.0 / 35.8:.2f}× the second"
         in both
@@ -263,7 +263,7 @@ def test_every_ratio_why_this_c_prints_reproduces_and_its_speedup_names_the_acce
         (1, 2, 4, 8, 16, 17, 32, 64, 65), (67.06, 67.5, 70.0, 80.0, 100.0, 109.14, 150.0, 220.0, 230.0), 256, 2
     )
     events = [_step(100), _step(100)]
-    caption = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
+    caption = text(why_c_words.why_c_caption(curve, events, 16, max_c=64))
     assert "verifying 1 + 16 = 17 tokens costs 109.1 ms, 1.63× as long" in caption
     assert "109.1 / 67.1 = 1.63" in caption
     for a, op, b, r in _claims(caption):
@@ -287,7 +287,7 @@ def test_why_this_c_shows_the_cost_ratio_once_and_source_share_does_not_repeat_i
         (1, 2, 4, 8, 16, 17, 32, 64, 65), (48.5, 60.0, 80.0, 90.0, 100.0, 108.94, 150.0, 220.0, 224.0), 256, 2
     )
     events = [_step(100), _step(100)]
-    caption = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
+    caption = text(why_c_words.why_c_caption(curve, events, 16, max_c=64))
     share = text(source_share.source_share_html(events, curve, 16))
     assert "1 + 16 = 17 tokens costs 108.9 ms, 2.25× as long" in caption and "108.9 / 48.5 = 2.25" in caption
     both = caption + share
@@ -307,16 +307,19 @@ def test_why_this_c_says_what_m_is_made_of():
         event(2, [6, 7, 8], (1, 1, 0), new=8),
         event(3, [9, 10], (1, 1), new=10, finished=True),  # accepted drafts ran to the end of the text
     ]
-    words = text(why_c_view.why_c_caption(CURVE, steps, 16, max_c=64, answer="The step-through's answer"))
+    words = text(why_c_words.why_c_caption(CURVE, steps, 16, max_c=64, answer="The step-through's answer"))
     assert (
-        "The step-through's answer wrote M = 10 / 4 = 2.50 tokens per step: 7 accepted drafts, 1.75 a step, and 3 tokens of the model's own."
-        in words
+        "The step-through's answer wrote M = 10 tokens / 4 steps = 2.50 tokens per step: 7 accepted draft tokens, "
+        "1.75 a step, and 3 tokens of the model's own." in words
     )
     assert "M is below 1 + 1.75 because the last step ended the text before the model's own token." in words
     assert 10 == 7 + 3 and 10 / 4 == 2.5 and 7 / 4 == 1.75
     full = [event(0, [1, 2, 3], (1, 1, 0), new=3), event(1, [4, 5], (1, 0), new=5, finished=True)]
-    words = text(why_c_view.why_c_caption(CURVE, full, 16, max_c=64))
-    assert "M = 5 / 2 = 2.50" in words and "M = 1 + 1.50: every step here added one token of the model's own." in words
+    words = text(why_c_words.why_c_caption(CURVE, full, 16, max_c=64))
+    assert (
+        "M = 5 tokens / 2 steps = 2.50" in words
+        and "M = 1 + 1.50: every step here added one token of the model's own." in words
+    )
     assert "not M − 1" not in words
 
 

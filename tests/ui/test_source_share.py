@@ -49,7 +49,10 @@ def test_accepted_shares_count_drafted_tokens_only():
 def test_the_paragraph_names_the_shares_the_costs_and_the_gpu_case():
     text = source_share.source_share_html([_step(100)], CURVE, 2)
     assert "the conversation 100%" in text
-    assert "verified 2 in all: 1 from the conversation, 1 from the datastore; 2.0 per step" in text  # c = 2
+    assert (  # c = 2
+        "verified 2 draft tokens in all, accepted or not: 1 verified from the conversation, 1 verified from the "
+        "datastore; 2.0 verified per step" in text
+    )
     assert "over the same 1 step, are 64.0 a step: 1.0 from the conversation, 63.0 from the datastore" in text  # c = 64
     # round 2's report: "the 64 heaviest drafts per step … are 5.2 + 40.6 + 0.5" summed to 46.3, not 64:
     # a trie smaller than 64 nodes drafts fewer, so the sentence says "up to" and gives the true sum
@@ -146,11 +149,11 @@ def test_the_verified_split_adds_up_to_the_total_why_this_c_quotes():
     total = sum(why_c_view.verified(e) for e in events)
     assert steps == 21 and sum(counts.values()) == total == 17 * 16 + 3 * 10 + 5
     line = source_share.verified_line(events, 16)
-    listed = [int(n) for n in re.findall(r"(\d+) from", line)]
-    assert f"verified {total} in all" in line and sum(listed) == total
-    per_step = float(re.search(r"; ([\d.]+) per step", line).group(1))
+    listed = [int(n) for n in re.findall(r"(\d+) verified from", line)]
+    assert f"verified {total} draft tokens in all" in line and sum(listed) == total
+    per_step = float(re.search(r"; ([\d.]+) verified per step", line).group(1))
     assert abs(per_step * steps - total) < 0.05 * steps
     counted = why_c_view.verified_counts(events)
-    assert counted.endswith(f": {total} in all") and "(272 in all)" not in counted
+    assert counted.endswith(f": {total} drafts in all") and "(272 in all)" not in counted
     bins = re.findall(r"(\d+)(?:–(\d+))? (?:drafts? )?in (?:each of )?(\d+)", counted)
     assert sum(int(n) for *_, n in bins) == steps

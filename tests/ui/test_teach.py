@@ -34,6 +34,7 @@ from rest_core.ui import (
     style,
     tree_mask,
     why_c_view,
+    why_c_words,
 )
 from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
@@ -277,7 +278,7 @@ def test_why_c_figure_marks_the_chosen_c_on_the_measured_curve(run, runtime):
     # At the budget every full-size step used, the expected accepted count is what was accepted.
     full = [e for e in events if e.draft is not None and len(e.draft) == min(16, len(e.trie))]
     assert why_c_view.expected_accepted(full, [16])[0] == pytest.approx(np.mean([e.accepted_len for e in full]))
-    assert "16" in why_c_view.why_c_caption(curve, events, 16)
+    assert "16" in why_c_words.why_c_caption(curve, events, 16)
 
 
 def test_why_c_caption_names_its_answer_and_its_m_and_says_when_no_c_pays(run):
@@ -288,12 +289,12 @@ def test_why_c_caption_names_its_answer_and_its_m_and_says_when_no_c_pays(run):
     events, _, _ = run
     t = events[-1].totals
     steep = CostCurve(sizes=(1, 2, 4, 8, 16, 32, 65), ms=(10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 650.0))
-    caption = unescape(why_c_view.why_c_caption(steep, events, 16, "The step-through's answer", max_c=64))
+    caption = unescape(why_c_words.why_c_caption(steep, events, 16, "The step-through's answer", max_c=64))
     assert caption.count("The step-through's answer") == 1
-    assert f"M = {t.new_tokens} / {t.steps} = {t.mean_generated_length:.2f} tokens per step" in caption
+    assert f"M = {t.new_tokens} tokens / {t.steps} steps = {t.mean_generated_length:.2f} tokens per step" in caption
     assert "every c is slower than plain decoding" in caption and "65.0× one token" in caption
     flat = CostCurve(sizes=(1, 65), ms=(10.0, 10.5))  # a GPU: verifying 65 tokens costs about one
-    assert "every c is slower" not in why_c_view.why_c_caption(flat, events, 16, max_c=64)
+    assert "every c is slower" not in why_c_words.why_c_caption(flat, events, 16, max_c=64)
 
 
 def teach_handlers(runtime):

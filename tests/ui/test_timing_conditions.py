@@ -17,7 +17,17 @@ import pytest
 
 from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepTimings
-from rest_core.ui import compare, compare_rows, compare_view, inspector, measures, model_calls, why_c, why_c_view
+from rest_core.ui import (
+    compare,
+    compare_rows,
+    compare_view,
+    inspector,
+    measures,
+    model_calls,
+    why_c,
+    why_c_view,
+    why_c_words,
+)
 from tests.ui.test_measures import steady
 from tests.ui.test_render import ByteTokenizer, trie_event
 from tests.ui.test_source_share import _step
@@ -77,7 +87,7 @@ def test_why_this_c_names_how_each_timing_was_measured():
     answer's steps. Each says so beside it, from measures' wordings; the chart's title too."""
     events = [replace(_step(100), timings=StepTimings(forward_ms=40.0, total_ms=41.3)) for _ in range(3)]
     assert measures.alone(4) == "measured alone, fastest of 4 runs"
-    words = text(why_c_view.why_c_caption(CURVE, events, 16, "The last chat answer", max_c=64, ran=measures.LIVE))
+    words = text(why_c_words.why_c_caption(CURVE, events, 16, "The last chat answer", max_c=64, ran=measures.LIVE))
     assert f"Verifying 1 token costs 40.0 ms on this device ({measures.alone(4)})" in words
     assert (
         f"1.3 ms a step for retrieval, building the tree and acceptance ({measures.mean_over(3, measures.LIVE)})"
@@ -96,8 +106,8 @@ def test_why_this_c_sets_its_prediction_beside_what_compare_measured_on_the_same
     split = measures.StepSplit(95.0, 9.1, 5.3, 2.2, 0.6)
     plain = measures.StepSplit(45.1, 0.0, 0.0, 0.5, 0.4)
     seen = measures.Measured((5, 6, 7), 0.75, 1.83, split, plain=plain)
-    points, sums = why_c_view.why_c_points(CURVE, events, 16, "The step-through's answer", measured=seen)
-    words = " ".join(points)
+    _, sections, sums = why_c_words.why_c_points(CURVE, events, 16, "The step-through's answer", measured=seen)
+    words = " ".join(p for _, points in sections for p in points)
     value, _ = why_c_view.chosen_speedup(CURVE, events, 16)
     assert f"Compare measured 0.75× on this prompt, M = 1.83; the prediction here is {value:.2f}× at c = 16" in words
     # why they differ, in the terms of a speedup: tokens per step over a step's cost, both pairs
@@ -127,12 +137,12 @@ def test_why_this_c_says_when_the_answers_own_forwards_ran_under_load():
     well above the cost measured alone, one bullet says by how much and how they ran."""
     slow = [replace(_step(100), timings=StepTimings(forward_ms=130.0, total_ms=140.0)) for _ in range(3)]
     # each step verified 2 drafts: 1 + 2 = 3 tokens cost 46.25 ms alone, so 130 ms is 2.8×
-    words = text(why_c_view.why_c_caption(CURVE, slow, 2, "The last chat answer", max_c=64, ran=measures.LIVE))
+    words = text(why_c_words.why_c_caption(CURVE, slow, 2, "The last chat answer", max_c=64, ran=measures.LIVE))
     assert (
         "Its own forwards ran 2.8× slower than measured alone (median of 3 steps, live, while the page draws)" in words
     )
     calm = [replace(e, timings=StepTimings(forward_ms=47.0, total_ms=50.0)) for e in slow]
-    assert "slower than measured alone" not in text(why_c_view.why_c_caption(CURVE, calm, 2, max_c=64))
+    assert "slower than measured alone" not in text(why_c_words.why_c_caption(CURVE, calm, 2, max_c=64))
 
 
 def test_each_condition_has_one_wording_that_every_figure_takes():

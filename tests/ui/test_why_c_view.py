@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rest_core.budget.cost_curve import CostCurve
-from rest_core.ui import why_c_view
+from rest_core.ui import why_c_view, why_c_words
 from tests.ui.test_source_share import _step
 
 
@@ -27,7 +27,7 @@ def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
     fig = why_c_view.why_c_figure(CPU, events, 2, max_c=64)
     speed = np.asarray(fig.data[1].y)
     best = int(np.argmax(speed))
-    caption = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
+    caption = text(why_c_words.why_c_caption(CPU, events, 2, max_c=64))
     assert f"highest at c = {best}, {speed[best]:.2f}× plain decoding" in caption
     value, _ = why_c_view.chosen_speedup(CPU, events, 2)
     assert "Predicted at c = 2: " in caption and f"= {value:.2f}×." in caption and "At c = 2: (1 + " in caption
@@ -35,7 +35,7 @@ def test_the_caption_names_the_plotted_best_c_and_the_chosen_c_s_figure():
     assert fig.layout.meta["best_c"] == best
     assert "grows at once" not in caption  # the plotted curve is flat in places: no claim it contradicts
     assert "read off the line" in caption  # 3 is not a measured size
-    assert "ms: measured." in text(why_c_view.why_c_caption(CPU, events, 3, max_c=64))  # 1 + 3 = 4 is
+    assert "ms: measured." in text(why_c_words.why_c_caption(CPU, events, 3, max_c=64))  # 1 + 3 = 4 is
 
 
 @pytest.mark.parametrize(
@@ -59,13 +59,13 @@ def test_why_no_c_pays_is_written_from_the_measured_curve():
     beside a measured curve flat at ~1850 ms from 2 to 65 tokens. The sentence now reads the curve:
     flat within 15% says so, growing says by how much; and it names what "slower" rests on."""
     flat = CostCurve((1, 2, 4, 16, 65), (1850.0, 1852.0, 1849.0, 1866.0, 1870.0))
-    caption = text(why_c_view.why_c_caption(flat, _slow_steps(), 2, max_c=64))
+    caption = text(why_c_words.why_c_caption(flat, _slow_steps(), 2, max_c=64))
     assert "every c is slower than plain decoding" in caption
     assert "about flat on this device now (1849–1870 ms from 1 to 65 tokens, within 1%)" in caption
     assert "grows with" not in caption and "computes every row" not in caption
     assert "a prediction from the cost curve and this answer's acceptance" in caption and "Compare's speedup" in caption
     steep = CostCurve((1, 2, 4, 16, 65), (10.0, 20.0, 40.0, 160.0, 650.0))
-    caption = text(why_c_view.why_c_caption(steep, _slow_steps(), 2, max_c=64))
+    caption = text(why_c_words.why_c_caption(steep, _slow_steps(), 2, max_c=64))
     assert "grows with the tokens it verifies (1 + 64 tokens cost 65.0× one token)" in caption
     assert "about flat" not in caption
 
@@ -109,31 +109,121 @@ def test_why_this_c_says_what_the_auto_budget_picked_beside_the_curves_best_c():
     with the auto budget. The caption names how many drafts the auto budget verified per step and
     relates it to the curve's best c in one sentence."""
     events = [_auto(0, 0)] * 3 + [_auto(2, 1), _auto(3, 0)] + [_auto(9, 2), _auto(16, 3)]
-    assert why_c_view.verified_counts(events) == "0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: 30 in all"
-    words = text(why_c_view.why_c_caption(CPU, events, 16, max_c=64))
+    assert why_c_view.verified_counts(events) == (
+        "0 drafts in 3 steps, 2–3 drafts in 2 steps, 9 drafts in 1 step and 16 drafts in 1 step: 30 drafts in all"
+    )
+    words = text(why_c_words.why_c_caption(CPU, events, 16, max_c=64))
     best = why_c_view.why_c_figure(CPU, events, 16, max_c=64).layout.meta["best_c"]
     sentence = next(s for s in words.split("  ") if "The auto budget" in s).strip()
     assert sentence == (
-        "The auto budget verified 0 drafts in 3 steps, 2–3 in 2, 9 in 1 and 16 in 1: 30 in all. It picks per step and drafts "
+        "The auto budget verified 0 drafts in 3 steps, 2–3 drafts in 2 steps, 9 drafts in 1 step and 16 drafts in 1 "
+        "step: 30 drafts in all. It picks per step and drafts "
         f"only where its own cost estimate expects a gain, while the curve's best c = {best} is one c for every step."
     )
     # a fixed c (step-through) is not called the auto budget
-    fixed = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
+    fixed = text(why_c_words.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
     assert "auto budget" not in fixed and "With c = 16, the most verified per step, the steps verified" in fixed
 
 
 def test_the_caption_is_bullets_with_the_arithmetic_folded():
     """Issue: Why this c? was a wall of text full of nested brackets. Bullets, one idea each, the
-    arithmetic in a fold, no bracket inside another."""
+    arithmetic in its own fold, no bracket inside another."""
     import re
 
-    html = why_c_view.why_c_caption(CPU, [_step(100), _step(100)], 16, max_c=64)
-    head, fold = html.split("<details", 1)
-    assert head.startswith('<ul class="why-c">') and head.count("<li>") >= 4
-    assert "<summary>The arithmetic</summary>" in fold and "57.5 / 40.0 = 1.44" in fold
-    assert "57.5 / 40.0" not in head and "(1 + " not in head  # the sums are in the fold, their results above
-    for item in re.findall(r"<li>(.*?)</li>", head):
+    html = why_c_words.why_c_caption(CPU, [_step(100), _step(100)], 16, max_c=64)
+    head, folds = html.split("<details", 1)
+    assert head.startswith('<div class="why-c">') and folds.count("<li>") >= 4
+    sums = folds.split("<summary>The arithmetic</summary>")[1]
+    assert "57.5 / 40.0 = 1.44" in sums
+    assert "57.5 / 40.0" not in html.replace(sums, "") and "(1 + " not in head  # the sums in their fold only
+    for item in re.findall(r"<li>(.*?)</li>", html.replace(sums, "")):
         assert not re.search(r"\([^()]*\(", item), item  # no nested brackets
+
+
+def visible(html: str) -> str:
+    """What shows before any fold is opened: the HTML with every <details> taken out."""
+    import re
+
+    return re.sub(r"<details.*?</details>", "", html, flags=re.S)
+
+
+def _whole(events, measured=None, prompt=(1,)):
+    """Why this c?'s whole caption as the page gets it (why_c.why_c), for `events` as the step-through's."""
+    from types import SimpleNamespace
+
+    from rest_core.ui import why_c
+
+    runtime = SimpleNamespace(calls=SimpleNamespace(cost=lambda *_: CPU), settings=SimpleNamespace(max_seconds=60.0))
+    steps = SimpleNamespace(events=events, message="hi", answers=1, prompt_ids=list(prompt))
+    chat = SimpleNamespace(view=None, messages=[], answers=0, prompt_ids=None)
+    session = SimpleNamespace(steps=steps, chat=chat, plain_forward=None, measured=measured, why_c_of=None)
+    return why_c.why_c(runtime, session, 16)[1]
+
+
+def test_the_takeaway_comes_first_and_is_all_that_shows_before_the_folds():
+    """Newcomer, screens14 07: Why this c? was a wall of about 16 bullets under the charts. Two lines
+    show, the takeaway, first in the caption; every other sentence, the arithmetic and where the
+    verified drafts come from are in folds, each named by its summary; no visible list has more
+    than 3 bullets."""
+    import re
+    from html import unescape
+
+    events = [_step(100), _step(100)]
+    html = why_c_words.why_c_caption(CPU, events, 16, "The step-through's answer", max_c=64)
+    assert html.startswith('<div class="why-c"><p class="why-lead"><b>Predicted:</b>')
+    shown = text(visible(html)).split()
+    lines = re.findall(r'<p class="why-lead">(.*?)</p>', visible(html))
+    assert len(lines) == 2 and lines[1].startswith("<b>Measured:</b>")
+    assert len(re.findall(r"[.!?](?=\s|$)", " ".join(shown))) <= 2  # at most two sentences show
+    for line in lines:  # each line that quotes a figure says which kind it is
+        assert re.search(r"\d", line) and ("Predicted" in line or "Measured" in line)
+    summaries = [unescape(s) for s in re.findall(r"<summary>(.*?)</summary>", html)]
+    assert summaries == [
+        why_c_words.MEASURED_FOLD,
+        why_c_words.PREDICTED_FOLD,
+        why_c_words.SHAPE_FOLD,
+        why_c_words.SUMS_FOLD,
+    ]
+    whole = _whole(events)
+    caption = whole.split('<div class="tt-cap">', 1)[1]
+    assert caption.startswith('<div class="why-c"><p class="why-lead">')  # the takeaway opens the caption
+    assert "Where do the verified drafts come from here" in re.findall(r"<summary>(.*?)</summary>", whole)[-1]
+    assert "On a GPU" in whole and "On a GPU" not in visible(whole)
+    for items in re.findall(r"<ul[^>]*>(.*?)</ul>", visible(whole), flags=re.S):
+        assert items.count("<li>") <= 3
+
+
+def test_the_takeaways_figures_are_the_ones_the_folds_explain():
+    """The takeaway's predicted speedup is chosen_speedup's, its best c the plotted curve's, its M the
+    answer's, and Compare's speedup the one measured on this prompt: one source per figure."""
+    import re
+
+    from rest_core.ui import measures
+
+    events = [_step(100), _step(100)]
+    c = events[-1].c  # why_c marks a fixed c the steps ran with
+    value, _ = why_c_view.chosen_speedup(CPU, events, c)
+    _, speedup = why_c_view.expected_speedup(CPU, events, np.arange(0, 65))
+    best = int(np.argmax(speedup))
+    m = events[-1].totals
+    seen = measures.Measured((1,), 0.75, 1.83, None)
+    lead = text(visible(_whole(events, measured=seen)))
+    assert f"used c = {c}, predicted at {value:.2f}× plain decoding" in lead
+    assert f"the best c on this device now is c = {best}, predicted {float(speedup[best]):.2f}×" in lead
+    assert f"wrote M = {m.mean_generated_length:.2f} tokens per step ({m.new_tokens} tokens in 1 step)" in lead
+    assert "Compare measured 0.75× plain decoding on this prompt" in lead
+    other = text(visible(_whole(events, measured=seen, prompt=(9,))))
+    assert "Compare's measured 0.75× is another prompt's" in other
+    assert "Compare has not run on this prompt" in text(visible(_whole(events)))
+    # where no c pays, the takeaway says so plainly
+    flat = CostCurve((1, 2, 4, 16, 65), (1850.0, 1852.0, 1849.0, 1866.0, 1870.0))
+    lead = why_c_words.why_c_caption(flat, _slow_steps(), 2, max_c=64).split("<details")[0]
+    assert "no c pays on this device now" in lead
+    # where only c = 1 or 2 pays, it says only c near 1 pays
+    cheap = np.array([0.98, 1.05, 1.01, 0.99, 0.9])
+    lines = why_c_words.takeaway(CPU, events, 1, cheap, "This answer")
+    assert "only c near 1 pays on this device now: the best is c = 1, predicted 1.05×" in lines[0]
+    assert len(re.findall(r"\d", lines[0])) > 0
 
 
 def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
@@ -161,14 +251,14 @@ def test_why_this_c_marks_the_c_asked_for_where_the_auto_budget_chose():
 def test_the_same_count_in_every_step_reads_per_step_and_in_all():
     """Score 2, 07: "the steps verified 16 drafts in 4 steps" read as 16 in all; every tree says 16 each."""
     events = [_auto(16, 3)] * 4
-    assert why_c_view.verified_counts(events) == "16 drafts in each of 4 steps: 64 in all"
+    assert why_c_view.verified_counts(events) == "16 drafts in each of 4 steps: 64 drafts in all"
 
 
 def test_both_speedups_are_named_with_their_formulas():
     """Score 2, 07: the predicted 1.13× beside M = 2.50 and 2.38× as long (about 1.05×): each speedup
     is named, its formula inline, in the printed figures."""
     events = [_step(100), _step(100)]
-    words = text(why_c_view.why_c_caption(CPU, events, 16, max_c=64))
+    words = text(why_c_words.why_c_caption(CPU, events, 16, max_c=64))
     value, _ = why_c_view.chosen_speedup(CPU, events, 16)
     acc = float(why_c_view.expected_accepted(events, [16])[0])
     assert (
@@ -191,7 +281,7 @@ def test_the_cost_chart_has_one_point_per_size_and_marks_the_quoted_one():
     # the line runs through the marker: 17 was not measured, its value read off the curve
     assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 17, 32, 65] and fig.data[0].y[5] == marked.y[0]
     assert list(marked.x) == [17] and marked.y[0] == pytest.approx(float(CPU(17)))
-    words = text(why_c_view.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
+    words = text(why_c_words.why_c_caption(CPU, [_step(100)] * 2, 16, max_c=64))
     cost = f"{float(CPU(17)):.1f} ms"
     assert (
         f"1 + 16 = 17 tokens costs {cost}" in words
@@ -219,7 +309,7 @@ def test_the_curve_at_c_0_says_why_it_is_not_1x():
     events = [_step(100), _step(100)]
     fig = why_c_view.why_c_figure(CPU, events, 2, max_c=64)
     zero = float(fig.data[1].y[0])
-    words = text(why_c_view.why_c_caption(CPU, events, 2, max_c=64))
+    words = text(why_c_words.why_c_caption(CPU, events, 2, max_c=64))
     if round(zero, 2) != 1.0:
         assert f"The curve's left end, no drafts, reads {zero:.2f}×, not 1×" in words
 
@@ -229,16 +319,16 @@ def test_the_dip_at_c_1_is_explained_from_the_data():
     c = 1 reads below c = 0, one clause says why: the 1 + 1 forward's cost beside one draft's gain."""
     curve = CostCurve((1, 2, 4, 8, 16, 32, 64, 65), (50.0, 120.0, 120.0, 125.0, 130.0, 140.0, 200.0, 206.0))
     events = [_step(100), _step(100)]
-    _, speedup = why_c_view._expected_speedup(curve, events, np.arange(0, 65))
+    _, speedup = why_c_view.expected_speedup(curve, events, np.arange(0, 65))
     assert speedup[1] < speedup[0]
-    words = text(why_c_view.why_c_caption(curve, events, 16, max_c=64))
+    words = text(why_c_words.why_c_caption(curve, events, 16, max_c=64))
     acc1 = float(why_c_view.expected_accepted(events, [1])[0])
     assert (
         f"It dips at c = 1 to {why_c_view.chosen_speedup(curve, events, 1)[0]:.2f}×: a forward of 1 + 1 tokens costs 2.40× one token's, and one draft "
         f"adds only {acc1:.2f} accepted tokens per step." in words
     )
     flat = CostCurve((1, 2, 4), (50.0, 50.0, 50.0))  # no dip: no clause
-    assert "dips at c = 1" not in text(why_c_view.why_c_caption(flat, events, 2, max_c=3))
+    assert "dips at c = 1" not in text(why_c_words.why_c_caption(flat, events, 2, max_c=3))
 
 
 def test_the_cost_axis_is_tokens_in_one_forward_with_1_plus_c_marked():
@@ -262,7 +352,7 @@ def test_the_prediction_says_what_it_is_and_is_not():
     events = [replace(_step(100), timings=StepTimings(forward_ms=40.0, total_ms=41.0 + i)) for i in range(3)]
     value, _ = why_c_view.chosen_speedup(CPU, events, 16)
     assert value > 1
-    words = text(why_c_view.why_c_caption(CPU, events, 16, "The step-through's answer", max_c=64))
+    words = text(why_c_words.why_c_caption(CPU, events, 16, "The step-through's answer", max_c=64))
     assert (
         "The prediction is for the step-through's answer only: its acceptance, the forward cost (measured alone) "
         "and its steps' other work, 2.0 ms a step for retrieval, building the tree and acceptance (mean of 3 steps, "
@@ -270,7 +360,8 @@ def test_the_prediction_says_what_it_is_and_is_not():
     )
     assert "Compare instead times whole runs on the wall clock (mean over the run, nothing drawn)." in words
     assert "It leaves out the prefill and the page's drawing" in words
-    assert words.split("The arithmetic")[0].count(f"{value:.2f}×") == 1  # said once, in the formula's bullet
+    # said in the takeaway, then once in the folds, in the formula's bullet
+    assert words.split("The arithmetic")[0].count(f"{value:.2f}×") == 2
     assert why_c_view.step_overhead(events) == pytest.approx(2.0)  # the mean, as Compare's step row
 
 
@@ -327,8 +418,8 @@ def test_an_unmeasured_size_says_which_measured_ones_it_is_read_between():
     between the measured 16 and 32; a measured size says nothing more."""
 
     curve = CostCurve((1, 2, 4, 8, 16, 32, 64), (40.0, 42.0, 44.0, 48.0, 60.0, 90.0, 150.0), 256, 2)
-    assert why_c_view.read_between(curve, 17) == " (read between the measured 16 and 32)"
+    assert why_c_view.read_between(curve, 17) == " (read between the measured 16 and 32 tokens)"
     assert why_c_view.read_between(curve, 16) == ""
     assert why_c_view.marker_text(curve, 16).endswith(" (between 16 and 32)")
-    point, _ = why_c_view._verify_cost(curve, 16, 40.0, float(curve(17)))
-    assert "17 tokens costs 61.9 ms (read between the measured 16 and 32)" in point
+    point, _ = why_c_words._verify_cost(curve, 16, 40.0, float(curve(17)))
+    assert "17 tokens costs 61.9 ms (read between the measured 16 and 32 tokens)" in point
