@@ -80,10 +80,10 @@ def retrieve_lead(event: StepEvent) -> str:
     said = []
     for m in found:
         name = shown_name(m.source_bit, m.source)
-        whose = "its own" if name == CONTEXT_NAME else "the conversation's"
+        whose, when = ("its own", " earlier") if name == CONTEXT_NAME else ("the conversation's", "")
         tokens = "token" if m.suffix_len == 1 else plural(m.suffix_len, "token")
         times = "once" if m.occurrences == 1 else plural(m.occurrences, "time")
-        said.append(f"the {name} holds {whose} last {tokens} {times}{' earlier' if name == CONTEXT_NAME else ''}")
+        said.append(f"the {name} holds {whose} last {tokens} {times}{when}")
     text = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
     return f"{text[0].upper()}{text[1:]}; the tokens after those matches make the tree below."
 

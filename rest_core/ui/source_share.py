@@ -97,8 +97,8 @@ def verified_line(events: Sequence[StepEvent], chosen_c: int) -> str:
 
 
 def source_share_html(events: Sequence[StepEvent], curve: CostCurve, chosen_c: int, answer: str = "This answer") -> str:
-    """The answer, as bullets folded under the teacher's question (`question`; "" before any REST step); `answer` names whose steps
-    `events` are, as the page names it ("The step-through's answer"). The cost of 1 + c tokens is
+    """The answer, as bullets folded under the teacher's question (`question`; "" before any REST
+    step); `answer` names whose steps `events` are, as the page names it ("The step-through's answer"). The cost of 1 + c tokens is
     Why this c?'s caption's, not repeated here; this names the GPU's c's cost only."""
     shares = accepted_shares(events)
     here_nodes, here_acc = verified_by_kind(events, chosen_c)

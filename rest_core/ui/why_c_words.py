@@ -55,15 +55,14 @@ def why_c_caption(*args: Any, notes: Sequence[str] = (), **kwargs: Any) -> str:
     last with `notes` (plain text) at its end. Only the takeaway shows until a fold is opened."""
     lead, sections, sums = why_c_points(*args, **kwargs)
     head = "".join(f'<p class="why-lead">{line}</p>' for line in lead)
-    folds = "".join(fold(summary, points) for summary, points in [*sections, (SUMS_FOLD, [*sums, *notes])])
-    return f'<div class="why-c">{head}</div>{folds}'
+    folds = "".join(fold(summary, points) for summary, points in sections)
+    return f'<div class="why-c">{head}</div>{folds}{fold(SUMS_FOLD, [*sums, *notes], "why-sums")}'
 
 
 def fold(summary: str, points: Sequence[str], cls: str = "why-fold") -> str:
     """One fold: `summary` shown, `points` (plain text) as bullets under it; "" without points."""
     if not points:
         return ""
-    cls = "why-sums" if summary == SUMS_FOLD else cls
     items = "".join(f"<li>{esc(x)}</li>" for x in points)
     return f'<details class="{cls}"><summary>{esc(summary)}</summary><ul>{items}</ul></details>'
 
@@ -93,7 +92,7 @@ def why_c_points(
     best = int(np.argmax(speedup))
     lead = takeaway(curve, rest, c, speedup, answer, measured, elsewhere)
     seen, sums = _measured_points(curve, rest, c, best, answer, ran)
-    predicted, beside, more = _predicted_points(curve, events, c, speedup, answer, ran, measured, elsewhere)
+    predicted, beside, more = _predicted_points(curve, events, rest, c, speedup, answer, ran, measured, elsewhere)
     sums.extend(more)
     shape = left_end(curve, events, speedup)
     if float(speedup[1:].max()) < 1.0:
@@ -169,6 +168,7 @@ def _measured_points(
 def _predicted_points(
     curve: CostCurve,
     events: Sequence[StepEvent],
+    rest: Sequence[StepEvent],
     c: int,
     speedup: np.ndarray,
     answer: str,
@@ -177,8 +177,7 @@ def _predicted_points(
     elsewhere: Measured | None,
 ) -> tuple[list[str], list[str], list[str]]:
     """How the prediction is made (the bullets), the prediction beside Compare (`_beside`), and
-    their arithmetic."""
-    rest = [e for e in events if e.method == "rest"]
+    their arithmetic (`rest`: the REST steps of `events`)."""
     best = int(np.argmax(speedup))
     _, sum_ = chosen_speedup(curve, events, c)
     acc_c = float(expected_accepted(events, [c])[0])
