@@ -38,28 +38,50 @@ whenLoaded(() => {
 // window.REST_VIEWS. Opening a view puts its name in the address, to copy or reload.
 const views = () => window.REST_VIEWS || {};
 let linked = false; // the address's link was followed: from now on the open view goes into it
+let going = null; // the link being followed: one at a time, and a user's own tab click ends it
+
+function stopGoing() {
+  clearInterval(going);
+  going = null;
+  linked = true;
+}
 
 function openLink() {
   const id = decodeURIComponent(location.hash.slice(1));
   const view = views()[id];
+  clearInterval(going);
   if (!view) {
     linked = true;
     return;
   }
   let tries = 0;
-  const go = setInterval(() => {
+  const go = (going = setInterval(() => {
     const tab = document.querySelector(`#views [role=tab][data-tab-id="${view}"]`);
     if (tab && tab.getAttribute("aria-selected") !== "true") tab.click();
     const target = id === view ? null : document.getElementById(id);
     const shown = tab && tab.getAttribute("aria-selected") === "true" && (!target ? id === view : target.offsetParent);
     if (!shown && ++tries < 300) return;
     clearInterval(go);
-    linked = true;
+    if (going === go) stopGoing();
     if (!shown) return;
     (target || document.getElementById("views")).scrollIntoView({ block: "start" });
     if (target) unfold(target);
-  }, 100);
+  }, 100));
 }
+
+// A tab the user clicks (a trusted event, unlike the link's own clicks) wins over a link still
+// waiting for its view to draw: the link would otherwise click its own tab back a moment later.
+document.addEventListener(
+  "click",
+  (e) => {
+    const tab = e.isTrusted && e.target.closest && e.target.closest("#views [role=tab]");
+    if (!tab || !going) return;
+    stopGoing();
+    if (views()[decodeURIComponent(location.hash.slice(1))] !== tab.dataset.tabId)
+      history.replaceState(null, "", `#${tab.dataset.tabId}`);
+  },
+  true,
+);
 
 // A folded section (an accordion) the link points at opens; for two seconds it is opened again if
 // the view's first render folds it back (it sets each block's initial state as it draws them).

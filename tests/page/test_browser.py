@@ -501,6 +501,12 @@ def test_deep_links_open_their_view(app_url, browser):
         pg.evaluate("location.hash = 'compare-box'")  # a link followed within the page
         pg.wait_for_selector("#compare", state="visible", timeout=30_000)
         assert pg.get_attribute("#view-chat-button", "aria-selected") == "true"
+        # A tab clicked while a link still waits for its view wins: the link does not click back.
+        pg.evaluate("location.hash = 'glossary'")
+        pg.click("#view-chat-button")
+        pg.wait_for_timeout(1500)
+        assert pg.get_attribute("#view-chat-button", "aria-selected") == "true"
+        assert pg.evaluate("location.hash") == "#chat"
         pg.click("#view-how-rest-button")
         pg.wait_for_function("location.hash === '#how-rest'", timeout=30_000)  # a tab's click, on a busy runner
         pg.reload()
