@@ -238,7 +238,7 @@ def test_first_view_starts_at_the_top(app_url, browser):
             pg.context.close()
 
 
-def assert_in_view(page, selector: str, within_s: float = 2.0) -> None:
+def assert_in_view(page, selector: str, within_s: float = 5.0) -> None:
     """`selector` inside the window, at once or after the page's own scroll (a frame or two)."""
     height = page.viewport_size["height"]
     end = time.time() + within_s
