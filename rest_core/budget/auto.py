@@ -75,6 +75,11 @@ class AutoBudget:
         self._last_probe = -PROBE_GAP  # the cost clock at the latest probe
         self.probed = False  # whether the latest plan was a probe (drafted nothing to time q = 1)
 
+    def fresh(self) -> AutoBudget:
+        """A budget that knows what this one started from (the measured curve, the acceptance
+        prior) and nothing it learned since: one generation's own, to learn into and drop."""
+        return AutoBudget(self.curve, self.acceptance, ObservedCosts(self.costs.half_life))
+
     def corrected_curve(self) -> CostCurve:
         """The measured curve corrected by the forward times observed since
         (`ObservedCosts.corrected`: scaled by the drift, observed sizes blended in as far as

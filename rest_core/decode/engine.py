@@ -172,6 +172,8 @@ class Engine:
     (`rest_core.decode.heads`); models whose head cannot be split off keep the full forward.
     fixed_stores: store names that keep one bit (so one colour) whichever of them an engine
     holds, by their place in this list (`rest_core.sources.stable_bits`); others follow.
+    learn_across_calls: False: each generation's auto budget starts from the measured curve and
+    the prior, not from what earlier generations taught it (the app: see `Runtime.engine`).
     """
 
     def __init__(
@@ -186,6 +188,7 @@ class Engine:
         selector: Selector | None = None,
         lazy_logits: bool = True,
         fixed_stores: Sequence[str] = (),
+        learn_across_calls: bool = True,
     ) -> None:
         self.model = model
         self.selector = selector or select_top_c
@@ -202,8 +205,8 @@ class Engine:
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
         self.max_positions = max_positions(model.config)
         self.stop_ids = stop_ids(model, tokenizer)
-        # What the auto budget learned persists over generations, like the machine it measures.
-        self.auto_budget = AutoBudget(cost_curve)
+        self.auto_budget = AutoBudget(cost_curve)  # learns over generations unless learn_across_calls is False
+        self._learn_across = learn_across_calls
         self._mask_kind = mask_kind(model)
         self._layout = mask_layout(model.config)
         self._lazy_logits = lazy_logits
@@ -311,6 +314,8 @@ class Engine:
         inspect: bool = False,
     ) -> Iterator[StepEvent]:
         sources, head, auto, uniforms = self._prepare(config)
+        budget = self.auto_budget if self._learn_across else self.auto_budget.fresh()
+        plan = budget.plan if auto and self.selector is select_top_c else None  # an ablation's selector drafts c
         state, tally = self._start(prompt, sources)
         consistent = True  # whether state.cache holds exactly state.ids[:-1]
         try:
@@ -319,7 +324,7 @@ class Engine:
                 clock = _StepClock()
                 retrieved = [s.retrieve() for s in sources]  # each source's continuations
                 clock.mark("retrieve")
-                draft = self._draft(retrieved, config, len(state.ids), remaining, auto)  # merged, chosen, laid out
+                draft = self._draft(retrieved, config, len(state.ids), remaining, plan)  # merged, chosen, laid out
                 clock.mark("draft")
                 consistent = False
                 logits, mask_ms = self._verify(state, draft, head)  # one forward over [root] + draft nodes
@@ -339,7 +344,7 @@ class Engine:
                 clock.mark("commit")
                 timings = clock.timings(head_ms=getattr(logits, "head_ms", 0.0), mask_ms=mask_ms)
                 accepted = tuple(r - 1 for r in rows)  # rows count the root; nodes do not
-                self.auto_budget.step_done(draft, accepted, timings.forward_ms, timings.total_ms, retrieved, auto)
+                budget.step_done(draft, accepted, timings.forward_ms, timings.total_ms, retrieved, auto)
                 totals = tally.add(len(tokens), len(rows), timings)
                 event = self._event(
                     config,
@@ -352,7 +357,7 @@ class Engine:
                     totals=totals,
                     row_tokens=_row_argmax(logits) if each else (),  # after the clock: not part of the step
                     feeds=_step_feeds(retrieved, draft.trie, tokens[0] if accepted else None, each, inspect),
-                    probe=self.auto_budget.take_probe(),  # whether it drafted nothing to time a plain step
+                    probe=budget.take_probe(),  # whether it drafted nothing to time a plain step
                 )
                 yield event
                 if event.finished:
@@ -454,16 +459,13 @@ class Engine:
                 )
         return _DecodeState(ids=list(prompt), cache=cache, prompt_len=len(prompt))
 
-    def _draft(
-        self, retrieved: list[Retrieved], config: GenerationConfig, n_ids: int, remaining: int, auto: bool
-    ) -> Draft:
-        """The step's draft, never deeper than the tokens still wanted or the context allows."""
-        max_depth = remaining
-        if self.max_positions:
-            max_depth = min(max_depth, self.max_positions - n_ids)
-        # The auto budget chooses the nodes itself; a custom selector (an ablation) drafts its c.
-        plan = self.auto_budget.plan if auto and retrieved and self.selector is select_top_c else None
-        return build_draft(retrieved, config.draft.c, max_depth=max_depth, plan=plan, selector=self.selector)
+    def _draft(self, retrieved: list[Retrieved], config: GenerationConfig, n_ids: int, remaining: int, plan) -> Draft:
+        """The step's draft, merged, chosen (by the auto budget's `plan` where it drafts) and laid
+        out, never deeper than the tokens still wanted or the context allows."""
+        max_depth = min(remaining, self.max_positions - n_ids) if self.max_positions else remaining
+        return build_draft(
+            retrieved, config.draft.c, max_depth=max_depth, plan=plan if retrieved else None, selector=self.selector
+        )
 
     def _verify(
         self, state: _DecodeState, draft: Draft, head: OutputHead | None

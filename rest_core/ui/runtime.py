@@ -223,7 +223,10 @@ class Runtime:
 
     def engine(self, stores: str | Sequence[str] | StoreSet | None = NO_STORE):
         """The engine drafting from `stores` (a StoreSet, or public store names), made once
-        per set and kept; each store a draft source of its own, named as chosen."""
+        per set and kept; each store a draft source of its own, named as chosen. Its auto budget
+        starts each answer from the measured curve and the prior (`learn_across_calls=False`):
+        the engine is shared, so one visitor's answers, and the load while a page drew them, must
+        not shape what another answer drafts; and Compare's rerun starts where the chat's did."""
         from rest_core.decode.engine import Engine
 
         if isinstance(stores, str) and stores in self._engines:  # an engine placed under a name (tests, embedders)
@@ -234,9 +237,11 @@ class Runtime:
             if key not in self._engines:
                 if key.names:
                     opened = {name: self._opened.open(path, lm.tokenizer) for name, path in zip(key.names, key.paths)}
-                    self._engines[key] = Engine(lm.model, lm.tokenizer, datastores=opened, fixed_stores=DEFAULT_STORES)
+                    self._engines[key] = Engine(
+                        lm.model, lm.tokenizer, datastores=opened, fixed_stores=DEFAULT_STORES, learn_across_calls=False
+                    )
                 else:
-                    self._engines[key] = Engine(lm.model, lm.tokenizer, None)
+                    self._engines[key] = Engine(lm.model, lm.tokenizer, None, learn_across_calls=False)
             return self._engines[key]
 
     def build_tokenizer(self) -> Any:

@@ -155,6 +155,29 @@ def test_auto_budget_probes_are_marked_and_lossless(setup, monkeypatch):
     assert not any(e.probe for e in collect(engine.generate(setup["prompts"][0], cfg.with_method("ar"))).events)
 
 
+def test_an_engine_that_does_not_learn_across_calls_starts_each_from_the_curve_and_the_prior(setup):
+    """learn_across_calls=False (the app's engines): what the engine's budget holds (here a
+    size-17 forward seen costing 5 s, as a busy page can make it look) shapes no generation,
+    and no generation teaches it; the default engine carries it and stops drafting."""
+    curve = CostCurve((1, 2, 4, 8, 16, 32), (40.0, 42.0, 56.0, 65.0, 72.0, 89.0))
+    cfg = GenerationConfig(max_new_tokens=N_NEW, draft=DraftConfig(c=16, budget="auto", use_context=True))
+    prompt, ref = setup["prompts"][0], setup["refs"][0]
+    drafted = {}
+    for across in (True, False):
+        engine = Engine(
+            setup["lm"].model, setup["lm"].tokenizer, setup["own"], cost_curve=curve, learn_across_calls=across
+        )
+        for q in range(2, 18):
+            for _ in range(3):
+                engine.auto_budget.costs.observe(q, 5000.0)
+        clock = engine.auto_budget.costs.clock
+        res = collect(engine.generate(prompt, cfg))
+        assert res.token_ids == ref
+        drafted[across] = res.events[0].c
+        assert (engine.auto_budget.costs.clock == clock) is not across  # learned into only when it carries
+    assert drafted == {True: 0, False: drafted[False]} and drafted[False] > 0
+
+
 def test_sliding_window_model_equals_generate():
     """Gemma-3-like layers with an 8-token window: sequences well past the window need the
     per-layer-type masks (a single full mask gives different tokens)."""

@@ -402,6 +402,8 @@ def test_real_engine_tiny_model_auto_budget_and_sampling(tiny_runtime):
         h.ui.answer.compare_out
     ]
     assert "speedup" in html and "identical output" not in html  # no identity claim when sampling
+    # The shared engine learned nothing from the answer or the comparison: each starts afresh.
+    assert tiny_runtime.engine(NO_STORE).auto_budget.costs.clock == 0
 
 
 # ------------------------------------------------------------------ the first screen (issue 29)
