@@ -20,8 +20,9 @@ from rest_core.ui.runtime import Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.settings import ROOT
 from rest_core.ui.stepper import STEP_C_MAX, Stepper
+from rest_core.ui.style import esc, status_html
+from rest_core.ui.why_c import check_on_prompt, why_c
 from rest_core.ui.why_c import stale as why_c_stale
-from rest_core.ui.why_c import why_c
 
 ASSETS = ROOT / "assets"
 
@@ -66,6 +67,7 @@ class TeachPanel:
     verify: gr.HTML
     accept: gr.HTML
     why_btn: gr.Button
+    why_check: gr.Button
     why_fig: gr.Plot
     why_cap: gr.HTML
 
@@ -169,10 +171,12 @@ def _phase_panels() -> dict[str, Any]:
 def _why_c() -> dict[str, Any]:
     with gr.Accordion("Why this c?", open=False, elem_id="why-c"):
         gr.Markdown(words.WHY_C_NOTE)
-        why_btn = gr.Button("Measure and explain", elem_id="why-c-btn")
+        with gr.Row():
+            why_btn = gr.Button("Measure and explain", elem_id="why-c-btn")
+            why_check = gr.Button(words.CHECK_LABEL, elem_id="why-c-check")
         why_fig = gr.Plot(visible=False, elem_id="why-c-fig", show_label=False)
         why_cap = gr.HTML("", elem_id="why-c-cap")
-    return dict(why_btn=why_btn, why_fig=why_fig, why_cap=why_cap)
+    return dict(why_btn=why_btn, why_check=why_check, why_fig=why_fig, why_cap=why_cap)
 
 
 def build(views: gr.Tabs, guide: tuple[gr.Radio, gr.HTML], max_chars: int = 0) -> TeachPanel:
@@ -293,15 +297,23 @@ class TeachHandlers:
         session.steps.close()
         return self._show(step_through.step_view(session.steps), session)
 
-    def why_c(self, session: Session, c: float) -> dict:
-        """The measured forward-cost curve and the expected speedup against c (figure, caption)."""
+    def why_c(self, session: Session, c: float, check: bool = False) -> dict:
+        """The measured forward-cost curve and the expected speedup against c (figure, caption);
+        `check`: first Compare on the step-through's prompt (why_c.check_on_prompt), whose
+        measurement the caption then sets beside the prediction."""
         session = as_session(session)
         try:
+            problem = check_on_prompt(self.runtime, session) if check else ""
             fig, caption = why_c(self.runtime, session, c)
         finally:
             job_done(self.runtime, session)
+        caption = (status_html(esc(problem), "warn") if problem else "") + caption
         shown = {} if fig is None else {self.ui.why_fig: gr.update(value=fig, visible=True)}
         return {**shown, self.ui.why_cap: caption}
+
+    def why_c_check(self, session: Session, c: float) -> dict:
+        """“Compare it on this prompt”, then Why this c? with its measurement."""
+        return self.why_c(session, c, check=True)
 
     def why_c_current(self, session: Session) -> Any:
         """After the step view changed or was opened: Why this c?'s figure and caption go once
@@ -353,6 +365,7 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
     )
     why = dict(concurrency_limit=1, concurrency_id="long", validator=h.admit_why)
     t.why_btn.click(h.why_c, [ui.session, t.c], [t.why_fig, t.why_cap], **why)
+    t.why_check.click(h.why_c_check, [ui.session, t.c], [t.why_fig, t.why_cap], **why)
     fresh = dict(concurrency_limit=None, show_progress="hidden", api_visibility="private")
     for changed in (t.header.change, t.step_view.select):  # a step shown, New answer; the view opened
         changed(h.why_c_current, [ui.session], [t.why_fig, t.why_cap], **fresh)

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import logging
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from rest_core.config import ConfigError
-from rest_core.ui import style, why_c_view, why_c_words
+from rest_core.ui import compare_view, style, why_c_view, why_c_words
 from rest_core.ui.chat import time_limit_note
-from rest_core.ui.measures import LIVE, STEPPED
+from rest_core.ui.compare import measured
+from rest_core.ui.fairness import LONG
+from rest_core.ui.measures import LIVE, STEPPED, plain_forward
 from rest_core.ui.runtime import NO_STORE, Runtime
 from rest_core.ui.session import Session
 from rest_core.ui.source_share import source_share_html
@@ -70,6 +73,22 @@ def why_c(runtime: Runtime, session: Session, c: float) -> tuple[Any, str]:
     session.why_c_of = answer_of(session)
     about = f'<p class="tt-cap why-of">{style.esc(described(answer, message, len(events)))}</p>' if events else ""
     return fig, about + f'<div class="tt-cap">{caption}</div>' + source_share_html(events, curve, chosen, answer)
+
+
+def check_on_prompt(runtime: Runtime, session: Session) -> str:
+    """“Compare it on this prompt”: REST at the step-through answer's own settings, then plain
+    decoding, back to back on its prompt, each within half the time limit; what they measured is
+    kept as Compare's is (`session.measured`), so Why this c? sets it beside its prediction.
+    "" once measured, else why not (no step-through answer; the machine's load changed)."""
+    steps = session.steps
+    if steps.job is None or not steps.events:
+        return "Step through an answer first: this compares on the step-through's prompt (a chat answer: Compare under the chat)."
+    job = replace(steps.job, explain=False, max_seconds=runtime.settings.max_seconds / 2, max_steps=0, lane=LONG)
+    rest, ar = (runtime.calls.steps(replace(job, config=job.config.with_method(m))) for m in ("rest", "ar"))
+    cmp = compare_view.compare(rest.events, ar.events, job.config.sampling.greedy)
+    session.measured = measured(cmp, steps.prompt_ids, style.quoted(steps.message))
+    session.plain_forward = plain_forward(ar.events)
+    return "" if session.measured is not None else cmp.load_note()
 
 
 def answer_of(session: Session) -> tuple[str, int] | None:

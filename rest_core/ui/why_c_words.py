@@ -16,6 +16,7 @@ from rest_core.budget.cost_curve import CostCurve
 from rest_core.decode.events import StepEvent
 from rest_core.ui.measures import (
     COMPARED,
+    LIVE,
     STEPPED,
     ForwardTime,
     Measured,
@@ -38,6 +39,7 @@ from rest_core.ui.why_c_view import (
     verified,
     verified_counts,
 )
+from rest_core.ui.words import CHECK_LABEL
 
 NO_ANSWER = "Generate (or step through) an answer first: the expected speedup needs the answer's acceptance figures."
 # the summaries of the caption's folds, in the order they follow the takeaway
@@ -90,7 +92,7 @@ def why_c_points(
     c = min(chosen_c, max_c)
     _, speedup = expected_speedup(curve, events, np.arange(0, max_c + 1))
     best = int(np.argmax(speedup))
-    lead = takeaway(curve, rest, c, speedup, answer, measured, elsewhere)
+    lead = takeaway(curve, rest, c, speedup, answer, measured, elsewhere, ran)
     seen, sums = _measured_points(curve, rest, c, best, answer, ran)
     predicted, beside, more = _predicted_points(curve, events, rest, c, speedup, answer, ran, measured, elsewhere)
     sums.extend(more)
@@ -107,6 +109,13 @@ def why_c_points(
     return lead, sections, sums
 
 
+# Where to press to measure the prediction on the answer's own prompt, by whose answer it is
+CHECK_HINT = {
+    STEPPED: f"press “{CHECK_LABEL}” to measure it",
+    LIVE: "press Compare under the chat to measure it",
+}
+
+
 def takeaway(
     curve: CostCurve,
     rest: Sequence[StepEvent],
@@ -115,11 +124,13 @@ def takeaway(
     answer: str,
     measured: Measured | None = None,
     elsewhere: Measured | None = None,
+    ran: str = STEPPED,
 ) -> list[str]:
     """The caption's two lines, as HTML: what was PREDICTED (the speedup at the answer's c,
     `chosen_speedup`, and the best c on the plotted curve `speedup`, saying plainly when no c or
     only c near 1 pays) and what was MEASURED (the answer's M, and Compare's speedup when it ran on
-    this prompt). Every figure is one the folds explain, from the same call."""
+    this prompt, else where to press to measure it: `ran` says whose answer it is). Every figure
+    is one the folds explain, from the same call."""
     value, _ = chosen_speedup(curve, rest, c)
     best = int(np.argmax(speedup))
     whose = answer.replace("The ", "the ", 1).replace("This ", "this ", 1)
@@ -145,9 +156,9 @@ def takeaway(
     if measured is not None:
         compare = f"Compare measured {measured.speedup:.2f}× plain decoding on this prompt, on the wall clock"
     elif elsewhere is not None:
-        compare = f"Compare's measured {elsewhere.speedup:.2f}× is another prompt's, not this one's"
+        compare = f"Compare's measured {elsewhere.speedup:.2f}× is another prompt's, not this one's: {CHECK_HINT.get(ran, CHECK_HINT[LIVE])}"
     else:
-        compare = "Compare has not run on this prompt, so no wall-clock speedup is measured for it"
+        compare = f"Compare has not run on this prompt: {CHECK_HINT.get(ran, CHECK_HINT[LIVE])}"
     return [
         f"<b>Predicted:</b> {esc(used)} predicted at {value:.2f}× plain decoding; {esc(now)}.",
         f"<b>Measured:</b> {esc(wrote)}; {esc(compare)}.",

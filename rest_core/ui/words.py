@@ -239,6 +239,10 @@ ONE_FORWARD = f"""
 """
 
 
+# Why this c?'s second button: Compare (REST at the step-through's settings, then plain
+# decoding) on the step-through's own prompt, so the prediction meets a measurement of its prompt
+CHECK_LABEL = "Compare it on this prompt"
+
 WHY_C_NOTE = (
     "Measures the forward pass on this device (a few seconds the first time): the same "
     "*measured cost* the auto budget uses. Combined with the acceptance of the answer it names, it predicts the speedup for every c "

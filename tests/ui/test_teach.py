@@ -41,6 +41,7 @@ from rest_core.ui.session import Session
 from rest_core.ui.settings import Settings
 from rest_core.ui.stepper import Stepper
 from rest_core.ui.store_pick import pick_for
+from rest_core.ui.words import CHECK_LABEL
 from tests.app_fixtures import compare_on, knob_values, respond, step_knobs
 from tests.tiny_models import VOCAB_SIZE, tiny_loaded, torch_threads
 
@@ -418,6 +419,27 @@ def test_why_c_puts_compares_one_token_forward_beside_its_own(runtime):
     assert f"{plain.line()}; the first is" in caption and "Why this c?'s measurement" in caption
     chat.clear(session)
     assert session.plain_forward is None
+
+
+def test_compare_it_on_this_prompt_sets_a_measurement_of_the_step_throughs_prompt_beside_the_prediction(runtime):
+    """Issue 29: Why this c? predicted a speedup for the step-through's answer, and the only
+    measurement beside it was Compare's of another prompt. “Compare it on this prompt” runs REST at
+    the answer's settings and plain decoding on its prompt; the Measured line then quotes it."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    h = built.teaching
+    session = Session()
+    refused = unescape(h.why_c_check(session, 16)[h.ui.why_cap])
+    assert "Step through an answer first" in refused  # nothing to compare on yet, and no crash
+    h.next(MESSAGE, session, STORE, 16, **step_knobs(**KNOBS))
+    before = unescape(h.why_c(session, 16)[h.ui.why_cap])
+    assert f"Compare has not run on this prompt: press “{CHECK_LABEL}” to measure it" in before
+    caption = unescape(h.why_c_check(session, 16)[h.ui.why_cap])
+    m = session.measured
+    assert m is not None and list(m.prompt_ids) == session.steps.prompt_ids
+    assert f"Compare measured {m.speedup:.2f}× plain decoding on this prompt" in caption
+    assert len(session.steps.events) == 1  # the step-through's own answer is untouched
 
 
 def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
