@@ -60,6 +60,7 @@ class TeachPanel:
     status: gr.HTML
     header: gr.HTML
     answer: gr.HTML
+    goto: gr.Slider
     retrieve: gr.HTML
     trie_cap: gr.HTML
     trie: gr.Plot
@@ -84,6 +85,7 @@ class TeachPanel:
             self.mask,
             self.accept,
             self.status,
+            self.goto,  # last: an API client's outputs keep their places
         ]
 
 
@@ -146,6 +148,7 @@ def _phase_panels() -> dict[str, Any]:
     status = gr.HTML("", elem_id="teach-status")
     header = gr.HTML(step_through.EMPTY_HEAD, elem_id="teach-head")
     answer = gr.HTML("", elem_id="teach-answer")
+    goto = gr.Slider(1, 2, value=1, step=1, label=words.STEP_GOTO, visible=False, elem_id="teach-step")
     gr.Markdown("#### 1a. Look up: retrieve, and where it came from")
     retrieve = gr.HTML("", elem_id="teach-retrieve")
     with gr.Row(equal_height=False):
@@ -163,7 +166,7 @@ def _phase_panels() -> dict[str, Any]:
     gr.Markdown("#### 3. Keep: accept")
     accept = gr.HTML("", elem_id="teach-accept")
     return dict(
-        status=status, header=header, answer=answer, retrieve=retrieve, trie_cap=trie_cap, trie=trie, mask=mask,
+        status=status, header=header, answer=answer, goto=goto, retrieve=retrieve, trie_cap=trie_cap, trie=trie, mask=mask,
         verify=verify, accept=accept,
     )  # fmt: skip
 
@@ -230,6 +233,7 @@ class TeachHandlers:
         return {
             t.header: v.header,
             t.answer: v.answer,
+            t.goto: gr.update(visible=v.steps >= 2, minimum=1, maximum=max(v.steps, 2), value=max(v.shown, 1)),
             t.retrieve: v.retrieve,
             t.trie_cap: v.trie_caption,
             t.trie: v.trie,
@@ -286,6 +290,14 @@ class TeachHandlers:
             return self._show(step_through.advance(self.runtime, move, message, session, store, c, knobs), session)
         finally:
             step_through.click_done(self.runtime, session)
+
+    def goto(self, step: float, session: Session) -> Any:
+        """The step slider (or a click on a token of the answer): that step's panels, from the
+        steps already taken; nothing when it is the step shown."""
+        session = as_session(session)
+        if not session.steps.go(int(step)):
+            return gr.skip()
+        return self._show(step_through.step_view(session.steps), session)
 
     def back(self, session: Session) -> dict:
         session = as_session(session)
@@ -358,6 +370,7 @@ def wire(h: TeachHandlers, t: TeachPanel, ui: ChatControls) -> None:
     long = dict(model, concurrency_id="long")
     t.end.click(h.ask_end, [ui.session], [t.status], **now).then(h.run_to_end, inputs, outs, **long)
     t.back.click(h.back, [ui.session], outs, concurrency_limit=None)
+    t.goto.change(h.goto, [t.goto, ui.session], outs, concurrency_limit=None, show_progress="hidden")
     t.restart.click(h.restart, [ui.session], outs, concurrency_limit=None)
     # Enter in the message box takes a step as Next step does: the page's, not a second API endpoint.
     t.msg.submit(h.ask_next, [ui.session], [t.status], **now).then(

@@ -1,9 +1,14 @@
-// Click a highlighted token of the latest answer: the step slider jumps to its step, so the
-// draft tree and the inspector show that step.
+// Click a highlighted token of the latest answer (the chat's, or the step-through's): its step
+// slider jumps to the token's step, so the draft tree and the panels show that step.
+const TOKEN_SLIDERS = [
+  ["#chat .msg.bot:last-child .tok[data-step]", "#step-slider"],
+  ["#teach-answer .tok[data-step]", "#teach-step"],
+];
 document.addEventListener("click", (e) => {
-  const tok = e.target.closest && e.target.closest("#chat .msg.bot:last-child .tok[data-step]");
-  if (!tok) return;
-  const box = document.querySelector("#step-slider input[type=number]");
+  const hit = e.target.closest && TOKEN_SLIDERS.find(([tokens]) => e.target.closest(tokens));
+  if (!hit) return;
+  const tok = e.target.closest(hit[0]);
+  const box = document.querySelector(`${hit[1]} input[type=number]`);
   if (!box || box.disabled) return;
   box.value = String(Number(tok.dataset.step) + 1);
   box.dispatchEvent(new Event("input", { bubbles: true }));

@@ -34,7 +34,9 @@ GUIDED_EXAMPLES: tuple[GuidedExample, ...] = (
         "step",
         (("c", 16), ("budget", "fixed"), ("use_datastore", True), ("use_context", True), ("temperature", 0.0)),
         "Press Next step: each step shows the suffix it matched, the trie of what followed, the mask of the one forward "
-        "and the walk that accepts drafts. Open “Where it came from” to see the code files behind a draft.",
+        "and the walk that accepts drafts. The first steps mostly keep one or two tokens (an answer's opening is "
+        "generic); the code itself drafts better. Press Run to end, then click a dark highlighted token to open a "
+        "step that accepted several drafts, and “Where it came from” to see the code files behind them.",
     ),
     GuidedExample(
         "A question the corpus knows nothing about: few drafts, about plain speed",

@@ -40,6 +40,8 @@ class StepView:
     mask: Any = None  # plotly Figure: the tree attention mask
     accept: str = ""
     status: str = ""
+    steps: int = 0  # steps taken: the step slider goes over 1..steps (hidden below two)
+    shown: int = 0  # the step shown, 1-based
 
 
 # Before the first step: one line instead of four empty panels (assets/app.css hides them while
@@ -77,6 +79,8 @@ def step_view(st: Stepper, status: str = "") -> StepView:
         mask=p.mask,
         accept=p.accept,
         status=status,
+        steps=len(st.events),
+        shown=st.pos + 1,
     )
 
 

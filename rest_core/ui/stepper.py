@@ -178,6 +178,15 @@ class Stepper:
                 return True
             return False
 
+    def go(self, step: int) -> bool:
+        """Show step `step` (1-based) of those taken (the step slider, a click on a token), never
+        touching the model; False when it is already shown or was never taken."""
+        with self._lock:
+            if not 1 <= step <= len(self.events) or step - 1 == self.pos:
+                return False
+            self.pos = step - 1
+            return True
+
     def back(self) -> bool:
         with self._lock:
             if self.pos > 0:

@@ -239,6 +239,9 @@ ONE_FORWARD = f"""
 """
 
 
+# The step-through's step slider (a click on a token of its answer moves it too: assets/app.js)
+STEP_GOTO = "Go to step (or click a token of the answer)"
+
 # Why this c?'s second button: Compare (REST at the step-through's settings, then plain
 # decoding) on the step-through's own prompt, so the prediction meets a measurement of its prompt
 CHECK_LABEL = "Compare it on this prompt"

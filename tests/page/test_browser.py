@@ -463,6 +463,10 @@ def test_step_through_three_steps(page):
     page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 2 ·')", timeout=30_000)
     page.click("#teach-end")
     page.wait_for_function("document.querySelector('#teach-status').innerText.includes('complete')", timeout=300_000)
+    # A click on a token of the answer opens its step (the step slider moves to it)
+    page.click("#teach-answer .tok[data-step='0'] >> nth=0")
+    page.wait_for_function("document.querySelector('#teach-head').innerText.includes('Step 1 ·')", timeout=30_000)
+    assert page.input_value("#teach-step input[type=number]") == "1"
     page.click("#why-c button, #why-c .label-wrap")
     page.click("#why-c-btn")
     page.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=120_000)
@@ -474,6 +478,15 @@ def test_step_through_three_steps(page):
     assert "ms on this device" in caption and "The step-through's answer wrote M =" in caption
     # The teacher's question, answered from the same tries and cost curve.
     assert "Why are the datastore's drafts mostly not verified here?" in caption and "On a GPU" in caption
+    # a Compare of this prompt (the chat's, when the test above ran) or where to press for one
+    assert "plain decoding on this prompt" in caption or "press “Compare it on this prompt”" in caption
+    page.click("#why-c-check")  # the prediction checked on the step-through's own prompt: a new measurement
+    page.wait_for_function(
+        "(before) => { const t = document.querySelector('#why-c-cap').innerText; "
+        "return t !== before && !t.includes('processing') && t.includes('plain decoding on this prompt'); }",
+        arg=caption,
+        timeout=120_000,
+    )
     shot(page, "e2e_why_c")
     page.set_viewport_size({"width": 390, "height": 844})  # a phone: the stepped view fits too
     time.sleep(0.5)

@@ -324,6 +324,12 @@ def test_page_handlers_step_back_and_run_to_end(runtime, lm):
     assert st.finished and "complete" in out[t.status]
     text = lm.tokenizer.decode(st.token_ids(), skip_special_tokens=True)
     assert answer_view.highlight_html(st.events, lm.tokenizer, current=st.event.step) in out[t.answer] and text
+    # The step slider (or a click on a token): any step taken, without the model; the step shown: nothing
+    steps = len(st.events)
+    assert out[t.goto]["visible"] and out[t.goto]["maximum"] == steps and out[t.goto]["value"] == steps
+    out = h.goto(2, session)
+    assert set(out) == shown and "<b>Step 2</b>" in out[t.header] and out[t.goto]["value"] == 2
+    assert len(st.events) == steps and h.goto(2, session) == gr.skip() and h.goto(steps + 1, session) == gr.skip()
     out = h.next("", Session(), STORE, 16, **knobs)  # no message: a message, no traceback
     assert "Type a message" in out[t.status] and 'class="status err' in out[t.status]
     out = h.restart(session)
