@@ -123,6 +123,13 @@ def _laptop(pg, out: Path, url: str, tokens: int) -> None:
     pg.click("#why-c button, #why-c .label-wrap")
     pg.click("#why-c-btn")
     pg.wait_for_selector("#why-c-fig .js-plotly-plot", timeout=300_000)
+    time.sleep(IDLE_S)  # as Compare: the check times runs, so the browser is idle first
+    pg.click("#why-c-check")  # what a newcomer presses next: the prediction measured on this prompt
+    pg.wait_for_function(
+        "(() => { const t = document.querySelector('#why-c-cap').innerText; "
+        "return !t.includes('processing') && t.includes('plain decoding on this prompt'); })()",
+        timeout=300_000,
+    )
     time.sleep(1)
     pg.locator("#why-c").scroll_into_view_if_needed()
     shoot(pg, out, "07_why_c")
