@@ -167,15 +167,22 @@ def measures_note(cmp: Comparison) -> list[str]:
     return out
 
 
+# The table's two columns, in its head and on each of their cells (`table`).
+RUNS = ("REST", "plain")
+
+
 def table(rows: Sequence[tuple[str, str, str]]) -> str:
     """The table; a row with words for both runs in REST's cell alone ("yes, 64 tokens compared")
     spans both columns and may wrap, where the figures keep to one line (assets/app.css, why2);
-    a step's part ("· forward") follows its step."""
+    a step's part ("· forward") follows its step. Each figure's cell names its run (data-label):
+    on a phone, where the head is hidden and each row stacks its label over its two figures,
+    every figure says whose it is (assets/app.css, phone)."""
+    rest, plain = RUNS
     body = "".join(
-        f"<tr><th>{esc(k)}</th><td>{esc(r)}</td><td>{esc(a)}</td></tr>"
+        f'<tr><th>{esc(k)}</th><td data-label="{rest}">{esc(r)}</td><td data-label="{plain}">{esc(a)}</td></tr>'
         if a
         else f'<tr><th>{esc(k)}</th><td colspan="2" class="both">{esc(r)}</td></tr>'
         for k, r, a in rows
     )
-    head = "<thead><tr><th></th><th>REST</th><th>plain</th></tr></thead>"
+    head = f"<thead><tr><th></th><th>{rest}</th><th>{plain}</th></tr></thead>"
     return f'<div class="scroll-x"><table class="cmp">{head}<tbody>{body}</tbody></table></div>'

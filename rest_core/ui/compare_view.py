@@ -269,12 +269,13 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
                 line=dict(color=LOOKUP_COLOR, width=2, shape="hv", dash="dot"),
             )
         )
-    rows = legend_rows([d["name"] for d in data])
+    margin = dict(l=50, r=16, t=TOP_MARGIN, b=UNDER_AXIS)
+    rows = legend_rows([d["name"] for d in data], phone_plot(margin))
     layout = dict(
         height=TOP_MARGIN + SPEED_PLOT + UNDER_AXIS + LEGEND_ROW * rows,
         # the page's label ("Tokens over time") sits over the figure's top: the plot starts under it;
         # the legend sits under the x axis's title, off the curves at any width (`UNDER_LEGEND`)
-        margin=dict(l=50, r=16, t=TOP_MARGIN, b=UNDER_AXIS),
+        margin=margin,
         # a little room past the last step, so the line's end stays inside the figure
         xaxis=dict(title="decode time (s)", range=[0, 1.04 * end if end > 0 else 1], automargin=True),
         yaxis=dict(title="tokens", rangemode="tozero"),
@@ -292,8 +293,9 @@ def speed_figure(rest_events: Sequence[StepEvent], ar_events: Sequence[StepEvent
 # the plot area starts below it, so no tick or row hides under the label.
 TOP_MARGIN = 56
 # A horizontal legend wraps on a narrow screen: the figure keeps room for its rows as a 390 px
-# phone lays them out (about this wide), below the x axis's title.
-PHONE_WIDTH = 330
+# phone lays them out, below the x axis's title. There a figure is this wide (screens16, 11: the
+# plot's box from x = 46 to 346), its plot that less its side margins (`phone_plot`).
+PHONE_FIGURE = 300
 LOOKUP = -1  # a block's `sources` when prompt lookup drafted its accepted tokens
 LOOKUP_COLOR = "#0d9488"  # teal: no engine source uses it
 
@@ -410,7 +412,8 @@ def timeline_figure(
 
     data = _timeline_bars(_block_groups(lanes, tokenizer), names)
     fig = go.Figure(data=data)
-    rows = 1 + legend_rows([d.name for d in data if d.showlegend])  # the key's line, then the items
+    margin = dict(l=8, r=16, t=TOP_MARGIN, b=UNDER_AXIS)
+    rows = 1 + legend_rows([d.name for d in data if d.showlegend], phone_plot(margin))  # the key, then the items
     order = [lane for lane, _ in reversed(lanes)]  # the y axis's categories, bottom first
     for lane, _ in lanes:  # each lane's name just above its blocks, never over them, at any height drawn
         fig.add_annotation(
@@ -422,7 +425,7 @@ def timeline_figure(
         bargap=BAR_GAP,
         height=TOP_MARGIN + LANE * len(lanes) + UNDER_AXIS + LEGEND_ROW * rows,
         # the legend's rows below the axis's title, as many as it wraps to at the width drawn (`UNDER_LEGEND`)
-        margin=dict(l=8, r=16, t=TOP_MARGIN, b=UNDER_AXIS),
+        margin=margin,
         # prefill is excluded, as the page's text above says: a shorter title fits a phone
         xaxis=dict(title="decode time (ms)", rangemode="tozero", automargin=True),
         yaxis=dict(categoryorder="array", categoryarray=order, showticklabels=False),
@@ -453,16 +456,28 @@ LANE = 64  # px a method's lane takes: its blocks stay tall enough to see and ho
 BLOCK_KEY = "hover (or tap) a block for the tokens it wrote"
 
 
-def legend_rows(names: Sequence[str], width: float = PHONE_WIDTH) -> int:
-    """How many rows a horizontal legend of `names` wraps to in `width` px (Plotly's item: a 40 px
-    symbol and gap, then its text, about 6.8 px a character at 12 px)."""
-    rows, used = 1, 0.0
-    for name in names:
-        item = 40 + CHAR_PX * len(name)
-        if used and used + item > width:
-            rows, used = rows + 1, 0.0
-        used += item
-    return rows if names else 0
+LEGEND_GAP = 5  # px between two items of a horizontal legend (Plotly's itemgap)
+
+
+def phone_plot(margin: Mapping[str, float]) -> float:
+    """A figure's plot width on a 390 px phone, `margin` its layout's margins."""
+    return PHONE_FIGURE - margin["l"] - margin["r"]
+
+
+def legend_rows(names: Sequence[str], width: float) -> int:
+    """How many rows Plotly lays a horizontal legend of `names` out in, `width` being the plot's
+    width (the bound Plotly sets such a legend, wherever it is anchored): one row when all its
+    items fit side by side, else a grid whose columns are as wide as its widest item. (The tokens
+    chart's three names fit one row of 330 px, so its height kept room for one; a phone drew them
+    in three, one per row of its 234 px plot, and the plot lost 40 of its 200 px.) An item: a 40 px
+    symbol and gap, then its text, about CHAR_PX a character at 12 px."""
+    if not names:
+        return 0
+    items = [40 + CHAR_PX * len(name) for name in names]
+    if sum(items) + LEGEND_GAP * (len(items) - 1) < width:
+        return 1
+    columns = max(1, int((width + LEGEND_GAP) // (max(items) + LEGEND_GAP)))
+    return -(-len(items) // columns)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ tokens line ends inside the figure. The legend names the page's violet as the pa
 
 from __future__ import annotations
 
+from rest_core.bench.prompt_lookup import LookupRun
 from rest_core.decode.events import MatchInfo
 from rest_core.ui import compare_view
 from rest_core.ui.style import SEVERAL_NAME
@@ -64,13 +65,13 @@ def test_the_timelines_blocks_carry_no_text_and_its_rows_clear_the_label():
         "bottom",
     )  # anchored to the plot, it pushed it right
     shown = [t.name for t in fig.data if t.showlegend]
-    rows = compare_view.legend_rows(shown)
+    rows = compare_view.legend_rows(shown, compare_view.phone_plot(fig.layout.margin))
     assert rows == len(shown)  # at a phone's width each of these names takes its own row
     # the x title alone in the margin: the container legend reserves its rows as drawn (no band on a laptop)
     assert fig.layout.margin.b == compare_view.UNDER_AXIS and fig.layout.xaxis.automargin is True
     assert fig.layout.height >= fig.layout.margin.t + 60 * 3 + 50 + compare_view.LEGEND_ROW * (1 + rows)
     assert compare_view.legend_rows(shown, width=700) < rows  # a laptop puts several on a row
-    assert compare_view.legend_rows([]) == 0
+    assert compare_view.legend_rows([], width=700) == 0
 
 
 def test_the_tokens_chart_clears_its_label_and_ends_inside_the_figure():
@@ -93,7 +94,8 @@ def test_the_timelines_key_reads_on_a_phone_and_its_blocks_get_the_width():
     legend = fig.layout.legend
     assert legend.title.text == compare_view.BLOCK_KEY and legend.xref == "container" and legend.x == 0
     assert legend.font.size >= 12
-    assert compare_view.CHAR_PX * len(compare_view.BLOCK_KEY) <= compare_view.PHONE_WIDTH
+    # one line in the phone's 300 px figure (prose at 12 px measured 5.9 px a character there)
+    assert 6.4 * len(compare_view.BLOCK_KEY) <= compare_view.PHONE_FIGURE
     assert fig.layout.margin.l <= 10 and fig.layout.yaxis.showticklabels is False
     names = [a.text for a in fig.layout.annotations]
     assert names == ["plain", "prompt lookup k=3", "REST"] and all(
@@ -111,10 +113,31 @@ def test_the_tokens_chart_keeps_its_legend_off_the_curves():
     fig = compare_view.speed_figure(rest, ar)
     legend = fig.layout.legend
     assert (legend.orientation, legend.yref, legend.y, legend.yanchor) == ("h", "container", 0, "bottom")
-    rows = compare_view.legend_rows([t.name for t in fig.data])
+    rows = compare_view.legend_rows([t.name for t in fig.data], compare_view.phone_plot(fig.layout.margin))
     assert fig.layout.margin.b == compare_view.UNDER_AXIS and fig.layout.xaxis.automargin is True
     # the plot keeps its height under the phone's legend rows
     assert fig.layout.height - fig.layout.margin.t - 50 - compare_view.LEGEND_ROW * rows >= 200
+
+
+def test_the_tokens_chart_keeps_its_plot_height_under_the_phones_legend():
+    """Screens16, 11: on the phone the tokens chart's plot was 233 x 160 px, not 200 tall: its
+    height kept room for one legend row, the three names' total width against 330 px, where Plotly
+    bounds a horizontal legend by the plot's width (234 px there) and, once its items do not fit
+    one row, sets them in a grid as wide as the widest ("prompt lookup k=3"): three rows."""
+    rest, ar = _runs()
+    lookup = LookupRun(tuple(range(65, 77)), (1, 3, 2), (50.0, 100.0, 150.0), 10.0, False, 3)
+    fig = compare_view.speed_figure(rest, ar, lookup)
+    names = [t.name for t in fig.data]
+    assert names == ["REST", "plain", "prompt lookup k=3"]
+    phone = compare_view.phone_plot(fig.layout.margin)
+    assert phone == compare_view.PHONE_FIGURE - 50 - 16
+    assert compare_view.legend_rows(names, phone) == 3  # as a 390 px phone drew them
+    assert compare_view.legend_rows(names, width=700) == 1  # a laptop: one row
+    below = fig.layout.height - fig.layout.margin.t - compare_view.UNDER_AXIS
+    assert below - compare_view.LEGEND_ROW * 3 >= compare_view.SPEED_PLOT
+    # Plotly's grid: as many columns as the widest item fits, then the rows they take
+    assert compare_view.legend_rows(["a", "b", "c", "d"], width=130) == 2
+    assert compare_view.legend_rows(["a" * 40, "b"], width=130) == 2
 
 
 def test_no_empty_band_between_the_timeline_and_its_legend_on_a_laptop():
@@ -123,7 +146,8 @@ def test_no_empty_band_between_the_timeline_and_its_legend_on_a_laptop():
     anchored to the container's bottom, reserves the rows it takes at the width drawn."""
     fig = _timeline()
     shown = [t.name for t in fig.data if t.showlegend]
-    assert compare_view.legend_rows(shown, width=1000) < compare_view.legend_rows(shown)
+    phone = compare_view.phone_plot(fig.layout.margin)
+    assert compare_view.legend_rows(shown, width=1000) < compare_view.legend_rows(shown, phone)
     assert fig.layout.margin.b < 50 + compare_view.LEGEND_ROW * (1 + compare_view.legend_rows(shown, width=1000))
 
 

@@ -81,7 +81,11 @@ def test_the_result_reads_in_one_glance_and_folds_every_other_figure():
     assert shown_rows == list(compare_view.MAIN_ROWS)
     assert re.findall(r"<tr><th>([^<]+)</th><td", fold) == [k for k, _, _ in rows if k not in compare_view.MAIN_ROWS]
     for k, r, a in rows:  # every row once, above or in the fold; one for both runs spans both columns
-        cells = f"<td>{r}</td><td>{a}</td>" if a else f'<td colspan="2" class="both">{r}</td>'
+        cells = (
+            f'<td data-label="REST">{r}</td><td data-label="plain">{a}</td>'
+            if a
+            else f'<td colspan="2" class="both">{r}</td>'
+        )
         assert html.count(f"<tr><th>{k}</th>{cells}</tr>") == 1
     assert top.count("<p") == 2  # the why and the rerun note: the live note and the sum are folded
     assert 'id="rerun-note"' in top
@@ -132,7 +136,8 @@ def test_the_rerun_note_speaks_when_m_differs_and_the_step_row_names_each_column
     # the step's parts, each its own row under the step: plain decoding has no retrieval or tree
     top = unescape(compare_view.comparison_html(cmp)).split("<details")[0]
     assert f"<th>{compare_view.STEP_ROW}</th>" in top
-    assert f"<tr><th>{compare_rows.TREE_ROW}</th><td>" in top and "<td>-</td></tr>" in top
+    assert f'<tr><th>{compare_rows.TREE_ROW}</th><td data-label="REST">' in top
+    assert '<td data-label="plain">-</td></tr>' in top
 
 
 def test_the_phone_table_keeps_its_numbers_on_one_line():
@@ -148,6 +153,34 @@ def test_the_phone_table_keeps_its_numbers_on_one_line():
     html = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
     assert '<td colspan="2" class="both">yes, 4 tokens compared</td>' in html
     assert re.search(r"@media \(max-width: 480px\) \{[^@]*table\.cmp tbody th \{[^}]*font-size", block)
+
+
+def test_each_figure_of_the_phone_table_names_its_run():
+    """Screens16, 11: on a phone each row stacked its label over two bare figures in 11 px type,
+    the head ("REST", "plain") far above: a figure did not say whose it was. Each figure's cell
+    names its run (data-label, the head's words); at 480 px and under the head hides and each
+    figure is led by its run's name, in type a phone reads, a figure too wide beside the name
+    going under it whole."""
+    from pathlib import Path
+
+    rest, ar = runs()
+    html = compare_view.comparison_html(compare_view.compare(rest, ar, greedy=True))
+    head = re.search(r"<thead><tr><th></th><th>([^<]+)</th><th>([^<]+)</th></tr></thead>", html)
+    assert head and head.groups() == compare_rows.RUNS == ("REST", "plain")
+    rows = re.findall(r"<tr><th>[^<]+</th>(<td[^>]*>)[^<]*</td>(?:(<td[^>]*>)[^<]*</td>)?</tr>", html)
+    assert rows and all(
+        (r, a) == ('<td data-label="REST">', '<td data-label="plain">')
+        or (r, a) == ('<td colspan="2" class="both">', "")
+        for r, a in rows
+    )
+    css = Path(__file__).resolve().parents[2].joinpath("assets", "app.css").read_text()
+    phone = css[css.index("/* phone: Compare's result") :]
+    small = phone[phone.index("@media (max-width: 480px)") :]
+    assert re.search(r"table\.cmp thead \{\s*display: none", small)
+    assert re.search(r"table\.cmp td\[data-label\]::before \{[^}]*content: attr\(data-label\)", small)
+    assert re.search(r"table\.cmp td \{[^}]*flex-wrap: wrap", small)
+    size = re.search(r"table\.cmp, table\.cmp tbody \{[^}]*font-size: ([.\d]+)rem", small)
+    assert size and float(size.group(1)) >= 0.85  # the figures: 11.5 px before
 
 
 def test_the_status_line_starts_its_cut_runs_sentence_with_a_capital():

@@ -52,3 +52,19 @@ def test_the_step_throughs_blank_marks_are_faint():
     faint and not selected with the text."""
     rule = re.search(r"(?m)^\.answer \.ws-mark\s*\{([^}]*)\}", _rules())
     assert rule and re.search(r"opacity:\s*\.45", rule.group(1)) and "user-select: none" in rule.group(1)
+
+
+def test_the_step_throughs_message_and_c_stack_on_a_phone():
+    """Screens16, 12: at 390 px the step-through's message box sat beside "c in step mode", the
+    message squeezed into a column of single words beside the slider's help. On a phone the row
+    (teach_tab: elem_id "teach-row") wraps and each of its blocks takes the view's width, over
+    Gradio's inline flex-grow and min-width."""
+    rules = _rules()
+    phone = [m.start() for m in re.finditer(r"@media \(max-width: 640px\)", rules)]
+    rule = re.search(r"#teach-row > \* \{([^}]*)\}", rules)
+    assert rule and any(start < rule.start() for start in phone)
+    inside = rules[max(s for s in phone if s < rule.start()) : rule.start()]
+    assert inside.count("{") - inside.count("}") == 1  # in that phone block, not after it
+    assert re.search(r"flex: 1 1 100% !important", rule.group(1)) and "min-width: 0 !important" in rule.group(1)
+    teach = (Path(__file__).resolve().parents[2] / "teach_tab.py").read_text(encoding="utf-8")
+    assert 'gr.Row(elem_id="teach-row")' in teach
