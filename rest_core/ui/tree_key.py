@@ -153,6 +153,8 @@ TREE_NOTES = (
     "(the title says how many; c, the most draft tokens verified per step, caps them), and verifies them in one "
     "forward.",
     "A circle's fill is the source that retrieved it, named in the figure's key; violet: several sources.",
+    "Siblings are drawn in their rows' order, so the numbers read downwards in each column; hollow siblings "
+    "follow the drafted ones, the heaviest first.",
     "<b>+N more</b>: a crowded level's lighter siblings, folded into one node so that labels stay readable; "
     "hover lists them with their states.",
     "Labels: ⟨im_start⟩ a special token by its name (⟨end⟩ ends a turn), · a space, ↵ a newline.",
@@ -169,8 +171,7 @@ def _legend_items() -> list[str]:
 # The figure's own legend is the one key; this fold, under it, says the same marks at length.
 TREE_LEGEND = (
     '<details class="tree-key"><summary><b>Reading the draft tree</b>: the number inside a drafted node is its '
-    "row in the mask and the verify table; siblings are drawn by weight, the heaviest on top, so the numbers "
-    "need not read downwards</summary><ul>"
+    "row in the mask and the verify table; each column reads downwards</summary><ul>"
     + "".join(_legend_items())
     + '</ul><details class="tt-more"><summary>Sizes, fills and labels</summary><ul>'
     + "".join(f"<li>{note}</li>" for note in TREE_NOTES)

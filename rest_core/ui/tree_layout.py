@@ -30,26 +30,38 @@ def model_token_place(
     return model_token, model_parent_pos, model_in_trie_pos
 
 
-def _children(trie: Trie, nodes: np.ndarray, parent_pos: np.ndarray) -> list[list[int]]:
-    """Each shown node's children (index n: the root's), heaviest first, as the layout orders them."""
+def _children(trie: Trie, nodes: np.ndarray, parent_pos: np.ndarray, drafted: np.ndarray) -> list[list[int]]:
+    """Each shown node's children (index n: the root's), as the layout orders them: the drafted ones
+    in their verify-table row order (the draft's breadth-first order, which `nodes` keeps), so the
+    row numbers read downwards in every column; then the retrieved-only ones, heaviest first."""
     n = len(nodes)
     children: list[list[int]] = [[] for _ in range(n + 1)]
     for k, p in enumerate(parent_pos):
         children[p if p >= 0 else n].append(k)
+
+    def order(k: int) -> tuple:
+        return (0, k, 0) if drafted[k] else (1, -trie.weights[nodes[k]], int(trie.tokens[nodes[k]]))
+
     for ch in children:
-        ch.sort(key=lambda k: (-trie.weights[nodes[k]], int(trie.tokens[nodes[k]])))
+        ch.sort(key=order)
     return children
 
 
 def fold_siblings(
-    trie: Trie, nodes: np.ndarray, parent_pos: np.ndarray, keep: np.ndarray, max_rows: int, star: bool
+    trie: Trie,
+    nodes: np.ndarray,
+    parent_pos: np.ndarray,
+    keep: np.ndarray,
+    max_rows: int,
+    star: bool,
+    drafted: np.ndarray | None = None,
 ) -> tuple[set[int], dict[int, list[int]]]:
     """Where a level crowds: the shown positions to hide, and per parent (-1: the root) the
     children folded into one "+N more" node, so the layout needs at most `max_rows` rows (the
     model's token takes one). The crowdedest level gives up its lightest child first, with its
     subtree; nodes where `keep` holds (the accepted path) and their ancestors never fold."""
     n = len(nodes)
-    children = _children(trie, nodes, parent_pos)
+    children = _children(trie, nodes, parent_pos, np.zeros(n, bool) if drafted is None else drafted)
     protect = keep.copy()
     for k in np.flatnonzero(keep):
         p = int(parent_pos[k])
@@ -75,7 +87,8 @@ def fold_siblings(
             parent = k if k < n else -1
             if len(cand) >= 2 or (parent in folds and cand):
                 if best is None or len(shown) > best[0]:
-                    best = (len(shown), parent, cand[-1])
+                    lightest = min(cand, key=lambda c: (trie.weights[nodes[c]], -int(trie.tokens[nodes[c]])))
+                    best = (len(shown), parent, lightest)
         if best is None:
             break
         _, parent, child = best
@@ -91,14 +104,15 @@ def layout_rows(
     model_token: int | None,
     model_parent_pos: int,
     fold_parents: tuple[int, ...] = (),
+    drafted: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """Each shown node's row (index n: the model's token, n + 2 + i: the i-th "+N more" node,
     hanging under `fold_parents[i]`) and how many rows the layout has."""
-    # Leaves get consecutive rows in depth-first order (heavy children first), a fold after its
+    # Leaves get consecutive rows in depth-first order (children as `_children` orders them), a fold after its
     # siblings, the model's token a leaf of its own, last under its parent; a parent sits at the
     # mean of its children's rows. Index n is the star, n + 1 the root.
     n = len(nodes)
-    children = _children(trie, nodes, parent_pos)
+    children = _children(trie, nodes, parent_pos, np.zeros(n, bool) if drafted is None else drafted)
     children = children[:n] + [[], children[n]] + [[] for _ in fold_parents]
     for i, p in enumerate(fold_parents):
         children[p if p >= 0 else n + 1].append(n + 2 + i)
@@ -263,7 +277,7 @@ MAX_ROWS = 10  # rows the figure's height holds with 12 px labels on a phone; re
 
 def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int = TRIE_MAX_EXTRA) -> TreeView | None:
     """Choose which trie nodes to draw (see `_drawn`) and lay them out: depth to the right,
-    heaviest branch on top, every leaf and the model's own token in a row of its own; fewer
+    drafted siblings in their row order from the top (`_children`), every leaf and the model's own token in a row of its own; fewer
     retrieved-only nodes where their rows would crowd the drafted ones, then, where the draft
     alone needs more than MAX_ROWS rows, a crowded level's lightest siblings folded into one
     "+N more" node (`fold_siblings`)."""
@@ -280,7 +294,7 @@ def tree_view(event: StepEvent, max_nodes: int = TRIE_MAX_NODES, max_extra: int 
 
 
 def _folded(
-    event: StepEvent, keep: np.ndarray, accepted: np.ndarray, max_rows: int
+    event: StepEvent, keep: np.ndarray, accepted: np.ndarray, selected: np.ndarray, max_rows: int
 ) -> list[tuple[int, tuple[int, ...]]]:
     """Clear from `keep` the nodes `fold_siblings` folds; per fold, its parent's trie index (-1:
     the root) and the trie indices it holds."""
@@ -290,7 +304,7 @@ def _folded(
     pos = {int(t): k for k, t in enumerate(nodes)}
     parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
     star = bool(event.tokens and event.token_sources and event.token_sources[-1] == 0)
-    hidden, folds = fold_siblings(trie, nodes, parent_pos, accepted[nodes], max_rows, star)
+    hidden, folds = fold_siblings(trie, nodes, parent_pos, accepted[nodes], max_rows, star, selected[nodes])
     keep[nodes[sorted(hidden)]] = False
     out = []
     for p, kids in folds.items():
@@ -314,7 +328,7 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int, max_rows: int = 
     trie = event.trie
     assert trie is not None
     keep, selected, accepted, d2t = _drawn(event, max_nodes, max_extra)
-    folded = _folded(event, keep, accepted, max_rows) if max_rows else []
+    folded = _folded(event, keep, accepted, selected, max_rows) if max_rows else []
     nodes = np.flatnonzero(keep)  # BFS order, so parents come before children
     pos = {int(t): k for k, t in enumerate(nodes)}
     parent_pos = np.array([pos.get(int(trie.parents[t]), -1) for t in nodes], dtype=np.int64)
@@ -323,7 +337,7 @@ def _laid_out(event: StepEvent, max_nodes: int, max_extra: int, max_rows: int = 
     row_of = {int(t): i + 1 for i, t in enumerate(d2t) if t >= 0}
     model_token, model_parent_pos, model_in_trie_pos = model_token_place(event, trie, nodes, parent_pos, accepted)
     fold_parents = tuple(pos.get(p, -1) for p, _ in folded)
-    y, rows = layout_rows(trie, nodes, parent_pos, model_token, model_parent_pos, fold_parents)
+    y, rows = layout_rows(trie, nodes, parent_pos, model_token, model_parent_pos, fold_parents, selected[nodes])
     n = len(nodes)
     x = trie.depths[nodes].astype(float)
     folds = tuple(

@@ -335,7 +335,7 @@ def test_tree_view_roles_and_layout():
     assert view.accepted.tolist() == [True, False, True, False, False]
     assert view.parent_pos.tolist() == [-1, -1, 0, 0, 2]
     assert view.model_token == ord("Z") and view.model_parent_pos == 2
-    # heaviest branch on top: A above B, C above D
+    # drafted siblings in row order from the top (A, B: rows 1, 2), then retrieved-only ones (C above D)
     assert view.y[0] > view.y[1] and view.y[2] > view.y[3]
 
 
