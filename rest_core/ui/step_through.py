@@ -90,10 +90,11 @@ BARE_TOP = 20  # px above the tree's title here, no label badge over it (at 8 th
 def without_badge(fig: Any) -> Any:
     """The tree figure as the step-through shows it (show_label=False: no label badge above it):
     its title at the top, without the band of trie_view.TITLE_TOP px kept for Chat's badge. A
-    message-only figure is left as it is."""
+    message-only figure is left as it is. The figure is as much shorter, its plot as tall."""
     if fig is not None and fig.layout.title.text:
         top = BARE_TOP + trie_view.TITLE_LINES * 18 + 6
-        fig.update_layout(title=dict(y=1 - BARE_TOP / trie_view.TRIE_HEIGHT), margin=dict(t=top))
+        height = fig.layout.height - (fig.layout.margin.t - top)
+        fig.update_layout(title=dict(y=1 - BARE_TOP / height), margin=dict(t=top), height=height)
     return fig
 
 

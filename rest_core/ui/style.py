@@ -63,6 +63,13 @@ def esc(text: str) -> str:
     return html.escape(text, quote=True)
 
 
+def plot_esc(text: str) -> str:
+    """Text for a Plotly label, title or tick, escaped once for that medium: Plotly reads its
+    own small HTML (<b>, <br>) and only a few entities (&amp; &lt; &gt; and numeric ones), so
+    `esc`'s &quot; and &#x27; would show as typed (a drafted `."` read `.&quot;`)."""
+    return html.escape(text, quote=False)
+
+
 def source_class(mask: int) -> str:
     return origin(mask).css
 

@@ -102,8 +102,9 @@ def budget_note(event: StepEvent, c_max: int | None = None) -> str:
 
 
 # The marks of the draft tree, in the order its key lists them: (symbol, name, look, meaning).
-# The figure's own legend ("name: what it means", `key_name`) and the page's key (`tree_legend_html`) are
-# both built from these, so the two say the same words; a node's mark follows its `draft_states`.
+# The figure's own short key (the marks it draws, by name: `key_name`) and the page's key
+# (`tree_legend_html`) are both built from these, so the two say the same words; a node's mark
+# follows its `draft_states`.
 TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("■", "root", "dark square", "The last token written; the step starts here."),
     ("◯", "accepted", "green ring", "Drafted, and the model chose the same token."),
@@ -124,8 +125,8 @@ TREE_MARKS: tuple[tuple[str, str, str, str], ...] = (
         "Written after the accepted drafts, on a dashed line, in a row of its own: one per step (usually).",
     ),
 )
-# A mark's words in the figure's compact legend: what it means, in a few words (its look is the
-# legend's sample); the page's key repeats them, with the look and the longer meaning, folded.
+# What a mark means, in a few words: the page's key (the fold under the figure) gives them with its
+# look and the longer meaning.
 KEY_SHORT = {
     "root": "the last token written",
     ACCEPTED: "the model agreed",
@@ -138,9 +139,14 @@ KEY_SHORT = {
 MARK_OF_STATE = {ACCEPTED: ACCEPTED, REJECTED: REJECTED, OFF_PATH: OFF_PATH, UNCHECKED: UNCHECKED}
 
 
+# A mark's words in the figure's short key: its name, and a gloss where the name alone says little;
+# the fold under the figure (`TREE_LEGEND`) gives each its look and meaning at length.
+KEY_WORDS = {"root": "root: last token"}
+
+
 def key_name(name: str) -> str:
-    """A mark's entry in the figure's legend: its name and what it means, as the page's key says them."""
-    return f"{name}: {KEY_SHORT[name]}"
+    """A mark's entry in the figure's key: its name (the fold under the figure says what it means)."""
+    return KEY_WORDS.get(name, name)
 
 
 TREE_NOTES = (
@@ -168,7 +174,7 @@ def _legend_items() -> list[str]:
     ]
 
 
-# The figure's own legend is the one key; this fold, under it, says the same marks at length.
+# The figure's key names the marks it draws; this fold, under it, says every mark at length.
 TREE_LEGEND = (
     '<details class="tree-key"><summary><b>Reading the draft tree</b>: the number inside a drafted node is its '
     "row in the mask and the verify table; each column reads downwards</summary><ul>"
@@ -180,6 +186,6 @@ TREE_LEGEND = (
 
 
 def tree_legend_html() -> str:
-    """What every mark of `trie_figure` means, one per line, folded under the figure (its legend
-    is the key; TREE_MARKS and KEY_SHORT give both the same words)."""
+    """What every mark of `trie_figure` means, one per line, folded under the figure (its key names
+    the marks a step draws; TREE_MARKS gives both the same names)."""
     return f'<div class="tree-legend" style="color:#1f2937">{TREE_LEGEND}</div>'

@@ -1,21 +1,46 @@
 """How many characters each label of the draft tree may have (`label_room`) and which side of
-its node it takes (`label_sides`), reckoned on a phone's plot, where the columns are narrowest;
+its node it takes (`label_sides`), reckoned for a plot width and a type size (`Fit`): the figure
+writes its labels twice, cut for a phone's plot (`PHONE`) and, larger and longer, for a laptop's
+(`WIDE`); the page shows one set or the other by the plot's own width (assets/app.css).
 `rest_core.ui.tree_places` then sets each text where nothing else is. Pure arithmetic."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-PHONE_PLOT_PX = 300  # the plot's width on a 390 px phone: labels are cut to fit a column there
-
-CHAR_PX = 7.4  # about a character's width at LABEL_PX
+CHAR_PX = 7.4  # about a character's width at 12 px type
 
 
-def label_chars(columns: float) -> int:
-    """How many characters a node's label may have to fit on a phone (about CHAR_PX a character
-    at the labels' LABEL_PX), centred above its node within its column."""
-    room = PHONE_PLOT_PX / max(columns, 1.0) - 4
-    return int(max(2, min(8, room // CHAR_PX)))
+@dataclass(frozen=True)
+class Fit:
+    """One set of labels: cut to fit a plot `plot_px` wide, in `font` px type, at most `most`
+    characters; `widths`: the plot widths the set is shown at (its labels are placed clear at each)."""
+
+    plot_px: float
+    font: float
+    most: int
+    widths: tuple[float, ...]
+
+    @property
+    def char_px(self) -> float:
+        return CHAR_PX * self.font / 12
+
+
+FIGURE_MARGIN_PX = 20  # the figure's left and right margins together: its width is the plot's and these
+WIDE_PLOT_PX = 430  # from this plot width on (a laptop's Chat or Step-through column) the wide labels show
+# the phone's: the plot on a 390 px phone, up to the wide set's; the wide: up to a 1400 px page's column
+PHONE = Fit(plot_px=300, font=12, most=10, widths=(300.0, WIDE_PLOT_PX - 1.0))
+WIDE = Fit(plot_px=WIDE_PLOT_PX, font=14, most=14, widths=(float(WIDE_PLOT_PX), 680.0))
+WIDE_FIGURE_PX = WIDE_PLOT_PX + FIGURE_MARGIN_PX  # the figure's width where the page switches sets
+PHONE_PLOT_PX = PHONE.plot_px  # the plot's width on a 390 px phone
+
+
+def label_chars(columns: float, fit: Fit = PHONE) -> int:
+    """How many characters a node's label may have to fit `fit`'s plot, centred above its node
+    within its column."""
+    room = fit.plot_px / max(columns, 1.0) - 4
+    return int(max(2, min(8, room // fit.char_px)))
 
 
 def label_sides(
@@ -25,14 +50,15 @@ def label_sides(
     wants: Sequence[int],
     movable: int | None = None,
     down: Sequence[int] = (),
+    fit: Fit = PHONE,
 ) -> list[bool]:
     """Which labels sit below their node (True) rather than above it: along a row of neighbours
-    (the same y, one column apart) whose whole labels would meet on a phone, they take turns
+    (the same y, one column apart) whose whole labels would meet on `fit`'s plot, they take turns
     above and below, so that each has about two columns of room (a deep chain's words); each run
     starts on the side that sets fewer labels just over another label in the row below or on
     an edge going down (`down`: the labels whose node has one). Only the first `movable` labels
     may move (the star's and the folds' stay above)."""
-    col_px = PHONE_PLOT_PX / max(columns, 1.0)
+    col_px = fit.plot_px / max(columns, 1.0)
     n = len(xs) if movable is None else movable
     at = {(xs[i], ys[i]): i for i in range(n)}
     runs: list[list[int]] = []
@@ -42,7 +68,7 @@ def label_sides(
             j is not None
             and runs
             and runs[-1][-1] == j
-            and (min(10, wants[i]) + min(10, wants[j])) / 2 * CHAR_PX > col_px - 4
+            and (min(fit.most, wants[i]) + min(fit.most, wants[j])) / 2 * fit.char_px > col_px - 4
         ):
             runs[-1].append(i)
         else:
@@ -68,18 +94,20 @@ def label_room(
     wants: Sequence[int],
     least: Sequence[int] = (),
     below: Sequence[bool] = (),
+    fit: Fit = PHONE,
 ) -> list[int]:
-    """How many characters each label at (x, y) may have on a phone, centred above its point (or
-    below it where `below` says): each wants its whole text (`wants`, at most 10), within the
-    plot's edges; while two labels in one band meet (above a row and below the next, their
-    halves wider than the gap, CHAR_PX a character), the one in the most meetings, the longer on
-    a tie, loses a character, down to 2 (or `least`)."""
-    col_px = PHONE_PLOT_PX / max(columns, 1.0)
-    w = [min(10, n) for n in wants]
+    """How many characters each label at (x, y) may have on `fit`'s plot, centred above its point
+    (or below it where `below` says): each wants its whole text (`wants`, at most `fit.most`),
+    within the plot's edges; while two labels in one band meet (above a row and below the next,
+    their halves wider than the gap, `fit.char_px` a character), the one in the most meetings,
+    the longer on a tie, loses a character, down to 2 (or `least`)."""
+    col_px = fit.plot_px / max(columns, 1.0)
+    chars = fit.char_px
+    w = [min(fit.most, n) for n in wants]
     floor = [min(max(2, m), n) for m, n in zip(least or [2] * len(xs), w)]
     for i, x in enumerate(xs):  # the plot's edges: x runs from -0.4 to columns - 0.4
         edge = 2 * min(x + 0.4, columns - 0.4 - x) * col_px - 4
-        w[i] = max(floor[i], min(w[i], int(edge // CHAR_PX)))
+        w[i] = max(floor[i], min(w[i], int(edge // chars)))
     band = [y - 0.5 if i < len(below) and below[i] else y + 0.5 for i, y in enumerate(ys)]
     pairs = [
         (i, j, abs(xs[j] - xs[i]) * col_px - 4)
@@ -90,7 +118,7 @@ def label_room(
     while True:  # shrink the label in the most meetings, the longest first, one character at a time
         meets = [0] * len(w)
         for i, j, gap in pairs:
-            if (w[i] + w[j]) / 2 * CHAR_PX > gap:
+            if (w[i] + w[j]) / 2 * chars > gap:
                 meets[i] += w[i] > floor[i]
                 meets[j] += w[j] > floor[j]
         k = max(range(len(w)), key=lambda m: (meets[m], w[m]), default=-1)

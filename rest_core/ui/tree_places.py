@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# The plot's size in px (wide, high) where the tree is drawn: a 390 px phone's, the Chat view's
-# column on a laptop and the step-through's (its key in two columns leaves the plot taller).
+# The plot's sizes in px (wide, high) where a set of labels is drawn, unless a scene names its own
+# (`Scene.scales`: the figure gives each set of labels the widths it shows at, at its plot's height).
 SCALES = ((300.0, 300.0), (480.0, 300.0), (560.0, 400.0))
 
 LABEL_PLACES = ("top center", "top right", "top left")  # a label stays above its node, or below it:
@@ -99,6 +99,7 @@ class Scene:
     # per node: its label's side, "top" or "bottom", or "" for either (above unless below clears
     # more); none given: every one above
     label_sides: Sequence[str] = ()
+    scales: Sequence[tuple[float, float]] = SCALES  # the plot sizes in px every label is clear at
 
     def px(self, scale: tuple[float, float], x: float, y: float) -> tuple[float, float]:
         w, h = scale
@@ -135,29 +136,29 @@ def place_texts(scene: Scene) -> Texts:
     """Each label centred unless a shift clears more (edges, nodes and every other label, those
     not placed yet as centred: a shift never pushes a neighbour along), over every scale."""
     n = len(scene.xy)
-    drawn = {s: _in_px(scene, s) for s in SCALES}
-    taken: dict[tuple[float, float], list[Box]] = {s: [] for s in SCALES}
-    for s in SCALES:
+    drawn = {s: _in_px(scene, s) for s in scene.scales}
+    taken: dict[tuple[float, float], list[Box]] = {s: [] for s in scene.scales}
+    for s in scene.scales:
         for x, y, width in scene.fixed:
             cx, cy = scene.px(s, x, y)
             taken[s].append(text_box("top center", cx, cy, 14.0, width, scene.label_font))
     said = [k for k in range(n) if scene.label_px[k]]
     sides = list(scene.label_sides) + ["top"] * (n - len(scene.label_sides))
     labels = [UNDER_PLACES[0] if sides[k] == "bottom" else LABEL_PLACES[0] for k in range(n)]
-    now = {s: {k: _label_box(scene, s, k, labels[k]) for k in said} for s in SCALES}
+    now = {s: {k: _label_box(scene, s, k, labels[k]) for k in said} for s in scene.scales}
     overlaps = 0
     for k in sorted(said, key=lambda k: (-scene.xy[k][1], scene.xy[k][0])):
         scores = []
         places = {"top": LABEL_PLACES, "bottom": UNDER_PLACES}.get(sides[k], LABEL_PLACES + UNDER_PLACES)
         for p in places:
             score = 0
-            for s in SCALES:
+            for s in scene.scales:
                 others = taken[s] + [b for j, b in now[s].items() if j != k]
                 score += _hits(s, drawn[s], _label_box(scene, s, k, p), k, others)
             scores.append(score)
         best = min(range(len(places)), key=lambda i: (scores[i], i))
         labels[k] = places[best]
         overlaps += scores[best]
-        for s in SCALES:
+        for s in scene.scales:
             now[s][k] = _label_box(scene, s, k, labels[k])
     return Texts(tuple(labels), overlaps)

@@ -358,12 +358,16 @@ def test_draft_to_trie_matches_by_token_path():
 def test_trie_figure_data():
     tok = ByteTokenizer()
     fig = trie_view.trie_figure(trie_event(), tok)
-    by_name = {t.name: t for t in fig.data if t.name}
+    by_name = {t.name: t for t in fig.data if t.name and not t.showlegend}  # the nodes, not the key
     assert list(by_name["accepted"].text) == ["A", "C"]
     assert list(by_name["drafted, rejected"].text) == ["B", "E"]
     assert list(by_name["retrieved only"].text) == ["D"]
     assert list(by_name["model's own token"].text) == ["Z"]
-    nodes = sum(len(t.text) for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE)
+    nodes = sum(
+        len(t.text)
+        for t in fig.data
+        if t.mode == "markers+text" and t.name not in (trie_view.ROW_TRACE, trie_view.WIDE_LABELS)
+    )
     assert list(by_name["verify row"].text) == ["<b>1</b>", "<b>2</b>", "<b>3</b>", "<b>4</b>"]  # the drafted
     assert nodes == 5 + 1  # all trie nodes + the model's token
     # accepted edges: root->A and A->C
@@ -378,34 +382,41 @@ def test_trie_figure_data():
     assert "<br>trie of 5 nodes" in fig.layout.title.text and "retrieved" not in fig.layout.title.text
 
 
-def test_trie_figures_key_lists_every_mark_the_caption_describes_and_each_sources_colour():
-    """Issue 29: the figure's key listed only the marks a step drew (3 or 4) where the caption
-    describes six, and a faded blue datastore node matched no key entry. The key now lists
-    every mark, in grey, and the colour of each source it drew, by the source's name."""
+def test_trie_figures_key_names_the_marks_it_draws_and_each_sources_colour():
+    """Issue 29: a faded blue datastore node matched no key entry; the key names the colour of
+    each source it drew, by the source's name. screens16 (03, 06): the key listed every mark in
+    a long column beside white space; it now names only the marks the step draws, in a word or
+    two, and the fold under the figure says every mark at length."""
     ev = replace(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(SOURCE_DATASTORE, 0), accepted=(0,))
     fig = trie_view.trie_figure(ev, ByteTokenizer())
     key = [t for t in fig.data if t.showlegend is not False]
     names = [t.name for t in key]
-    assert names[:6] == [tree_key.key_name(n) for _, n, _, _ in tree_key.TREE_MARKS if n != "not checked"]
-    assert [n.split(":")[0] for n in names[:6]] == [
-        "root",
+    assert names[:6] == [
+        "root: last token",
         "accepted",
         "rejected",
         "off the path",
         "retrieved only",
         "model's own token",
     ]
+    assert names[:6] == [tree_key.key_name(n) for _, n, _, _ in tree_key.TREE_MARKS if n != "not checked"]
     colours = {t.name: t.marker.color for t in key[6:]}
     drawn = {int(m) for m in ev.trie.sources if m}  # every node of this small trie is drawn
     assert colours
     for bit, name in style.step_source_names(ev):
         if any(m & bit for m in drawn):
-            assert colours[f"from {name}"] == style.SOURCE_COLORS[bit]
+            assert colours[name] == style.SOURCE_COLORS[bit]
     assert all(t.x == (None,) for t in key)  # key entries only: no points
     for mark in ("root", "green", "dark ring", "hollow", "model's own token"):
         assert mark in tree_key.TREE_LEGEND, mark
     for name in names[:6]:  # the page's key says the figure's words
-        assert name.split(": ", 1)[1] in tree_key.TREE_LEGEND, name
+        assert name.split(": ")[-1] in tree_key.TREE_LEGEND, name
+    # a step that accepted its one draft draws no rejected, unused or hollow node: its key says none
+    trie = sub(small_trie(), [0])
+    one = event(1, [ord("A"), ord("Z")], (SOURCE_DATASTORE, 0), trie=trie, draft=trie, draft_idx=[0], accepted=(0,))
+    key = [t.name for t in trie_view.trie_figure(one, ByteTokenizer()).data if t.showlegend]
+    assert key[:3] == ["root: last token", "accepted", "model's own token"]
+    assert not {"rejected", "off the path", "retrieved only", "not checked"} & set(key)
 
 
 def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_ringed_dark():
@@ -416,12 +427,12 @@ def test_model_token_star_never_sits_on_a_node_and_rejected_drafts_are_ringed_da
     view = trie_view.tree_view(ev)
     assert view.model_in_trie_pos == view.nodes.tolist().index(3)  # D: the trie had the model's token
     fig = trie_view.trie_figure(ev, ByteTokenizer())
-    by_name = {t.name: t for t in fig.data if t.name}
+    by_name = {t.name: t for t in fig.data if t.name and not t.showlegend}  # the nodes, not the key
     star = by_name["model's own token"]
     nodes = {
         (x, y)
         for t in fig.data
-        if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and t is not star
+        if t.mode == "markers+text" and t.name not in (trie_view.ROW_TRACE, trie_view.WIDE_LABELS) and t is not star
         for x, y in zip(t.x, t.y)
     }
     assert (star.x[0], star.y[0]) not in nodes

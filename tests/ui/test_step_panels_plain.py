@@ -67,7 +67,7 @@ def test_labels_sit_on_one_side_haloed_over_every_edge_and_crosses_are_bold():
     ev = rep(trie_event(), tokens=(ord("A"), ord("D")), token_sources=(1, 0), accepted=(0,))
     fig = trie_view.trie_figure(ev, TOK)
     labelled = [t for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and len(t.x)]
-    assert labelled
+    assert labelled and labelled[-1].name == trie_view.WIDE_LABELS
     for t in labelled:
         positions = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
         assert all(p.startswith("top ") for p in positions), t.name  # above its node, shifted off an edge at most
@@ -256,10 +256,12 @@ def test_the_step_throughs_tree_has_no_blank_band_for_a_badge_it_does_not_draw()
     fig = step_through.step_view(st).trie
     lines = trie_view.TITLE_LINES
     assert fig.layout.margin.t <= step_through.BARE_TOP + 18 * lines + 6 < trie_view.TITLE_TOP + 18 * lines
-    top = (1 - fig.layout.title.y) * trie_view.TRIE_HEIGHT
+    top = (1 - fig.layout.title.y) * fig.layout.height
     assert round(top) == step_through.BARE_TOP and fig.layout.margin.t >= top + 18 * lines  # every line shows
     chat = trie_view.trie_figure(eos_step(), TOK)  # Chat's keeps its band under the badge
     assert chat.layout.margin.t >= trie_view.TITLE_TOP
+    # the same plot, the figure shorter by the band
+    assert chat.layout.height - chat.layout.margin.t == fig.layout.height - fig.layout.margin.t
 
 
 def test_the_inspector_folds_what_fed_the_draft_under_what_it_matched_and_accepted():

@@ -82,11 +82,17 @@ def _boxes(fig, trace, scale, width_of) -> list[tuple[float, float, float, float
     ]
 
 
-def _crossed(fig, trace, width_of) -> list[str]:
+def scales(ev, tok, fit=trie_view.PHONE) -> list[tuple[float, float]]:
+    """The plot sizes in px a set of labels shows at: its widths, at the figure's plot height."""
+    drawing = trie_view._TrieDrawing(ev, trie_view.tree_view(ev), tok)
+    return [(w, drawing.plot_px()) for w in fit.widths]
+
+
+def _crossed(fig, trace, width_of, sizes) -> list[str]:
     lo, hi = fig.layout.yaxis.range
     x0, x1 = fig.layout.xaxis.range
     bad = []
-    for scale in tree_places.SCALES:
+    for scale in sizes:
         w, h = scale
 
         def px(p, w=w, h=h):
@@ -102,14 +108,22 @@ def test_no_label_lies_on_another_on_a_phone():
     """12 (phone): "ant…" and "·Base" ran together once "·Base" moved off its edge (and a shift
     pushed its neighbours along: "d an…" read "dan…"): a label may have a line under its halo,
     never another label on it or within 2 px of it."""
-    fig = trie_view.trie_figure(step(PHONE, [0, 3], 16, words=True), Words())
-    texts = [t for t in fig.data if t.mode == "markers+text" and t.texttemplate != " " and len(t.x)]
-    scale = tree_places.SCALES[0]
-    boxes = []
-    for t in texts:
-        boxes += [b for b, s in zip(_boxes(fig, t, scale, lambda s: len(unescape(s)) * trie_view.CHAR_PX), t.text) if s]
-    met = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if tree_places.boxes_meet(a, b, 2.0)]
-    assert not met, met
+    ev = step(PHONE, [0, 3], 16, words=True)
+    fig = trie_view.trie_figure(ev, Words())
+    phone = [
+        t
+        for t in fig.data
+        if t.mode == "markers+text" and t.texttemplate != " " and len(t.x) and t.name != trie_view.WIDE_LABELS
+    ]
+    wide = [t for t in fig.data if t.name == trie_view.WIDE_LABELS]
+    for texts, fit in ((phone, trie_view.PHONE), (wide, trie_view.WIDE)):
+        for scale in scales(ev, Words(), fit):
+            boxes = []
+            for t in texts:
+                width = lambda s, fit=fit: len(unescape(s)) * fit.char_px  # noqa: E731
+                boxes += [b for b, s in zip(_boxes(fig, t, scale, width), t.text) if s]
+            met = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if tree_places.boxes_meet(a, b, 2.0)]
+            assert not met, (fit, scale, met)
 
 
 BOLD_DIGIT = 0.62  # a bold digit's width, in font sizes
@@ -139,14 +153,16 @@ def test_no_label_is_crossed_by_an_edge_and_every_label_stays_above_its_node():
     """12 (phone): the steep edge from a branching node to its lowest child ran through that
     child's label ("(" crossed); a label shifts left or right above its node to clear it."""
     for parents, accepted, drafted in STEPS:
-        fig = trie_view.trie_figure(step(parents, accepted, drafted), TOK)
+        ev = step(parents, accepted, drafted)
+        fig = trie_view.trie_figure(ev, TOK)
         labelled = [
             t for t in fig.data if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE and t.texttemplate != " "
         ]
         for t in labelled:
+            fit = trie_view.WIDE if t.name == trie_view.WIDE_LABELS else trie_view.PHONE
             places = [t.textposition] if isinstance(t.textposition, str) else list(t.textposition)
             assert all(p.startswith("top ") for p in places)
-            crossed = _crossed(fig, t, lambda s: len(unescape(s)) * trie_view.CHAR_PX)
+            crossed = _crossed(fig, t, lambda s, fit=fit: len(unescape(s)) * fit.char_px, scales(ev, TOK, fit))
             assert not crossed, (t.name, crossed)
 
 
@@ -164,7 +180,7 @@ def test_the_key_says_what_the_numbers_are_without_a_hover():
     parents, accepted, drafted = STEPS[0]
     fig = trie_view.trie_figure(step(parents, accepted, drafted), TOK)
     key = [unescape(t.name) for t in fig.data if t.showlegend]
-    assert "<b>1, 2, …</b> inside a node: its row in the verify table" in key
+    assert "<b>1, 2, …</b>: its row" in key
     assert key[-1].startswith("<b>1, 2")  # after the marks and the sources' colours
 
 

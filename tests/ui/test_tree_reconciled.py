@@ -66,7 +66,7 @@ def test_walk_states_are_one_source_for_tree_table_and_key():
     # the tree: the node under the accepted end of text is faded, not crossed (it was crossed,
     # while the table said the model's token there was the same)
     fig = trie_view.trie_figure(ev, TOK)
-    by_name = {t.name: t for t in fig.data if t.name}
+    by_name = {t.name: t for t in fig.data if t.name and not t.showlegend}  # the nodes, not the key
     assert words(by_name["not checked"]) == ["↵"]
     assert by_name["not checked"].marker.symbol is None
     assert sorted(words(by_name["drafted, rejected"])) == sorted(["x", '“"”'])
@@ -138,7 +138,9 @@ def assert_no_label_overlaps_on_a_phone(fig, columns: float) -> None:
     spots = [
         (x, y + (9 if p.startswith("bottom") else 0), len(re.sub(r"<[^>]+>", "", t)))  # far: the other side
         for tr in fig.data
-        if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE and tr.texttemplate != " "
+        if tr.mode == "markers+text"
+        and tr.name not in (trie_view.ROW_TRACE, trie_view.WIDE_LABELS)
+        and tr.texttemplate != " "
         for x, y, t, p in zip(
             tr.x, tr.y, tr.text, [tr.textposition] * len(tr.x) if isinstance(tr.textposition, str) else tr.textposition
         )
@@ -161,7 +163,7 @@ def test_no_label_or_marker_shares_a_row_or_a_spot():
         spots = [
             (x, y)
             for t in fig.data
-            if t.mode == "markers+text" and t.name != trie_view.ROW_TRACE
+            if t.mode == "markers+text" and t.name not in (trie_view.ROW_TRACE, trie_view.WIDE_LABELS)
             for x, y in zip(t.x, t.y)
         ]
         assert len(spots) == len(set(spots))
@@ -186,7 +188,7 @@ def test_key_is_one_mark_a_line_with_the_figures_words():
     items = re.findall(r"<li>(.*?)</li>", out)
     for sym, name, look, meaning in tree_key.TREE_MARKS:
         assert any(sym in i and name in i and look in i and meaning in unescape(i) for i in items), name
-        assert tree_key.key_name(name).split(": ", 1)[1] in unescape(out)
+        assert tree_key.key_name(name).split(": ")[-1] in unescape(out)
     assert "color:#1f2937" in out  # dark body text, not light grey
 
 
@@ -272,7 +274,7 @@ def test_a_node_under_a_rejected_node_is_drawn_and_keyed_as_off_the_path():
     like a rejected node while the table said "off path". One state, one mark, one word."""
     ev = eos_step()
     fig = trie_view.trie_figure(ev, TOK)
-    by_name = {t.name: t for t in fig.data if t.name}
+    by_name = {t.name: t for t in fig.data if t.name and not t.showlegend}  # the nodes, not the key
     assert sorted(words(by_name["drafted, rejected"])) == sorted(["x", '“"”'])
     off = by_name[tree_key.OFF_PATH]
     assert words(off) == ["q"] and off.marker.symbol != "circle-x"
@@ -350,7 +352,10 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     fig = trie_view.trie_figure(ev, TOK)
     assert_no_label_overlaps_on_a_phone(fig, trie_view._TrieDrawing(ev, trie_view.tree_view(ev), TOK).columns)
     labels = [
-        word(t) for tr in fig.data if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE for t in tr.text
+        word(t)
+        for tr in fig.data
+        if tr.mode == "markers+text" and tr.name not in (trie_view.ROW_TRACE, trie_view.WIDE_LABELS)
+        for t in tr.text
     ]
     assert "·hello" in labels, labels  # above and below by turns: a word keeps two columns
     # ten words in a row: a label cut to "·…" says nothing; by turns above and below each keeps
@@ -362,7 +367,8 @@ def test_each_label_takes_the_room_its_neighbours_leave():
     labels = [
         word(t)
         for tr in fig.data
-        if tr.mode == "markers+text" and tr.name != trie_view.ROW_TRACE and tr.name != "model's own token"
+        if tr.mode == "markers+text"
+        and tr.name not in (trie_view.ROW_TRACE, trie_view.WIDE_LABELS, "model's own token")
         for t in tr.text
     ]
     assert "·…" not in labels and all(w.startswith("·h") and len(w) >= 3 for w in labels), labels
