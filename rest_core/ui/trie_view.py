@@ -62,7 +62,7 @@ from rest_core.ui.tree_text import (
 )
 
 TRIE_HEIGHT = 260  # a message-only figure's height; a tree's follows its rows (`_TrieDrawing.height`)
-ROW_STEP_PX = 34  # px from one row of the tree to the next on a phone: a node and a 14 px label above it
+ROW_STEP_PX = 40  # px from one row of the tree to the next on a phone: a node and a 14 px label above it, with air
 ROW_STEP_BELOW_PX = 52  # where labels also sit under a row: one under a row and one over the next fit
 MIN_SPAN = 4.0  # rows the y axis spans at least: a tree of one or two rows is not squeezed into a strip
 
