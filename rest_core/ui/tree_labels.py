@@ -95,10 +95,12 @@ def label_room(
     least: Sequence[int] = (),
     below: Sequence[bool] = (),
     fit: Fit = PHONE,
+    row_px: float | None = None,
 ) -> list[int]:
     """How many characters each label at (x, y) may have on `fit`'s plot, centred above its point
     (or below it where `below` says): each wants its whole text (`wants`, at most `fit.most`),
-    within the plot's edges; while two labels in one band meet (above a row and below the next,
+    within the plot's edges; while two labels one over the other meet (`overlap`: in one band,
+    above a row and below the next, unless the rows are `row_px` apart and that leaves them room;
     their halves wider than the gap, `fit.char_px` a character), the one in the most meetings,
     the longer on a tie, loses a character, down to 2 (or `least`)."""
     col_px = fit.plot_px / max(columns, 1.0)
@@ -108,12 +110,12 @@ def label_room(
     for i, x in enumerate(xs):  # the plot's edges: x runs from -0.4 to columns - 0.4
         edge = 2 * min(x + 0.4, columns - 0.4 - x) * col_px - 4
         w[i] = max(floor[i], min(w[i], int(edge // chars)))
-    band = [y - 0.5 if i < len(below) and below[i] else y + 0.5 for i, y in enumerate(ys)]
+    under = [i < len(below) and below[i] for i in range(len(xs))]
     pairs = [
         (i, j, abs(xs[j] - xs[i]) * col_px - 4)
         for i in range(len(xs))
         for j in range(i + 1, len(xs))
-        if abs(band[j] - band[i]) < 1
+        if overlap(ys[i], under[i], ys[j], under[j], fit.font, row_px)
     ]
     while True:  # shrink the label in the most meetings, the longest first, one character at a time
         meets = [0] * len(w)
@@ -126,3 +128,29 @@ def label_room(
             break
         w[k] -= 1
     return w
+
+
+NODE_GAP_PX = (
+    6.0,
+    10.4,
+)  # px from a node's centre to its label, as Plotly sets it: the smallest node's, a drafted one's
+TEXT_GAP_PX = 3.0  # two texts closer than this read as one
+
+
+def overlap(y1: float, below1: bool, y2: float, below2: bool, font: float, row_px: float | None) -> bool:
+    """Whether two labels (of nodes in rows y1 and y2, each above its node or below it) may lie one
+    over the other. Without `row_px`, when they share a band (a label over a row or under the
+    one above it: the bands half a row off the rows); with it, when their heights in px meet, for
+    any node size (`NODE_GAP_PX`)."""
+    if row_px is None:
+        band1, band2 = y1 + (-0.5 if below1 else 0.5), y2 + (-0.5 if below2 else 0.5)
+        return abs(band2 - band1) < 1
+
+    def span(y: float, under: bool) -> tuple[float, float]:  # px, upwards
+        near, far = NODE_GAP_PX
+        if under:
+            return y * row_px - far - 0.95 * font, y * row_px - near - 0.03 * font
+        return y * row_px + near + 0.05 * font, y * row_px + far + 0.97 * font
+
+    (a0, a1), (b0, b1) = span(y1, below1), span(y2, below2)
+    return a0 < b1 + TEXT_GAP_PX and b0 < a1 + TEXT_GAP_PX

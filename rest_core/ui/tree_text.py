@@ -50,10 +50,15 @@ class LabelSet:
     texts: Texts = Texts((), 0)  # per node, then the root and the star: its textposition (`placed`)
 
 
-def label_set(d: Any, full: list[str], fit: Fit) -> LabelSet:
-    """Each drawn label's characters (`said`), taking turns above and below along a crowded row
-    (`label_sides`): at least two and "…" where cut, never none; the star's and the folds'
-    after them. Not placed yet (`placed`): the figure's height waits on whether any sits below."""
+def any_below(d: Any, full: list[str], fit: Fit) -> bool:
+    """Whether any label of `fit`'s set takes turns under its row (`label_sides`): the figure sets
+    its rows further apart then."""
+    return any(_sides(d, full, fit)[-1])
+
+
+def _sides(d: Any, full: list[str], fit: Fit) -> tuple:
+    """(said, xs, ys, wants, least, more, star, below): the drawn labels' nodes (then the star and
+    the folds), where they are, their whole lengths, their least ones, and which go under."""
     view = d.view
     said = [int(k) for k in np.flatnonzero(d.said)]
     star = punctuation(visible(token_text(d.tokenizer, view.model_token), 99)) if view.model_token is not None else ""
@@ -64,7 +69,15 @@ def label_set(d: Any, full: list[str], fit: Fit) -> LabelSet:
     least = [len(END_MARK) if full[k] == END_MARK else 3 for k in said] + [3] + [len(m) - 5 for m in more]
     down = [i for i, k in enumerate(said) if goes_down(d, k)]
     below = label_sides(xs, ys, d.columns, wants, len(said), down, fit)[: len(said)]
-    room = label_room(xs, ys, d.columns, wants, least, below, fit)
+    return said, xs, ys, wants, least, more, star, below
+
+
+def label_set(d: Any, full: list[str], fit: Fit, row_px: float) -> LabelSet:
+    """Each drawn label's characters (`said`), taking turns above and below along a crowded row
+    (`label_sides`): at least two and "…" where cut, never none; the star's and the folds'
+    after them, with rows `row_px` apart. Not placed yet (`placed`)."""
+    said, xs, ys, wants, least, more, star, below = _sides(d, full, fit)
+    room = label_room(xs, ys, d.columns, wants, least, below, fit, row_px)
     cap = dict(zip(said, room))
     chars = label_chars(d.columns)  # a retrieved-only node's label, for hover and tests
     labels = [plot_esc(f if f == END_MARK else visible(f, cap.get(k, chars))) for k, f in enumerate(full)]

@@ -55,6 +55,7 @@ from rest_core.ui.tree_text import (
     LABEL_HALO,
     LABEL_POSITION,
     WIDE_LABELS,  # noqa: F401 - the wide labels' trace, by name
+    any_below,
     label_set,
     placed,
     punctuation,
@@ -169,8 +170,12 @@ class _TrieDrawing:
         self.star_colour = MODEL_COLOR
         self.key = key_entries(self)
         full = self.full_labels()
-        phone, wide = label_set(self, full, PHONE), label_set(self, full, WIDE)
-        self.below = any(phone.below.values()) or any(wide.below.values())  # labels under a row: rows further apart
+        self.below = any_below(self, full, PHONE) or any_below(
+            self, full, WIDE
+        )  # labels under a row: rows further apart
+        lo, hi = self.y_range()
+        row_px = self.plot_px() / (hi - lo)
+        phone, wide = label_set(self, full, PHONE, row_px), label_set(self, full, WIDE, row_px)
         self.phone, self.wide = placed(self, phone, self.plot_px()), placed(self, wide, self.plot_px())
         self.labels, self.texts = self.phone.labels, self.phone.texts  # the nodes' own traces: the phone's
 

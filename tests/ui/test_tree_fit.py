@@ -9,7 +9,7 @@ from html import unescape
 from pathlib import Path
 
 from rest_core.ui import tree_labels, tree_legend, trie_view
-from tests.ui.test_tree_places import PHONE, STEPS, TOK, Words, step
+from tests.ui.test_tree_places import PHONE, STEPS, TOK, Chat, Words, step
 from tests.ui.test_tree_reconciled import wide_step
 
 CSS = (Path(__file__).resolve().parents[2] / "assets" / "app.css").read_text()
@@ -26,8 +26,9 @@ def test_a_laptop_gets_larger_longer_labels_and_a_phone_keeps_its_own():
     assert tree_labels.WIDE.font >= 14 > tree_labels.PHONE.font
     assert tree_labels.WIDE.plot_px > tree_labels.PHONE.plot_px
     said = [k for k in range(len(d.view.nodes)) if d.said[k]]
-    wide = [len(unescape(d.wide.labels[k])) for k in said]
-    phone = [len(unescape(d.phone.labels[k])) for k in said]
+    assert all(len(unescape(d.wide.labels[k])) >= len(unescape(d.phone.labels[k])) for k in said)
+    chain = drawing(step([-1] + list(range(15)), [0, 1, 2], 16, words=True), Chat())  # sixteen deep: cut on a phone
+    wide, phone = ([len(unescape(s.labels[k])) for k in range(16)] for s in (chain.wide, chain.phone))
     assert all(w >= p for w, p in zip(wide, phone)) and sum(wide) > sum(phone)
     fig = trie_view.trie_figure(ev, Words())
     [trace] = [t for t in fig.data if t.name == trie_view.WIDE_LABELS]
@@ -72,12 +73,18 @@ def test_the_figure_is_as_tall_as_its_rows():
 
 def test_labels_under_a_row_set_the_rows_further_apart():
     """A deep chain's labels take turns above and below: a label under one row and one over the
-    next both fit between them."""
+    next both fit between them, so neither is cut for the other (screens16, 03: "ro…", "↵…")."""
     chain = step([-1] + list(range(15)), [0, 1, 2], 16, words=True)
     d = drawing(chain, Words())
     assert d.below and d.plot_px() / (d.y_range()[1] - d.y_range()[0]) == trie_view.ROW_STEP_BELOW_PX
     assert trie_view.ROW_STEP_BELOW_PX >= 2 * (15 / 2 / 0.8 + 1) + 1.92 * tree_labels.WIDE.font + 3
     assert not drawing(wide_step(15)).below
+    d = drawing(step(PHONE, [0, 3], 16, words=True), Words())  # branches of words, under and over each other
+    assert d.below and all("…" not in unescape(d.phone.labels[k]) for k in range(len(d.view.nodes)) if d.said[k])
+    # rows that far apart: a label under one and one over the next do not meet; closer they do
+    assert not tree_labels.overlap(0, True, -1, False, 14, trie_view.ROW_STEP_BELOW_PX)
+    assert tree_labels.overlap(0, True, -1, False, 14, trie_view.ROW_STEP_PX)
+    assert tree_labels.overlap(0, True, -1, False, 14, None) and not tree_labels.overlap(0, False, -1, False, 14, None)
 
 
 def test_the_key_is_short_and_counts_its_rows_as_plotly_lays_them():
