@@ -60,18 +60,17 @@ function openLink() {
     return;
   }
   let tries = 0;
-  const go = (going = setInterval(() => {
+  going = setInterval(() => {
     const tab = document.querySelector(`#views [role=tab][data-tab-id="${view}"]`);
     if (tab && tab.getAttribute("aria-selected") !== "true") tab.click();
     const target = id === view ? null : document.getElementById(id);
     const shown = tab && tab.getAttribute("aria-selected") === "true" && (!target ? id === view : target.offsetParent);
     if (!shown && ++tries < 300) return;
-    clearInterval(go);
-    if (going === go) stopGoing();
+    stopGoing(); // a newer link or a user's tab click cleared this interval before it got here
     if (!shown) return;
     (target || document.getElementById("views")).scrollIntoView({ block: "start" });
     if (target) unfold(target);
-  }, 100));
+  }, 100);
 }
 
 // A tab the user clicks (a trusted event, unlike the link's own clicks) wins over a link still
