@@ -84,8 +84,12 @@ def check_on_prompt(runtime: Runtime, session: Session) -> str:
     if steps.job is None or not steps.events:
         return "Step through an answer first: this compares on the step-through's prompt (a chat answer: Compare under the chat)."
     job = replace(steps.job, explain=False, max_seconds=runtime.settings.max_seconds / 2, max_steps=0, lane=LONG)
-    rest, ar = (runtime.calls.steps(replace(job, config=job.config.with_method(m))) for m in ("rest", "ar"))
-    cmp = compare_view.compare(rest.events, ar.events, job.config.sampling.greedy)
+    try:
+        rest, ar = (runtime.calls.steps(replace(job, config=job.config.with_method(m))) for m in ("rest", "ar"))
+        cmp = compare_view.compare(rest.events, ar.events, job.config.sampling.greedy)
+    except Exception as exc:  # noqa: BLE001 - a message in the page, the traceback in the terminal
+        log.error("compare on the step-through's prompt failed:\n%s", traceback.format_exc())
+        return f"could not compare on this prompt: {exc}"
     session.measured = measured(cmp, steps.prompt_ids, style.quoted(steps.message))
     session.plain_forward = plain_forward(ar.events)
     return "" if session.measured is not None else cmp.load_note()

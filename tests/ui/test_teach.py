@@ -448,6 +448,23 @@ def test_compare_it_on_this_prompt_sets_a_measurement_of_the_step_throughs_promp
     assert len(session.steps.events) == 1  # the step-through's own answer is untouched
 
 
+def test_compare_it_on_this_prompt_says_so_when_the_model_call_fails(runtime, monkeypatch):
+    """A failing model call is a message in Why this c?, not an error the page cannot place."""
+    import app
+
+    built = app.build_app(runtime.settings, runtime)
+    h = built.teaching
+    session = Session()
+    h.next(MESSAGE, session, STORE, 16, **step_knobs(**KNOBS))
+
+    def broken(job):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(runtime.calls, "steps", broken)
+    caption = unescape(h.why_c_check(session, 16)[h.ui.why_cap])
+    assert "could not compare on this prompt: out of memory" in caption and session.measured is None
+
+
 def test_the_step_through_keeps_compact_steps_up_to_its_bound(runtime):
     """Issue 30: the step-through kept every full event (a K = 5000 step's whole trie) without a
     bound. It keeps compact events, as Send does, and at most `max_steps` per answer, then says
